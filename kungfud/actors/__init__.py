@@ -1,0 +1,11 @@
+"""pykka actors: one per live object, activated on demand, stopped when idle.
+
+An actor serializes the commands of its object (L5), decides them with the pure
+core against state read from one consistent LMDB view, and hands the result to
+the group-committing writer. Replies cross back to asyncio through the ``reply``
+callable each job carries (the server wraps ``loop.call_soon_threadsafe``).
+"""
+
+from .runtime import Job, Runtime
+
+__all__ = ["Runtime", "Job"]

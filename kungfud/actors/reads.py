@@ -1,0 +1,72 @@
+"""Reads: answered from one LMDB read transaction each (R9-5, R12-10), with §9
+deciding what the caller sees. Reads do not need an active agent (R4-2) and write
+nothing. They run without an actor hop: a read serializes with nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from ..core.clock import rfc3339
+from ..core.visibility import may_list_memory, may_read_memory
+from ..errors import Rejection
+from ..store.store import View
+
+__all__ = ["whoami", "memory_get", "memory_list", "SCAN_BUDGET"]
+
+SCAN_BUDGET = 1000  # index rows one page may examine: every read is bounded (R8-13)
+
+
+def whoami(view: View, caller: str) -> dict | Rejection:
+    state = view.state(caller)
+    if state is None:
+        return Rejection("unauthenticated", "this connection's agent no longer exists", "stop")
+    return {"agent": state.agent, "status": state.status, "content": msgspec.Raw(state.content)}
+
+
+def memory_get(view: View, caller: str, memory: str, version: int | None) -> dict | Rejection:
+    state = view.state(memory)
+    if state is None or not may_read_memory(state, caller, version):
+        return Rejection.not_found("memory", memory if version is None else f"{memory} version {version}")
+    v = state.latest if version is None else version
+    content = view.memory_content(memory, v)
+    assert content is not None, "versions index lost a version"
+    return {
+        "memory": memory,
+        "author": state.author,
+        "version": v,
+        "latest": state.latest,
+        "status": state.status,
+        "visibility": state.visibility,
+        "created_at": rfc3339(state.created_at),
+        "content": msgspec.Raw(content),
+    }
+
+
+def memory_list(view: View, caller: str, author: str | None, cursor: str | None, limit: int) -> dict | Rejection:
+    author = author or caller
+    if cursor is not None and not (cursor.startswith("me_") and cursor[3:].isalnum() and cursor.isascii()):
+        return Rejection.bad_request("`cursor` is not a cursor this daemon returned - at `$.args.cursor`")
+    items: list[dict[str, Any]] = []
+    last: str | None = None
+    scanned = 0
+    exhausted = True
+    for memory in view.memories_of(author, cursor):
+        if len(items) == limit or scanned == SCAN_BUDGET:
+            exhausted = False
+            break
+        scanned += 1
+        last = memory
+        state = view.state(memory)
+        if state is not None and may_list_memory(state, caller):
+            items.append(
+                {
+                    "memory": memory,
+                    "author": state.author,
+                    "latest": state.latest,
+                    "status": state.status,
+                    "visibility": state.visibility,
+                }
+            )
+    return {"items": items, "cursor": None if exhausted else last}

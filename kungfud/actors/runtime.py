@@ -1,0 +1,73 @@
+"""Runtime: wires the store, the writer and the actor registry together, and is
+the one entry point the server calls for actions."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from typing import Any, Callable
+
+import msgspec
+
+from ..core.context import Ctx, Limits
+from ..core.ids import time_ordered
+from ..store import Failed, Outcome, Store, Writer
+from ..errors import Rejection
+from .registry import Registry
+
+__all__ = ["Runtime", "Job", "wall_ms"]
+
+
+def wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Job(msgspec.Struct):
+    """One action on its way to the actor that owns it."""
+
+    op: str
+    caller: str | None
+    scope: bytes | None  # receipt key (agent, op, idempotency key)
+    req_hash: bytes
+    command: Any
+    reply: Callable[[Outcome], None]  # thread-safe; delivers to the event loop
+
+
+class Runtime:
+    def __init__(
+        self,
+        store: Store,
+        limits: Limits = Limits(),
+        *,
+        clock: Callable[[], int] = wall_ms,
+        idle_stop_s: float = 60.0,
+        max_batch: int = 256,
+    ):
+        self.store = store
+        self.limits = limits
+        self.clock = clock
+        self.writer = Writer(store, max_batch=max_batch)
+        self.registry = Registry(self, idle_stop_s=idle_stop_s)
+
+    def start(self) -> None:
+        self.writer.start()
+        self.registry.start()
+
+    def stop(self) -> None:
+        """Stop actors (they finish queued jobs), then drain the writer."""
+        self.registry.stop()
+        self.writer.stop()
+
+    def new_id(self, prefix: str) -> str:
+        return time_ordered(prefix, self.clock(), secrets.randbits(80))
+
+    @staticmethod
+    def new_secret() -> str:
+        return "kf_" + secrets.token_urlsafe(32)
+
+    def ctx(self, caller: Any) -> Ctx:
+        return Ctx(now=self.clock(), caller=caller, new_id=self.new_id, new_secret=self.new_secret, limits=self.limits)
+
+    def submit(self, job: Job, actor_key: str) -> None:
+        if not self.registry.tell(actor_key, job):
+            job.reply(Failed(Rejection.unavailable("the daemon is shutting down; retry against the restarted daemon")))

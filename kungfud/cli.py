@@ -1,0 +1,53 @@
+"""``kungfud`` command line: ``serve`` and ``check``."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from . import __version__
+from .config import ConfigError, load
+
+__all__ = ["main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="kungfud", description="Kungfu protocol daemon")
+    p.add_argument("--version", action="version", version=f"kungfud {__version__}")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("serve", help="run the daemon")
+    s.add_argument("--config", help="TOML config file (every key optional)")
+    s.add_argument("--data-dir", help="data directory (overrides the config)")
+    s.add_argument("--listen", help="HOST:PORT to listen on; port 0 picks a free one")
+    s.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR")
+    c = sub.add_parser("check", help="rebuild every derived index from the facts and report differences")
+    c.add_argument("--config")
+    c.add_argument("--data-dir")
+    c.add_argument("--rebuild", action="store_true", help="write the rebuilt indexes (daemon must be stopped)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        cfg = load(args.config, data_dir=args.data_dir, listen=getattr(args, "listen", None))
+    except ConfigError as e:
+        print(f"kungfud: {e}", file=sys.stderr)
+        return 2
+    if args.cmd == "serve":
+        logging.basicConfig(
+            level=getattr(logging, str(args.log_level).upper(), logging.INFO),
+            format="%(asctime)s %(levelname)s %(name)s %(message)s",
+            stream=sys.stderr,
+        )
+        from .daemon import run
+
+        return run(cfg)
+    from .store.check import run_check
+
+    return run_check(cfg.data_dir, rebuild=args.rebuild, map_size_mb=cfg.storage.map_size_mb)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,100 @@
+"""Configuration: frozen structs with built-in defaults, loaded from TOML.
+
+Flags override the file, which overrides the defaults; the defaults need no file
+(WIRE.md "Configuration"). A key the daemon does not know is an error naming it.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from typing import Annotated
+
+import msgspec
+
+__all__ = ["Config", "ServerConfig", "StorageConfig", "LimitsConfig", "DefaultsConfig", "load", "default_data_dir", "ConfigError"]
+
+Pos = Annotated[int, msgspec.Meta(ge=1)]
+Within = Annotated[int, msgspec.Meta(ge=1, le=31_536_000)]
+
+
+class _Section(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    pass
+
+
+class ServerConfig(_Section, frozen=True):
+    listen: str = "127.0.0.1:8740"
+    path: str = "/v1"
+    max_frame_bytes: Pos = 1_048_576
+    max_connections: Pos = 10_000
+    max_in_flight: Pos = 64
+    open_registration: bool = True
+
+
+def default_data_dir() -> str:
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return os.path.join(base, "kungfud")
+
+
+class StorageConfig(_Section, frozen=True):
+    data_dir: str = ""  # empty: the platform data directory (default_data_dir())
+    map_size_mb: Pos = 10_240
+
+
+class LimitsConfig(_Section, frozen=True):
+    actions_per_minute: Pos = 1200
+    failed_joins_per_window: Pos = 20
+    failed_join_window_s: Pos = 900
+    max_content_bytes: Pos = 262_144
+
+
+class DefaultsConfig(_Section, frozen=True):
+    deliver_within_s: Within = 86_400
+    judge_within_s: Within = 86_400
+
+
+class Config(_Section, frozen=True):
+    server: ServerConfig = ServerConfig()
+    storage: StorageConfig = StorageConfig()
+    limits: LimitsConfig = LimitsConfig()
+    defaults: DefaultsConfig = DefaultsConfig()
+
+    @property
+    def data_dir(self) -> str:
+        return self.storage.data_dir or default_data_dir()
+
+    def listen_addr(self) -> tuple[str, int]:
+        return parse_listen(self.server.listen)
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ConfigError(f"listen address {text!r} must be HOST:PORT")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def load(path: str | None = None, *, data_dir: str | None = None, listen: str | None = None) -> Config:
+    raw: dict = {}
+    if path is not None:
+        try:
+            with open(path, "rb") as f:
+                raw = tomllib.load(f)
+        except OSError as e:
+            raise ConfigError(f"cannot read config file {path}: {e.strerror}") from None
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"config file {path} is not valid TOML: {e}") from None
+    try:
+        cfg = msgspec.convert(raw, Config)
+    except msgspec.ValidationError as e:
+        raise ConfigError(f"config file {path}: {e}") from None
+    if data_dir is not None:
+        cfg = msgspec.structs.replace(cfg, storage=msgspec.structs.replace(cfg.storage, data_dir=data_dir))
+    if listen is not None:
+        cfg = msgspec.structs.replace(cfg, server=msgspec.structs.replace(cfg.server, listen=listen))
+    cfg.listen_addr()  # validate
+    return cfg

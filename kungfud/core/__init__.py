@@ -1,0 +1,9 @@
+"""The pure protocol core: no threads, no I/O, no clock reads, no storage.
+
+Each concept module (``agent``, ``memory`` …) holds its ``State``, the facts that
+change it, ``decide_*`` functions (command + context → :class:`Decision` or
+:class:`~kungfud.errors.Rejection`) and ``apply`` (state + fact → state). Time and
+fresh identifiers come in through :class:`~kungfud.core.context.Ctx`.
+"""
+
+__all__: list[str] = []

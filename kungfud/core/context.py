@@ -1,0 +1,43 @@
+"""What a decision may know besides the object's own state.
+
+The actor builds a :class:`Ctx` for each command: the instant the decision is made
+(DECISIONS.md B5), the caller's account, limits, and sources of fresh ids and
+secrets. Tests build one with a fake clock and deterministic ids.
+"""
+
+from __future__ import annotations
+
+import itertools
+import secrets
+from typing import Callable
+
+import msgspec
+
+from .agent import AgentState
+
+__all__ = ["Ctx", "Limits", "random_ids", "counting_ids"]
+
+
+class Limits(msgspec.Struct, frozen=True):
+    max_content_bytes: int = 262_144
+    deliver_within_s: int = 86_400
+    judge_within_s: int = 86_400
+    open_registration: bool = True
+
+
+class Ctx(msgspec.Struct, frozen=True):
+    now: int
+    caller: AgentState | None
+    new_id: Callable[[str], str]
+    new_secret: Callable[[], str]
+    limits: Limits = Limits()
+
+
+def random_ids(prefix: str) -> str:
+    return prefix + secrets.token_hex(10)
+
+
+def counting_ids(start: int = 1) -> Callable[[str], str]:
+    """Deterministic ids for tests: ``me_000001``, ``me_000002`` …"""
+    counter = itertools.count(start)
+    return lambda prefix: f"{prefix}{next(counter):06d}"

@@ -1,0 +1,41 @@
+"""Identifier prefixes (WIRE.md "Conventions"). Ids are opaque to clients."""
+
+from __future__ import annotations
+
+__all__ = ["PREFIXES", "kind_of", "is_id", "time_ordered"]
+
+PREFIXES = {
+    "ag_": "agent",
+    "me_": "memory",
+    "th_": "thread",
+    "ad_": "admission",
+    "as_": "assignment",
+    "tk_": "task",
+    "en_": "engagement",
+    "ob_": "obligation",
+}
+
+
+def kind_of(ident: str) -> str | None:
+    """The atom kind an id names, or None when it has no known prefix."""
+    return PREFIXES.get(ident[:3])
+
+
+def is_id(ident: str, prefix: str) -> bool:
+    return ident.startswith(prefix) and 3 < len(ident) <= 64 and ident.isascii()
+
+
+_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32, ASCII-sorted
+
+
+def time_ordered(prefix: str, now_ms: int, rand80: int) -> str:
+    """``prefix`` + 10 base32 chars of time + 16 of randomness (ULID-like).
+
+    Ids of one kind sort by creation time, so listings ordered by id are
+    chronological and cursors stay stable. Pure: the caller supplies time and
+    randomness."""
+    t = now_ms & ((1 << 50) - 1)
+    r = rand80 & ((1 << 80) - 1)
+    chars = [_ALPHABET[(t >> (5 * i)) & 31] for i in range(9, -1, -1)]
+    chars += [_ALPHABET[(r >> (5 * i)) & 31] for i in range(15, -1, -1)]
+    return prefix + "".join(chars)

@@ -1,0 +1,148 @@
+"""§5 Memory: content with one author, evolving through immutable versions.
+
+A Memory is valid or withdrawn, private or public (R5-1…R5-15). Creation makes
+version 1, private (R5-2). Only the author updates (a new version, R5-3),
+publishes/unpublishes (R5-4) and withdraws (R5-5). Withdrawal is terminal (R5-6,
+DECISIONS.md B15). Visibility belongs to the whole Memory (R5-9). Who may read
+which version is :mod:`kungfud.core.visibility`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+import msgspec
+
+from ..errors import Rejection
+from .agent import require_active
+from .facts import Decision, Fact, MemoryCreated, MemoryUpdated, MemoryVisibilitySet, MemoryWithdrawn
+from .visibility import may_read_memory
+
+if TYPE_CHECKING:
+    from .context import Ctx
+
+__all__ = [
+    "MemoryState",
+    "Create",
+    "Update",
+    "SetVisibility",
+    "Withdraw",
+    "apply",
+    "decide_create",
+    "decide_update",
+    "decide_set_visibility",
+    "decide_withdraw",
+]
+
+
+class MemoryState(msgspec.Struct, frozen=True):
+    memory: str
+    author: str
+    latest: int
+    status: Literal["valid", "withdrawn"]
+    visibility: Literal["private", "public"]
+    created_at: int
+
+    @property
+    def valid(self) -> bool:
+        return self.status == "valid"
+
+
+class Create(msgspec.Struct, frozen=True):
+    content: bytes
+
+
+class Update(msgspec.Struct, frozen=True):
+    memory: str
+    content: bytes
+
+
+class SetVisibility(msgspec.Struct, frozen=True):
+    memory: str
+    visibility: Literal["private", "public"]
+
+
+class Withdraw(msgspec.Struct, frozen=True):
+    memory: str
+
+
+def _content_fits(content: bytes, ctx: "Ctx") -> Rejection | None:
+    if len(content) > ctx.limits.max_content_bytes:
+        return Rejection(
+            "too_large",
+            f"content is {len(content)} bytes encoded; the limit is {ctx.limits.max_content_bytes}",
+            "revise",
+        )
+    return None
+
+
+def decide_create(cmd: Create, ctx: "Ctx") -> Decision | Rejection:
+    if (r := require_active(ctx) or _content_fits(cmd.content, ctx)) is not None:
+        return r
+    assert ctx.caller is not None
+    memory = ctx.new_id("me_")
+    fact = MemoryCreated(at=ctx.now, by=ctx.caller.agent, memory=memory, author=ctx.caller.agent, content=cmd.content)
+    return Decision([fact], {"memory": memory, "version": 1, "visibility": "private"}, {memory: apply(None, fact)})
+
+
+def _authored(state: MemoryState | None, ident: str, ctx: "Ctx", verb: str) -> Rejection | None:
+    """The author alone changes a Memory; others learn only what §9 lets them read."""
+    assert ctx.caller is not None
+    if state is None or not may_read_memory(state, ctx.caller.agent, None):
+        return Rejection.not_found("memory", ident)
+    if state.author != ctx.caller.agent:
+        return Rejection.forbidden(f"only the author of memory {ident} may {verb} it (§5)")
+    return None
+
+
+def decide_update(state: MemoryState | None, cmd: Update, ctx: "Ctx") -> Decision | Rejection:
+    if (r := require_active(ctx) or _authored(state, cmd.memory, ctx, "update")) is not None:
+        return r
+    assert state is not None and ctx.caller is not None
+    if not state.valid:
+        return Rejection.conflict(f"memory {cmd.memory} is withdrawn; withdrawal is terminal (R5-6)")
+    if (r := _content_fits(cmd.content, ctx)) is not None:
+        return r
+    fact = MemoryUpdated(
+        at=ctx.now, by=ctx.caller.agent, memory=cmd.memory, version=state.latest + 1, content=cmd.content
+    )
+    return Decision([fact], {"memory": cmd.memory, "version": fact.version}, {cmd.memory: apply(state, fact)})
+
+
+def decide_set_visibility(state: MemoryState | None, cmd: SetVisibility, ctx: "Ctx") -> Decision | Rejection:
+    verb = "publish" if cmd.visibility == "public" else "unpublish"
+    if (r := require_active(ctx) or _authored(state, cmd.memory, ctx, verb)) is not None:
+        return r
+    assert state is not None and ctx.caller is not None
+    if not state.valid:
+        return Rejection.conflict(f"memory {cmd.memory} is withdrawn and cannot be {verb}ed (DECISIONS.md B15)")
+    if state.visibility == cmd.visibility:
+        # WIRE.md: an action that would change nothing is a conflict (L2-7).
+        return Rejection.conflict(f"memory {cmd.memory} is already {cmd.visibility}")
+    fact = MemoryVisibilitySet(at=ctx.now, by=ctx.caller.agent, memory=cmd.memory, visibility=cmd.visibility)
+    return Decision([fact], {"memory": cmd.memory, "visibility": cmd.visibility}, {cmd.memory: apply(state, fact)})
+
+
+def decide_withdraw(state: MemoryState | None, cmd: Withdraw, ctx: "Ctx") -> Decision | Rejection:
+    if (r := require_active(ctx) or _authored(state, cmd.memory, ctx, "withdraw")) is not None:
+        return r
+    assert state is not None and ctx.caller is not None
+    if not state.valid:
+        return Rejection.conflict(f"memory {cmd.memory} is already withdrawn")
+    fact = MemoryWithdrawn(at=ctx.now, by=ctx.caller.agent, memory=cmd.memory)
+    return Decision([fact], {"memory": cmd.memory, "status": "withdrawn"}, {cmd.memory: apply(state, fact)})
+
+
+def apply(state: MemoryState | None, fact: Fact) -> MemoryState:
+    if isinstance(fact, MemoryCreated):
+        assert state is None
+        return MemoryState(fact.memory, fact.author, 1, "valid", "private", fact.at)
+    assert state is not None
+    if isinstance(fact, MemoryUpdated):
+        assert state.valid and fact.version == state.latest + 1
+        return msgspec.structs.replace(state, latest=fact.version)
+    if isinstance(fact, MemoryVisibilitySet):
+        return msgspec.structs.replace(state, visibility=fact.visibility)
+    if isinstance(fact, MemoryWithdrawn):
+        return msgspec.structs.replace(state, status="withdrawn")
+    raise TypeError(f"memory cannot apply {type(fact).__name__}")

@@ -1,0 +1,111 @@
+"""Assemble and run the daemon: store, runtime, server, signals, bootstrap."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+import threading
+
+from .actors import Runtime
+from .actors.runtime import wall_ms
+from .config import Config
+from .core import agent
+from .core.context import Ctx, Limits
+from .core.facts import Decision
+from .server import Server
+from .store import Committed, Item, Outcome, Store
+
+__all__ = ["run", "limits_of", "bootstrap_admin"]
+
+log = logging.getLogger("kungfud")
+
+
+def limits_of(cfg: Config) -> Limits:
+    return Limits(
+        max_content_bytes=cfg.limits.max_content_bytes,
+        deliver_within_s=cfg.defaults.deliver_within_s,
+        judge_within_s=cfg.defaults.judge_within_s,
+        open_registration=cfg.server.open_registration,
+    )
+
+
+def _write_secret(path: str, text: str) -> None:
+    tmp = path + ".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, (text + "\n").encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def bootstrap_admin(rt: Runtime) -> str | None:
+    """On a data directory with no agents, create the admin agent and write its key
+    to ``DIR/admin.key`` (0600). The key file is written before the agent is
+    committed, so a crash in between leaves no admin whose key is lost."""
+    with rt.store.read() as view:
+        empty = view.txn.stat(view.dbs["agent_keys"])["entries"] == 0
+    if not empty:
+        return None
+    ctx = Ctx(now=wall_ms(), caller=None, new_id=rt.new_id, new_secret=rt.new_secret, limits=rt.limits)
+    d = agent.decide_register(agent.Register(b'{"name":"admin"}', admin=True), ctx, bootstrap=True)
+    assert isinstance(d, Decision)
+    _write_secret(os.path.join(rt.store.data_dir, "admin.key"), d.result["key"])
+    done = threading.Event()
+    box: list[Outcome] = []
+    rt.writer.submit(
+        Item(
+            scope=None,
+            req_hash=b"",
+            facts=d.facts,
+            states=d.states,
+            expect={d.result["agent"]: 0},
+            result=d.result,
+            done=lambda o: (box.append(o), done.set()),
+        )
+    )
+    done.wait()
+    if not isinstance(box[0], Committed):
+        raise RuntimeError(f"could not create the admin agent: {box[0]}")
+    return d.result["agent"]
+
+
+def run(cfg: Config) -> int:
+    try:
+        store = Store(cfg.data_dir, map_size_mb=cfg.storage.map_size_mb)
+    except Exception as e:  # StoreLocked, permissions, lmdb errors
+        print(f"kungfud: {e}", file=sys.stderr)
+        return 2
+    rt = Runtime(store, limits_of(cfg))
+    rt.start()
+    try:
+        admin = bootstrap_admin(rt)
+        if admin:
+            log.info("created admin agent %s; its key is in %s", admin, os.path.join(cfg.data_dir, "admin.key"))
+        return asyncio.run(_serve(rt, cfg))
+    finally:
+        rt.stop()
+        store.close()
+
+
+async def _serve(rt: Runtime, cfg: Config) -> int:
+    server = Server(rt, cfg)
+    try:
+        host, port = await server.start()
+    except OSError as e:
+        print(f"kungfud: cannot listen on {cfg.server.listen}: {e.strerror or e}", file=sys.stderr)
+        return 2
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    shown = f"[{host}]" if ":" in host else host
+    print(f"kungfud listening on ws://{shown}:{port}{cfg.server.path}", flush=True)
+    await stop.wait()
+    log.info("stopping: finishing in-flight requests")
+    await server.stop()
+    return 0

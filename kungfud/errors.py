@@ -1,0 +1,77 @@
+"""One rejection type for the whole daemon (WIRE.md "Failure", L2-4).
+
+Every refusal, from frame decoding to protocol decisions to storage faults, is a
+:class:`Rejection` carrying a ``code`` (what kind of refusal), a ``reason`` (a
+sentence naming only what the caller may read, §12) and ``next`` (what to do now,
+DECISIONS.md B7), plus an optional concrete ``hint`` call.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+
+__all__ = ["Code", "Next", "Hint", "Rejection", "CODES", "NEXT_STEPS"]
+
+Code = Literal[
+    "bad_request",
+    "unauthenticated",
+    "not_found",
+    "forbidden",
+    "conflict",
+    "idempotency_mismatch",
+    "rate_limited",
+    "too_large",
+    "unavailable",
+    "internal",
+]
+Next = Literal["retry", "wait", "revise", "stop"]
+
+CODES: frozenset[str] = frozenset(Code.__args__)  # type: ignore[attr-defined]
+NEXT_STEPS: frozenset[str] = frozenset(Next.__args__)  # type: ignore[attr-defined]
+
+
+class Hint(msgspec.Struct, frozen=True):
+    """The concrete next call, when one exists."""
+
+    op: str
+    args: dict[str, Any]
+
+
+class Rejection(msgspec.Struct, frozen=True, omit_defaults=True):
+    """A refused action or read. Writes nothing (L2-3)."""
+
+    code: Code
+    reason: str
+    next: Next
+    hint: Hint | None = None
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.reason} (next: {self.next})"
+
+    # Helpers keep call sites short and the code/next pairing consistent.
+    @classmethod
+    def bad_request(cls, reason: str) -> "Rejection":
+        return cls("bad_request", reason, "revise")
+
+    @classmethod
+    def not_found(cls, what: str, ident: str) -> "Rejection":
+        # Worded identically for "never existed" and "exists but unreadable" (R12-9).
+        return cls("not_found", f"{what} {ident} does not exist", "stop")
+
+    @classmethod
+    def forbidden(cls, reason: str) -> "Rejection":
+        return cls("forbidden", reason, "stop")
+
+    @classmethod
+    def conflict(cls, reason: str, hint: Hint | None = None) -> "Rejection":
+        return cls("conflict", reason, "stop", hint)
+
+    @classmethod
+    def unavailable(cls, reason: str) -> "Rejection":
+        return cls("unavailable", reason, "retry")
+
+    @classmethod
+    def rate_limited(cls, reason: str) -> "Rejection":
+        return cls("rate_limited", reason, "wait")

@@ -1,0 +1,271 @@
+"""Websocket server: one connection task, one sender task, requests pipelined.
+
+Frame rules (WIRE.md "Transport", "Frames"): text frames only (binary → close
+1003); over ``max_frame_bytes`` → close 1009 (websockets' ``max_size``); any other
+bad frame → ``bad_request`` and the connection stays open. Replies are queued to a
+per-connection sender so a client that stops reading blocks only itself, and is
+disconnected after ``send_timeout_s``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http
+import logging
+import time
+from typing import Any
+
+from websockets.asyncio.server import ServerConnection, serve
+from websockets.exceptions import ConnectionClosed
+
+from .. import wire
+from ..actors import Job, Runtime
+from ..actors.ops import ACTIONS
+from ..config import Config
+from ..core.agent import key_hash
+from ..errors import Hint, Rejection
+from ..store import Committed, Failed, Outcome, Replayed
+from ..store.layout import receipt_scope
+from ..store.writer import mismatch
+from .dispatch import run_read, to_command
+from .limits import SlidingWindow
+
+__all__ = ["Server"]
+
+log = logging.getLogger("kungfud.server")
+
+_HELLO_HINT = Hint("hello", {"key": "<your agent key>"})
+
+
+class Conn:
+    """Per-connection state, touched only on the event loop."""
+
+    __slots__ = ("ws", "agent", "in_flight", "outbox", "closed")
+
+    def __init__(self, ws: ServerConnection, agent: str | None):
+        self.ws = ws
+        self.agent = agent
+        self.in_flight = 0
+        self.outbox: asyncio.Queue[bytes] = asyncio.Queue()
+        self.closed = False
+
+
+class Server:
+    def __init__(self, runtime: Runtime, config: Config, *, send_timeout_s: float = 30.0):
+        self.rt = runtime
+        self.cfg = config
+        self.send_timeout_s = send_timeout_s
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.connections: set[Conn] = set()
+        self.actions_limit = SlidingWindow(config.limits.actions_per_minute, 60.0, time.monotonic)
+        self._server: Any = None
+        self._pending: set[int] = set()
+
+    # --- lifecycle ---------------------------------------------------------
+
+    async def start(self) -> tuple[str, int]:
+        self.loop = asyncio.get_running_loop()
+        host, port = self.cfg.listen_addr()
+        self._server = await serve(
+            self._handler,
+            host,
+            port,
+            process_request=self._process_request,
+            max_size=self.cfg.server.max_frame_bytes,
+            compression=None,  # DESIGN.md: faster, less memory per connection
+            open_timeout=10,
+            close_timeout=5,
+            ping_interval=20,
+            ping_timeout=20,
+            server_header="kungfud",
+        )
+        sock = next(iter(self._server.sockets))
+        addr = sock.getsockname()
+        return addr[0], addr[1]
+
+    async def stop(self, grace_s: float = 10.0) -> None:
+        """Stop accepting, let in-flight requests finish (bounded), close."""
+        self._server.close(close_connections=False)
+        deadline = time.monotonic() + grace_s
+        while any(c.in_flight for c in self.connections) and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        for c in list(self.connections):
+            await self._flush(c, 1.0)
+        self._server.close(close_connections=True)
+        await self._server.wait_closed()
+
+    async def _flush(self, conn: Conn, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while not conn.outbox.empty() and not conn.closed and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)
+
+    # --- handshake -----------------------------------------------------------
+
+    def _process_request(self, connection: ServerConnection, request: Any) -> Any:
+        if request.path.split("?", 1)[0] != self.cfg.server.path:
+            return connection.respond(http.HTTPStatus.NOT_FOUND, f"not found; connect to {self.cfg.server.path}\n")
+        if len(self.connections) >= self.cfg.server.max_connections:
+            return connection.respond(http.HTTPStatus.SERVICE_UNAVAILABLE, "too many connections; retry later\n")
+        auth = request.headers.get("Authorization")
+        if auth is not None:
+            scheme, _, key = auth.partition(" ")
+            agent = self._agent_for_key(key.strip()) if scheme.lower() == "bearer" else None
+            if agent is None:
+                return connection.respond(http.HTTPStatus.UNAUTHORIZED, "unknown agent key\n")
+            connection.kungfu_agent = agent  # type: ignore[attr-defined]
+        return None
+
+    def _agent_for_key(self, key: str) -> str | None:
+        if not key or len(key) > 256:
+            return None
+        with self.rt.store.read() as view:
+            return view.agent_for_key_hash(key_hash(key))
+
+    # --- connection ----------------------------------------------------------
+
+    async def _handler(self, ws: ServerConnection) -> None:
+        conn = Conn(ws, getattr(ws, "kungfu_agent", None))
+        self.connections.add(conn)
+        sender = asyncio.create_task(self._sender(conn))
+        try:
+            async for message in ws:
+                if isinstance(message, bytes):
+                    await ws.close(1003, "binary frames are not accepted; send JSON text frames")
+                    break
+                self._on_frame(conn, message)
+        except ConnectionClosed:
+            pass
+        finally:
+            conn.closed = True
+            self.connections.discard(conn)
+            sender.cancel()
+
+    async def _sender(self, conn: Conn) -> None:
+        ws = conn.ws
+        try:
+            while True:
+                data = await conn.outbox.get()
+                await asyncio.wait_for(ws.send(data.decode()), self.send_timeout_s)
+        except asyncio.TimeoutError:
+            log.info("closing a connection that did not read its replies for %ss", self.send_timeout_s)
+            ws.transport.abort()
+        except (ConnectionClosed, asyncio.CancelledError):
+            pass
+
+    def _send(self, conn: Conn, data: bytes) -> None:
+        if not conn.closed:
+            conn.outbox.put_nowait(data)
+
+    def _reject(self, conn: Conn, req_id: Any, rejection: Rejection) -> None:
+        self._send(conn, wire.encode_error(req_id, rejection))
+
+    # --- frames ------------------------------------------------------------------
+
+    def _on_frame(self, conn: Conn, text: str) -> None:
+        try:
+            env = wire.decode_envelope(text)
+        except wire.FrameError as e:
+            self._reject(conn, e.req_id, Rejection.bad_request(e.reason))
+            return
+        req_id = env.id
+        if conn.in_flight >= self.cfg.server.max_in_flight:
+            self._reject(
+                conn,
+                req_id,
+                Rejection.rate_limited(
+                    f"this connection already has {conn.in_flight} requests in flight; "
+                    "wait for replies before sending more"
+                ),
+            )
+            return
+        try:
+            args = wire.decode_args(env)
+            op = env.op
+            if op == "hello":
+                self._hello(conn, req_id, args)
+                return
+            spec = wire.OPS[op]
+            if conn.agent is None and not spec.open:
+                self._reject(
+                    conn,
+                    req_id,
+                    Rejection("unauthenticated", f"authenticate with hello before {op}", "revise", _HELLO_HINT),
+                )
+                return
+            if spec.kind == "R":
+                self._read(conn, req_id, op, args)
+            else:
+                self._act(conn, req_id, op, env.key, args)
+        except wire.FrameError as e:
+            self._reject(conn, req_id, Rejection.bad_request(e.reason))
+        except Exception:
+            log.exception("request %r failed", req_id)
+            self._reject(conn, req_id, Rejection("internal", "the daemon failed on this request; nothing was written", "retry"))
+
+    def _hello(self, conn: Conn, req_id: Any, args: wire.HelloArgs) -> None:
+        agent = self._agent_for_key(args.key)
+        if agent is None:
+            self._reject(conn, req_id, Rejection("unauthenticated", "unknown agent key", "stop"))
+            return
+        conn.agent = agent
+        with self.rt.store.read() as view:
+            state = view.state(agent)
+        self._send(conn, wire.encode_ok(req_id, wire.encode({"agent": agent, "status": state.status})))
+
+    def _read(self, conn: Conn, req_id: Any, op: str, args: Any) -> None:
+        assert conn.agent is not None
+        with self.rt.store.read() as view:
+            result = run_read(view, op, conn.agent, args)
+        if isinstance(result, Rejection):
+            self._reject(conn, req_id, result)
+        else:
+            self._send(conn, wire.encode_ok(req_id, wire.encode(result)))
+
+    def _act(self, conn: Conn, req_id: Any, op: str, key: str, args: Any) -> None:
+        # WIRE.md: agent.register is scoped (no agent, op, key) across all connections.
+        caller = None if op == "agent.register" else conn.agent
+        scope = receipt_scope(caller, op, key)
+        req_hash = wire.canonical_hash(op, args)
+        # Fast path: a replay answers from its receipt without an actor hop (L3-2).
+        with self.rt.store.read() as view:
+            rec = view.receipt(scope)
+        if rec is not None:
+            if rec.req_hash == req_hash:
+                self._send(conn, wire.encode_ok(req_id, rec.result, replayed=True))
+            else:
+                self._reject(conn, req_id, mismatch())
+            return
+        limiter_key = caller if caller is not None else f"conn:{id(conn)}"
+        if not self.actions_limit.allow(limiter_key):
+            wait = self.actions_limit.retry_after(limiter_key)
+            self._reject(
+                conn,
+                req_id,
+                Rejection.rate_limited(
+                    f"over {self.cfg.limits.actions_per_minute} actions per minute; retry in {wait:.0f} s"
+                ),
+            )
+            return
+        command = to_command(op, args)
+        actor_key = ACTIONS[op].route(command, caller)
+        conn.in_flight += 1
+        loop = self.loop
+        assert loop is not None
+
+        def reply(outcome: Outcome) -> None:  # any thread
+            loop.call_soon_threadsafe(self._finish, conn, req_id, outcome)
+
+        self.rt.submit(Job(op, caller, scope, req_hash, command, reply), actor_key)
+
+    def _finish(self, conn: Conn, req_id: Any, outcome: Outcome) -> None:
+        conn.in_flight -= 1
+        if isinstance(outcome, Committed):
+            self._send(conn, wire.encode_ok(req_id, outcome.result))
+        elif isinstance(outcome, Replayed):
+            self._send(conn, wire.encode_ok(req_id, outcome.result, replayed=True))
+        elif isinstance(outcome, Failed):
+            self._reject(conn, req_id, outcome.rejection)
+        else:
+            self._reject(conn, req_id, Rejection("internal", "unexpected outcome; nothing was written", "retry"))
+
+

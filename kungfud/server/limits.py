@@ -1,0 +1,41 @@
+"""Per-agent sliding-window rate limits (L4-5, L4-6, §12).
+
+A rate-limited request is rejected before it reaches an actor, so it writes
+nothing and creates no obligation (L4-6). Replays and reads are exempt.
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import Callable
+
+__all__ = ["SlidingWindow"]
+
+
+class SlidingWindow:
+    def __init__(self, limit: int, window_s: float, clock: Callable[[], float]):
+        self.limit = limit
+        self.window_s = window_s
+        self.clock = clock
+        self._hits: dict[str, collections.deque[float]] = {}
+
+    def _prune(self, who: str) -> collections.deque[float]:
+        q = self._hits.get(who)
+        if q is None:
+            q = self._hits[who] = collections.deque()
+        horizon = self.clock() - self.window_s
+        while q and q[0] <= horizon:
+            q.popleft()
+        return q
+
+    def allow(self, who: str) -> bool:
+        """Count one hit for ``who`` if under the limit; False when it is over."""
+        q = self._prune(who)
+        if len(q) >= self.limit:
+            return False
+        q.append(self.clock())
+        return True
+
+    def retry_after(self, who: str) -> float:
+        q = self._prune(who)
+        return 0.0 if len(q) < self.limit else max(0.0, q[0] + self.window_s - self.clock())

@@ -1,0 +1,10 @@
+"""LMDB storage: the fact log, per-object streams, snapshots and derived indexes.
+
+The log is the only source of truth (L1). Everything else here is derived from it
+and can be rebuilt by ``kungfud check --rebuild``.
+"""
+
+from .store import Store, StoreLocked
+from .writer import Committed, Failed, Item, Outcome, Replayed, Stale, Writer
+
+__all__ = ["Store", "StoreLocked", "Writer", "Item", "Outcome", "Committed", "Replayed", "Stale", "Failed"]

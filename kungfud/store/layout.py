@@ -1,0 +1,100 @@
+"""Database names, key shapes and codecs of the LMDB environment.
+
+| db         | key                              | value                                  |
+|------------|----------------------------------|----------------------------------------|
+| meta       | b"seq", b"format"                | last fact seq (u64 BE), format version |
+| log        | seq (u64 BE)                     | msgpack fact (the truth)               |
+| stream     | object id, 0, seq                | b"" (facts touching the object)        |
+| objects    | object id                        | msgpack [version, state snapshot]      |
+| receipts   | agent, 0, op, 0, idempotency key | msgpack Receipt                        |
+| agent_keys | sha256(agent key)                | agent id                               |
+| memories   | author, 0, memory id             | b"" (listing; withdrawn removed)       |
+| versions   | memory id, 0, version (u32 BE)   | seq of the fact holding that version   |
+
+Everything but ``log`` and ``meta`` is derived (rebuildable from the log).
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import msgspec
+
+from ..core.facts import AnyFact
+
+__all__ = [
+    "DBS",
+    "DERIVED",
+    "Receipt",
+    "u64",
+    "from_u64",
+    "stream_key",
+    "receipt_scope",
+    "encode_fact",
+    "decode_fact",
+    "encode_object",
+    "decode_object",
+    "FORMAT",
+]
+
+FORMAT = b"1"
+DBS = ("meta", "log", "stream", "objects", "receipts", "agent_keys", "memories", "versions")
+DERIVED = ("stream", "objects", "agent_keys", "memories", "versions")
+
+_U64 = struct.Struct(">Q")
+_U32 = struct.Struct(">I")
+
+
+def u64(n: int) -> bytes:
+    return _U64.pack(n)
+
+
+def from_u64(b: bytes) -> int:
+    return _U64.unpack(b)[0]
+
+
+def u32(n: int) -> bytes:
+    return _U32.pack(n)
+
+
+def stream_key(obj: str, seq: int) -> bytes:
+    return obj.encode() + b"\x00" + u64(seq)
+
+
+def receipt_scope(agent: str | None, op: str, key: str) -> bytes:
+    return (agent or "").encode() + b"\x00" + op.encode() + b"\x00" + key.encode()
+
+
+class Receipt(msgspec.Struct, frozen=True, array_like=True):
+    """The first success of (agent, op, key): request hash, redacted result, seq."""
+
+    req_hash: bytes
+    result: bytes  # JSON, secrets nulled (DECISIONS.md B4)
+    seq: int
+
+
+_fact_enc = msgspec.msgpack.Encoder()
+_fact_dec = msgspec.msgpack.Decoder(AnyFact)
+
+
+def encode_fact(fact: Any) -> bytes:
+    return _fact_enc.encode(fact)
+
+
+def decode_fact(data: bytes) -> Any:
+    return _fact_dec.decode(data)
+
+
+_obj_decoders: dict[type, msgspec.msgpack.Decoder] = {}
+
+
+def encode_object(version: int, state: Any) -> bytes:
+    return _fact_enc.encode((version, state))
+
+
+def decode_object(data: bytes, state_type: type) -> tuple[int, Any]:
+    dec = _obj_decoders.get(state_type)
+    if dec is None:
+        dec = _obj_decoders[state_type] = msgspec.msgpack.Decoder(tuple[int, state_type])
+    return dec.decode(data)

@@ -1,0 +1,248 @@
+"""WIRE.md as types: the request envelope, the args of every op, and responses.
+
+Args are frozen msgspec Structs that forbid unknown fields, so a typo or a wrongly
+typed value is a ``bad_request`` naming the field (WIRE.md "Frames"). Participant
+values are accepted only inside ``content`` objects (L6). Encoders and decoders are
+built once.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, NamedTuple
+
+import msgspec
+
+__all__ = [
+    "Envelope",
+    "OpSpec",
+    "OPS",
+    "ACTION_OPS",
+    "READ_OPS",
+    "decode_envelope",
+    "decode_args",
+    "encode_ok",
+    "encode_error",
+    "canonical_hash",
+    "FrameError",
+]
+
+# --- shared field types ----------------------------------------------------
+
+ReqId = str | int
+IdemKey = Annotated[str, msgspec.Meta(min_length=1, max_length=128, pattern=r"^[\x20-\x7e]+$")]
+
+
+def _id(prefix: str) -> Any:
+    return Annotated[str, msgspec.Meta(pattern=f"^{prefix}[0-9a-z_]{{1,60}}$")]
+
+
+AgentId = _id("ag_")
+MemoryId = _id("me_")
+Content = dict[str, Any]  # participant data, opaque to the daemon (L6)
+Cursor = Annotated[str, msgspec.Meta(max_length=256)] | None
+Limit = Annotated[int, msgspec.Meta(ge=1, le=100)]
+
+
+class _Args(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    pass
+
+
+# --- account (§4) ------------------------------------------------------------
+
+
+class HelloArgs(_Args, frozen=True):
+    key: Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
+
+
+class NameContent(msgspec.Struct, frozen=True):
+    """``agent.register`` content must carry a ``name`` string; any other content
+    fields are kept as given."""
+
+    name: Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+
+
+class RegisterArgs(_Args, frozen=True):
+    content: Content
+
+
+class WhoamiArgs(_Args, frozen=True):
+    pass
+
+
+class SetStatusArgs(_Args, frozen=True):
+    agent: AgentId
+    status: Literal["active", "deactivated"]
+
+
+# --- memory (§5) -------------------------------------------------------------
+
+
+class MemoryCreateArgs(_Args, frozen=True):
+    content: Content
+
+
+class MemoryUpdateArgs(_Args, frozen=True):
+    memory: MemoryId
+    content: Content
+
+
+class MemoryRefArgs(_Args, frozen=True):
+    memory: MemoryId
+
+
+class MemoryGetArgs(_Args, frozen=True):
+    memory: MemoryId
+    version: Annotated[int, msgspec.Meta(ge=1)] | None = None
+
+
+class MemoryListArgs(_Args, frozen=True):
+    author: AgentId | None = None
+    cursor: Cursor = None
+    limit: Limit = 50
+
+
+# --- catalogue ---------------------------------------------------------------
+
+
+class OpSpec(NamedTuple):
+    kind: Literal["A", "R"]  # action (needs a key) or read (must not have one)
+    args: type
+    open: bool = False  # allowed before authentication
+
+
+OPS: dict[str, OpSpec] = {
+    "hello": OpSpec("R", HelloArgs, open=True),
+    "agent.register": OpSpec("A", RegisterArgs, open=True),
+    "agent.whoami": OpSpec("R", WhoamiArgs),
+    "admin.agent.set_status": OpSpec("A", SetStatusArgs),
+    "memory.create": OpSpec("A", MemoryCreateArgs),
+    "memory.update": OpSpec("A", MemoryUpdateArgs),
+    "memory.publish": OpSpec("A", MemoryRefArgs),
+    "memory.unpublish": OpSpec("A", MemoryRefArgs),
+    "memory.withdraw": OpSpec("A", MemoryRefArgs),
+    "memory.get": OpSpec("R", MemoryGetArgs),
+    "memory.list": OpSpec("R", MemoryListArgs),
+}
+ACTION_OPS = frozenset(op for op, s in OPS.items() if s.kind == "A")
+READ_OPS = frozenset(op for op, s in OPS.items() if s.kind == "R")
+
+
+# --- frames --------------------------------------------------------------------
+
+
+class Envelope(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    id: ReqId
+    op: str
+    args: msgspec.Raw = msgspec.Raw(b"{}")
+    key: Any = None  # validated per op kind below, so the error can name it
+
+
+class FrameError(Exception):
+    """A frame that is not a valid request. ``req_id`` is the id when one could be read."""
+
+    def __init__(self, reason: str, req_id: ReqId | None = None):
+        super().__init__(reason)
+        self.reason = reason
+        self.req_id = req_id
+
+
+_envelope_dec = msgspec.json.Decoder(Envelope)
+_loose_dec = msgspec.json.Decoder()
+_args_decs = {op: msgspec.json.Decoder(spec.args) for op, spec in OPS.items()}
+_key_dec = msgspec.json.Decoder(IdemKey)
+
+
+def _readable_id(text: str | bytes) -> ReqId | None:
+    """Best effort: the request id of a frame that failed to decode."""
+    try:
+        obj = _loose_dec.decode(text)
+    except (msgspec.DecodeError, RecursionError, ValueError):
+        return None
+    if isinstance(obj, dict):
+        rid = obj.get("id")
+        if isinstance(rid, bool):
+            return None
+        if isinstance(rid, int) or (isinstance(rid, str) and len(rid) <= 64):
+            return rid
+    return None
+
+
+def _why(e: Exception) -> str:
+    return str(e) or "malformed frame"
+
+
+def decode_envelope(text: str | bytes) -> Envelope:
+    """Decode a request frame; raise :class:`FrameError` naming the problem."""
+    try:
+        env = _envelope_dec.decode(text)
+    except RecursionError:
+        raise FrameError("frame is nested too deeply") from None
+    except (msgspec.DecodeError, msgspec.ValidationError) as e:
+        raise FrameError(f"invalid request frame: {_why(e)}", _readable_id(text)) from None
+    if isinstance(env.id, bool) or (isinstance(env.id, str) and len(env.id) > 64):
+        raise FrameError("invalid request frame: `id` must be a string of at most 64 chars or an integer")
+    if isinstance(env.id, int) and not -(2**63) <= env.id < 2**63:
+        raise FrameError("invalid request frame: integer `id` out of range")
+    spec = OPS.get(env.op)
+    if spec is None:
+        raise FrameError(f"unknown op `{env.op[:64]}`", env.id)
+    if spec.kind == "A":
+        if env.key is None:
+            raise FrameError(f"op {env.op} is an action and needs an idempotency `key`", env.id)
+        if not isinstance(env.key, str) or not (1 <= len(env.key) <= 128) or not all(
+            " " <= c <= "~" for c in env.key
+        ):
+            raise FrameError("`key` must be 1-128 printable ASCII characters", env.id)
+    elif env.key is not None:
+        raise FrameError(f"op {env.op} is a read and takes no `key`", env.id)
+    return env
+
+
+def decode_args(env: Envelope) -> Any:
+    try:
+        return _args_decs[env.op].decode(env.args)
+    except RecursionError:
+        raise FrameError("`args` is nested too deeply", env.id) from None
+    except (msgspec.DecodeError, msgspec.ValidationError) as e:
+        why = _why(e)
+        why = why.replace("at `$", "at `$.args") if "at `$" in why else why + " - at `$.args`"
+        raise FrameError(f"invalid args for {env.op}: {why}", env.id) from None
+
+
+# --- responses -----------------------------------------------------------------
+
+
+class _Ok(msgspec.Struct):
+    id: ReqId
+    ok: bool
+    replayed: bool
+    result: msgspec.Raw
+
+
+class _Err(msgspec.Struct):
+    id: ReqId | None
+    ok: bool
+    error: Any
+
+
+_enc = msgspec.json.Encoder()
+_sorted_enc = msgspec.json.Encoder(order="sorted")
+
+
+def encode_ok(req_id: ReqId, result: bytes, replayed: bool = False) -> bytes:
+    return _enc.encode(_Ok(req_id, True, replayed, msgspec.Raw(result)))
+
+
+def encode_error(req_id: ReqId | None, rejection: Any) -> bytes:
+    return _enc.encode(_Err(req_id, False, rejection))
+
+
+def encode(obj: Any) -> bytes:
+    return _enc.encode(obj)
+
+
+def canonical_hash(op: str, args: Any) -> bytes:
+    """DECISIONS.md B6: same request = same op and equal canonical args."""
+    import hashlib
+
+    return hashlib.sha256(op.encode() + b"\x00" + _sorted_enc.encode(args)).digest()
