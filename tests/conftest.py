@@ -1,0 +1,116 @@
+"""Shared fixtures. Async test functions run in a fresh event loop (no plugin
+needed). ``daemon`` starts the real daemon as a subprocess on a free port."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem):
+    if inspect.iscoroutinefunction(pyfuncitem.obj):
+        funcargs = pyfuncitem.funcargs
+        args = {name: funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
+        asyncio.run(asyncio.wait_for(pyfuncitem.obj(**args), timeout=120))
+        return True
+    return None
+
+
+class Daemon:
+    """A kungfud process on a data directory; restartable on the same directory."""
+
+    def __init__(self, data_dir: Path, config: Path | None = None, extra: list[str] | None = None):
+        self.data_dir = data_dir
+        self.config = config
+        self.extra = extra or []
+        self.proc: subprocess.Popen | None = None
+        self.url = ""
+        self.stderr_path = data_dir.parent / f"{data_dir.name}.stderr"
+
+    def start(self, listen: str = "127.0.0.1:0", timeout: float = 20.0) -> "Daemon":
+        cmd = [sys.executable, "-m", "kungfud", "serve", "--data-dir", str(self.data_dir), "--listen", listen]
+        if self.config is not None:
+            cmd += ["--config", str(self.config)]
+        cmd += self.extra
+        self._stderr = open(self.stderr_path, "ab")
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._stderr, cwd=ROOT, text=True)
+        deadline = time.monotonic() + timeout
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line.startswith("kungfud listening on "):
+            self.proc.kill()
+            raise RuntimeError(f"daemon did not start: {line!r}; stderr: {self.stderr_path.read_text()[-2000:]}")
+        assert time.monotonic() < deadline
+        self.url = line.split()[-1]
+        return self
+
+    @property
+    def admin_key(self) -> str:
+        return (self.data_dir / "admin.key").read_text().strip()
+
+    def kill(self) -> None:
+        """SIGKILL: no cleanup at all."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+    def terminate(self, timeout: float = 20.0) -> int:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout)
+
+    def restart(self) -> "Daemon":
+        self.kill()
+        return self.start()
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        if self.proc and self.proc.stdout:
+            self.proc.stdout.close()
+
+
+@pytest.fixture
+def daemon(tmp_path):
+    d = Daemon(tmp_path / "data").start()
+    yield d
+    d.stop()
+
+
+@pytest.fixture
+def make_daemon(tmp_path):
+    """Factory for daemons with a config file or extra flags."""
+    made: list[Daemon] = []
+
+    def make(config_text: str | None = None, name: str = "data", start: bool = True) -> Daemon:
+        cfg = None
+        if config_text is not None:
+            cfg = tmp_path / f"{name}.toml"
+            cfg.write_text(config_text)
+        d = Daemon(tmp_path / name, cfg)
+        made.append(d)
+        return d.start() if start else d
+
+    yield make
+    for d in made:
+        d.stop()
+
+
+def pytest_configure(config):
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
