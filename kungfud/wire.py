@@ -38,6 +38,12 @@ def _id(prefix: str) -> Any:
 
 AgentId = _id("ag_")
 MemoryId = _id("me_")
+ThreadId = _id("th_")
+AssignmentId = _id("as_")
+TaskId = _id("tk_")
+RoleName = Literal["observer", "speaker", "governor"]
+EntryNo = Annotated[int, msgspec.Meta(ge=1, le=2**53)]
+WithinS = Annotated[int, msgspec.Meta(ge=1, le=31_536_000)]
 Content = dict[str, Any]  # participant data, opaque to the daemon (L6)
 Cursor = Annotated[str, msgspec.Meta(max_length=256)] | None
 Limit = Annotated[int, msgspec.Meta(ge=1, le=100)]
@@ -101,6 +107,132 @@ class MemoryListArgs(_Args, frozen=True):
     limit: Limit = 50
 
 
+# --- thread (§6) -------------------------------------------------------------
+
+
+class MemoryRef(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """``{"memory": "me_…", "version": 3}``; without ``version``, the current one."""
+
+    memory: MemoryId
+    version: Annotated[int, msgspec.Meta(ge=1)] | None = None
+
+
+class PinArgs(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """``{memory|content}``: a Memory reference, or content for a new private Memory."""
+
+    memory: MemoryRef | None = None
+    content: Content | None = None
+
+
+class AssignContent(msgspec.Struct, frozen=True):
+    """Shape check only: an assignment's content names its acceptance criteria."""
+
+    criteria: Any
+
+
+class NoteContent(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """B10: a handle note is one line of at most 1,000 characters."""
+
+    note: Annotated[str, msgspec.Meta(max_length=1000, pattern=r"^[^\r\n]*$")]
+
+
+class ReasonContent(msgspec.Struct, frozen=True):
+    reason: Annotated[str, msgspec.Meta(min_length=1)]
+
+
+class AssignArgs(_Args, frozen=True):
+    to: AgentId
+    content: Content
+    deliver_within_s: WithinS | None = None
+    judge_within_s: WithinS | None = None
+    redoes: AssignmentId | None = None
+
+
+class ThreadCreateArgs(_Args, frozen=True):
+    content: Content | None = None
+
+
+class ThreadRefArgs(_Args, frozen=True):
+    thread: ThreadId
+
+
+class AdmitArgs(_Args, frozen=True):
+    thread: ThreadId
+    role: RoleName = "speaker"
+
+
+class JoinArgs(_Args, frozen=True):
+    token: Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
+
+
+class RemoveArgs(_Args, frozen=True):
+    thread: ThreadId
+    agent: AgentId
+
+
+class SetRoleArgs(_Args, frozen=True):
+    thread: ThreadId
+    agent: AgentId
+    role: RoleName
+
+
+class PostArgs(_Args, frozen=True):
+    thread: ThreadId
+    memory: MemoryRef | None = None
+    content: Content | None = None
+    reply_to: EntryNo | None = None
+    ask: Annotated[list[AgentId], msgspec.Meta(max_length=1000)] | None = None
+    task: TaskId | None = None
+    assign: AssignArgs | None = None
+
+
+class HandleArgs(_Args, frozen=True):
+    thread: ThreadId
+    entry: EntryNo
+    content: Content | None = None
+
+
+class EntryRefArgs(_Args, frozen=True):
+    thread: ThreadId
+    entry: EntryNo
+
+
+class EntriesArgs(_Args, frozen=True):
+    thread: ThreadId
+    cursor: Cursor = None
+    limit: Limit = 50
+    full: bool = False
+
+
+class PageArgs(_Args, frozen=True):
+    cursor: Cursor = None
+    limit: Limit = 50
+
+
+# --- assignment (§6.4) ----------------------------------------------------------
+
+
+class TakeArgs(_Args, frozen=True):
+    assignment: AssignmentId
+    deliver: PinArgs | None = None
+
+
+class DeliverArgs(_Args, frozen=True):
+    assignment: AssignmentId
+    memory: MemoryRef | None = None
+    content: Content | None = None
+
+
+class JudgeArgs(_Args, frozen=True):
+    assignment: AssignmentId
+    verdict: Literal["adopt", "reject"]
+    content: Content | None = None
+
+
+class AssignmentRefArgs(_Args, frozen=True):
+    assignment: AssignmentId
+
+
 # --- catalogue ---------------------------------------------------------------
 
 
@@ -122,6 +254,26 @@ OPS: dict[str, OpSpec] = {
     "memory.withdraw": OpSpec("A", MemoryRefArgs),
     "memory.get": OpSpec("R", MemoryGetArgs),
     "memory.list": OpSpec("R", MemoryListArgs),
+    "thread.create": OpSpec("A", ThreadCreateArgs),
+    "thread.admit": OpSpec("A", AdmitArgs),
+    "thread.void_admission": OpSpec("A", ThreadRefArgs),
+    "thread.join": OpSpec("A", JoinArgs),
+    "thread.leave": OpSpec("A", ThreadRefArgs),
+    "thread.remove": OpSpec("A", RemoveArgs),
+    "thread.set_role": OpSpec("A", SetRoleArgs),
+    "thread.post": OpSpec("A", PostArgs),
+    "thread.handle": OpSpec("A", HandleArgs),
+    "thread.retract": OpSpec("A", EntryRefArgs),
+    "thread.close": OpSpec("A", ThreadRefArgs),
+    "thread.get": OpSpec("R", ThreadRefArgs),
+    "thread.entries": OpSpec("R", EntriesArgs),
+    "thread.list": OpSpec("R", PageArgs),
+    "assignment.take": OpSpec("A", TakeArgs),
+    "assignment.deliver": OpSpec("A", DeliverArgs),
+    "assignment.judge": OpSpec("A", JudgeArgs),
+    "assignment.drop": OpSpec("A", AssignmentRefArgs),
+    "assignment.void": OpSpec("A", AssignmentRefArgs),
+    "assignment.get": OpSpec("R", AssignmentRefArgs),
 }
 ACTION_OPS = frozenset(op for op, s in OPS.items() if s.kind == "A")
 READ_OPS = frozenset(op for op, s in OPS.items() if s.kind == "R")

@@ -1,9 +1,12 @@
-"""The actor that owns one object (an Agent now; Threads and Tasks later).
+"""The actor that owns one object: an Agent (its account and Memories) or a Thread
+(everything inside it).
 
-Each job: read the receipt, the caller's account and the objects the decision
-needs from one LMDB view; decide with the pure core; hand the facts to the writer
-with the versions read; wait for the commit; reply. If an object moved before the
-write (:class:`~kungfud.store.Stale`) the job is decided again on fresh state.
+Each job: open one LMDB view; if the object is a Thread with deadlines due now,
+record those expiries first (L4-3, DECISIONS.md B5); read the receipt; decide with
+the pure core, which reads objects through ``ctx.get`` while the actor records
+the version of everything read; hand the facts to the writer with those versions;
+wait for the commit; reply. If an object moved before the write
+(:class:`~kungfud.store.Stale`) the job is decided again on fresh state.
 """
 
 from __future__ import annotations
@@ -15,19 +18,28 @@ from typing import TYPE_CHECKING, Any
 
 import pykka
 
+from ..core import assignment
+from ..core.thread import ThreadState
 from ..errors import Rejection
 from ..store import Failed, Item, Outcome, Replayed, Stale
+from ..store.store import View
 from ..store.writer import mismatch
 from .ops import ACTIONS
 
 if TYPE_CHECKING:
     from .runtime import Job, Runtime
 
-__all__ = ["ObjectActor", "Slot", "MAX_ATTEMPTS"]
+__all__ = ["ObjectActor", "Slot", "MAX_ATTEMPTS", "Expire"]
 
 log = logging.getLogger("kungfud.actors")
 
 MAX_ATTEMPTS = 16
+
+
+class Expire:
+    """A clock message: record the expiries of this Thread that are due."""
+
+    __slots__ = ()
 
 
 class Slot:
@@ -38,6 +50,32 @@ class Slot:
     def __init__(self) -> None:
         self.last_used = time.monotonic()
         self.busy = False
+
+
+class _Reads:
+    """``ctx.get`` over one view, recording every version read (L5) and the
+    earliest deadline among the Threads read (B5)."""
+
+    __slots__ = ("view", "expect", "states", "valid_until")
+
+    def __init__(self, view: View):
+        self.view = view
+        self.expect: dict[str, int] = {}
+        self.states: dict[str, Any] = {}
+        self.valid_until: int | None = None
+
+    def get(self, obj: str) -> Any:
+        if obj in self.states:
+            return self.states[obj]
+        try:
+            version, state = self.view.obj(obj)
+        except KeyError:  # an id of no known kind names nothing
+            return None
+        self.expect[obj] = version
+        self.states[obj] = state
+        if isinstance(state, ThreadState) and (due := state.next_due()) is not None:
+            self.valid_until = due if self.valid_until is None else min(self.valid_until, due)
+        return state
 
 
 class ObjectActor(pykka.ThreadingActor):
@@ -51,42 +89,66 @@ class ObjectActor(pykka.ThreadingActor):
     def on_receive(self, message: Any) -> None:
         self.slot.busy = True
         try:
+            if isinstance(message, Expire):
+                self._expire_due(self.runtime.clock())
+                return
             message.reply(self._handle(message))
         except Exception:
             log.exception("actor %s failed on %s", self.key, getattr(message, "op", message))
-            try:
-                message.reply(Failed(Rejection("internal", "the daemon failed on this request; nothing was written", "retry")))
-            except Exception:
-                log.exception("reply failed")
+            if not isinstance(message, Expire):
+                try:
+                    message.reply(
+                        Failed(Rejection("internal", "the daemon failed on this request; nothing was written", "retry"))
+                    )
+                except Exception:
+                    log.exception("reply failed")
         finally:
             self.slot.last_used = time.monotonic()
             self.slot.busy = False
+
+    def _expire_due(self, now: int) -> None:
+        """Record every expiry of this Thread due at ``now`` (no-op for others)."""
+        if not self.key.startswith("th_"):
+            return
+        for _ in range(MAX_ATTEMPTS):
+            with self.runtime.store.read() as view:
+                reads = _Reads(view)
+                thread = reads.get(self.key)
+                if thread is None or not assignment.due_expiries(thread, now):
+                    return
+                decision = ACTIONS["deadline"].decide(assignment.Expire(self.key), self.runtime.ctx(None, now, reads.get))
+            if isinstance(decision, Rejection):
+                return
+            outcome = self._write(None, b"", decision, reads.expect, None)
+            if not isinstance(outcome, Stale):
+                if isinstance(outcome, Failed):
+                    log.warning("recording expiries of %s failed: %s", self.key, outcome.rejection)
+                return
 
     def _handle(self, job: "Job") -> Outcome:
         spec = ACTIONS[job.op]
         rt = self.runtime
         for _ in range(MAX_ATTEMPTS):
+            now = rt.clock()
+            self._expire_due(now)  # L4-3: the deadline wins over this action
             with rt.store.read() as view:
                 if job.scope is not None and (rec := view.receipt(job.scope)) is not None:
                     return Replayed(rec.result) if rec.req_hash == job.req_hash else Failed(mismatch())
-                expect: dict[str, int] = {}
-                caller = None
-                if job.caller is not None:
-                    expect[job.caller], caller = view.obj(job.caller)
-                states: dict[str, Any] = {}
-                for obj in spec.reads(job.command):
-                    expect[obj], states[obj] = view.obj(obj)
-            decision = spec.decide(states, job.command, rt.ctx(caller))
+                reads = _Reads(view)
+                caller = reads.get(job.caller) if job.caller is not None else None
+                decision = spec.decide(job.command, rt.ctx(caller, now, reads.get))
             if isinstance(decision, Rejection):
                 return Failed(decision)
             for obj in decision.states:
-                expect.setdefault(obj, 0)  # created by this action: must not exist yet
-            outcome = self._write(job, decision, expect)
+                reads.expect.setdefault(obj, 0)  # created by this action: must not exist yet
+            outcome = self._write(job.scope, job.req_hash, decision, reads.expect, reads.valid_until)
             if not isinstance(outcome, Stale):
                 return outcome
         return Failed(Rejection.unavailable("the object changed concurrently too often; retry"))
 
-    def _write(self, job: "Job", decision: Any, expect: dict[str, int]) -> Outcome:
+    def _write(
+        self, scope: bytes | None, req_hash: bytes, decision: Any, expect: dict[str, int], valid_until: int | None
+    ) -> Outcome:
         done = threading.Event()
         box: list[Outcome] = []
 
@@ -96,13 +158,14 @@ class ObjectActor(pykka.ThreadingActor):
 
         self.runtime.writer.submit(
             Item(
-                scope=job.scope,
-                req_hash=job.req_hash,
+                scope=scope,
+                req_hash=req_hash,
                 facts=decision.facts,
                 states=decision.states,
                 expect=expect,
                 result=decision.result,
                 done=finished,
+                valid_until=valid_until,
             )
         )
         done.wait()

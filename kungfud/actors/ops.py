@@ -1,55 +1,77 @@
-"""The action table: for each op, which actor owns it, which objects the decision
-reads, and which core decision it runs. Adding a protocol action = one row here
-plus its core ``decide_*``."""
+"""The action table: for each op, which actor owns it and which core decision it
+runs. Adding a protocol action = one row here plus its core ``decide_*``.
+
+``route(command, caller, view)`` names the actor that serializes the action: the
+caller's Agent actor for account and Memory actions, the Thread's actor for
+everything inside a Thread (assignments are found through their Thread).
+"""
 
 from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple
 
-from ..core import agent, memory
+from ..core import agent, assignment, entry, memory, thread
 from ..core.context import Ctx
 from ..core.facts import Decision
 from ..errors import Rejection
+from ..store.store import View
 
-__all__ = ["ActionSpec", "ACTIONS", "REGISTRAR"]
+__all__ = ["ActionSpec", "ACTIONS", "REGISTRAR", "DEADLINE"]
 
 REGISTRAR = "ag_registrar"  # actor key serializing registrations (no agent yet)
+DEADLINE = "deadline"  # op name of deadline jobs (no agent, no receipt)
 
-States = dict[str, Any]
-Decide = Callable[[States, Any, Ctx], "Decision | Rejection"]
+Decide = Callable[[Any, Ctx], "Decision | Rejection"]
+Route = Callable[[Any, "str | None", View], str]
 
 
 class ActionSpec(NamedTuple):
-    route: Callable[[Any, str | None], str]  # (command, caller) -> actor key
-    reads: Callable[[Any], list[str]]  # objects the decision reads (besides the caller)
+    route: Route
     decide: Decide
 
 
-def _by_caller(cmd: Any, caller: str | None) -> str:
+def _caller(cmd: Any, caller: str | None, view: View) -> str:
     assert caller is not None
     return caller
 
 
-def _none(cmd: Any) -> list[str]:
-    return []
+def _thread(cmd: Any, caller: str | None, view: View) -> str:
+    return cmd.thread
 
 
-def _memory(cmd: Any) -> list[str]:
-    return [cmd.memory]
+def _assignment(cmd: Any, caller: str | None, view: View) -> str:
+    state = view.state(cmd.assignment)
+    # An unknown assignment is decided (not_found) by the caller's own actor.
+    return state.thread if state is not None else _caller(cmd, caller, view)
+
+
+def _join(cmd: Any, caller: str | None, view: View) -> str:
+    return cmd.thread if cmd.thread is not None else _caller(cmd, caller, view)
 
 
 ACTIONS: dict[str, ActionSpec] = {
-    "agent.register": ActionSpec(lambda c, a: REGISTRAR, _none, lambda s, c, ctx: agent.decide_register(c, ctx)),
-    "admin.agent.set_status": ActionSpec(
-        lambda c, a: c.agent, lambda c: [c.agent], lambda s, c, ctx: agent.decide_set_status(s[c.agent], c, ctx)
-    ),
-    "memory.create": ActionSpec(_by_caller, _none, lambda s, c, ctx: memory.decide_create(c, ctx)),
-    "memory.update": ActionSpec(_by_caller, _memory, lambda s, c, ctx: memory.decide_update(s[c.memory], c, ctx)),
-    "memory.publish": ActionSpec(
-        _by_caller, _memory, lambda s, c, ctx: memory.decide_set_visibility(s[c.memory], c, ctx)
-    ),
-    "memory.unpublish": ActionSpec(
-        _by_caller, _memory, lambda s, c, ctx: memory.decide_set_visibility(s[c.memory], c, ctx)
-    ),
-    "memory.withdraw": ActionSpec(_by_caller, _memory, lambda s, c, ctx: memory.decide_withdraw(s[c.memory], c, ctx)),
+    "agent.register": ActionSpec(lambda c, a, v: REGISTRAR, lambda c, ctx: agent.decide_register(c, ctx)),
+    "admin.agent.set_status": ActionSpec(lambda c, a, v: c.agent, lambda c, ctx: agent.decide_set_status(ctx.get(c.agent), c, ctx)),
+    "memory.create": ActionSpec(_caller, lambda c, ctx: memory.decide_create(c, ctx)),
+    "memory.update": ActionSpec(_caller, lambda c, ctx: memory.decide_update(ctx.get(c.memory), c, ctx)),
+    "memory.publish": ActionSpec(_caller, lambda c, ctx: memory.decide_set_visibility(ctx.get(c.memory), c, ctx)),
+    "memory.unpublish": ActionSpec(_caller, lambda c, ctx: memory.decide_set_visibility(ctx.get(c.memory), c, ctx)),
+    "memory.withdraw": ActionSpec(_caller, lambda c, ctx: memory.decide_withdraw(ctx.get(c.memory), c, ctx)),
+    "thread.create": ActionSpec(_caller, thread.decide_create),
+    "thread.admit": ActionSpec(_thread, thread.decide_admit),
+    "thread.void_admission": ActionSpec(_thread, thread.decide_void_admission),
+    "thread.join": ActionSpec(_join, thread.decide_join),
+    "thread.leave": ActionSpec(_thread, thread.decide_leave),
+    "thread.remove": ActionSpec(_thread, thread.decide_remove),
+    "thread.set_role": ActionSpec(_thread, thread.decide_set_role),
+    "thread.close": ActionSpec(_thread, thread.decide_close),
+    "thread.post": ActionSpec(_thread, entry.decide_post),
+    "thread.handle": ActionSpec(_thread, entry.decide_handle),
+    "thread.retract": ActionSpec(_thread, entry.decide_retract),
+    "assignment.take": ActionSpec(_assignment, assignment.decide_take),
+    "assignment.deliver": ActionSpec(_assignment, assignment.decide_deliver),
+    "assignment.judge": ActionSpec(_assignment, assignment.decide_judge),
+    "assignment.drop": ActionSpec(_assignment, assignment.decide_drop),
+    "assignment.void": ActionSpec(_assignment, assignment.decide_void),
+    DEADLINE: ActionSpec(_thread, assignment.decide_expire),
 }

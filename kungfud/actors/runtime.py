@@ -13,6 +13,7 @@ from ..core.context import Ctx, Limits
 from ..core.ids import time_ordered
 from ..store import Failed, Outcome, Store, Writer
 from ..errors import Rejection
+from .clock import DeadlineClock
 from .registry import Registry
 
 __all__ = ["Runtime", "Job", "wall_ms"]
@@ -46,15 +47,18 @@ class Runtime:
         self.store = store
         self.limits = limits
         self.clock = clock
-        self.writer = Writer(store, max_batch=max_batch)
         self.registry = Registry(self, idle_stop_s=idle_stop_s)
+        self.clock_thread = DeadlineClock(self)
+        self.writer = Writer(store, max_batch=max_batch, clock=clock, on_deadline=self.clock_thread.wake_for)
 
     def start(self) -> None:
         self.writer.start()
         self.registry.start()
+        self.clock_thread.start()  # re-arms every stored deadline (after a restart too)
 
     def stop(self) -> None:
-        """Stop actors (they finish queued jobs), then drain the writer."""
+        """Stop the clock and actors (they finish queued jobs), then drain the writer."""
+        self.clock_thread.stop()
         self.registry.stop()
         self.writer.stop()
 
@@ -65,8 +69,11 @@ class Runtime:
     def new_secret() -> str:
         return "kf_" + secrets.token_urlsafe(32)
 
-    def ctx(self, caller: Any) -> Ctx:
-        return Ctx(now=self.clock(), caller=caller, new_id=self.new_id, new_secret=self.new_secret, limits=self.limits)
+    def ctx(self, caller: Any, now: int | None = None, get: Callable[[str], Any] | None = None) -> Ctx:
+        now = self.clock() if now is None else now
+        if get is None:
+            return Ctx(now=now, caller=caller, new_id=self.new_id, new_secret=self.new_secret, limits=self.limits)
+        return Ctx(now=now, caller=caller, new_id=self.new_id, new_secret=self.new_secret, limits=self.limits, get=get)
 
     def submit(self, job: Job, actor_key: str) -> None:
         if not self.registry.tell(actor_key, job):

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Literal
 import msgspec
 
 from ..errors import Rejection
+from .decision import fold_into
 from .facts import AgentRegistered, AgentStatusSet, Decision, Fact
 
 if TYPE_CHECKING:
@@ -40,6 +41,7 @@ class AgentState(msgspec.Struct, frozen=True):
     admin: bool
     content: bytes  # {"name": …}
     created_at: int
+    key_hash: bytes = b""  # sha256 of its key: the authentication index derives from it
 
     @property
     def active(self) -> bool:
@@ -95,16 +97,28 @@ def decide_set_status(target: AgentState | None, cmd: SetStatus, ctx: "Ctx") -> 
         # Strictest reading (docs/decisions.md D1): an admin cannot lock itself out.
         return Rejection.forbidden("an admin agent may not deactivate itself")
     fact = AgentStatusSet(at=ctx.now, by=ctx.caller.agent, agent=cmd.agent, status=cmd.status)
-    state = apply(target, fact)
-    # `seq` is filled by the store when the fact is recorded; `ended` lists the
-    # memberships, responses and assignments the change ended (§4, none yet).
-    return Decision([fact], {"agent": cmd.agent, "status": cmd.status, "seq": None, "ended": []}, {cmd.agent: state})
+    facts: list[Fact] = [fact]
+    ended: list[str] = []
+    if cmd.status == "deactivated":
+        # R4-6, R4-8: in the same atomic action, every membership ends with the
+        # effects of §6.2, and a Thread left open with no governor closes (§6.5).
+        from .facts import threads_obj
+        from .thread import membership_end_facts
+
+        memberships = ctx.get(threads_obj(cmd.agent))
+        for thread in sorted(memberships.threads) if memberships is not None else []:
+            more, ids = membership_end_facts(ctx.get(thread), cmd.agent, "deactivated", ctx)
+            facts += more
+            ended += ids
+    states = fold_into({cmd.agent: apply(target, fact)}, facts[1:], ctx.get)
+    # `seq` is filled by the store with the seq of the action's last fact (D9).
+    return Decision(facts, {"agent": cmd.agent, "status": cmd.status, "seq": None, "ended": ended}, states)
 
 
 def apply(state: AgentState | None, fact: Fact) -> AgentState:
     if isinstance(fact, AgentRegistered):
         assert state is None
-        return AgentState(fact.agent, "active", fact.admin, fact.content, fact.at)
+        return AgentState(fact.agent, "active", fact.admin, fact.content, fact.at, fact.key_hash)
     if isinstance(fact, AgentStatusSet):
         assert state is not None
         return msgspec.structs.replace(state, status=fact.status)

@@ -1,29 +1,53 @@
-"""Which state type and ``apply`` belong to each kind of object, by id prefix.
+"""Which state type and ``apply`` belong to each kind of object.
 
-The store uses this to decode snapshots; ``kungfud check`` uses it to rebuild
-every object's state by folding its facts (L1-1) and compare.
+Object ids are wire ids (``ag_``, ``me_``, ``th_``, ``as_`` …) plus two sub-object
+kinds: ``th_….N`` (entry N of a Thread) and ``ag_….threads`` (an agent's
+memberships). The store decodes snapshots with :func:`state_type`; ``kungfud
+check`` rebuilds every state by folding its facts (L1-1) with :func:`apply_to`.
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable
 
-from . import agent, memory
+from . import agent, assignment, entry, memory, thread
 
-__all__ = ["STATE_TYPES", "APPLY", "state_type", "fold"]
+__all__ = ["kind", "state_type", "apply_to", "fold"]
 
-STATE_TYPES: dict[str, type] = {"ag_": agent.AgentState, "me_": memory.MemoryState}
-APPLY: dict[str, Callable[[Any, Any], Any]] = {"ag_": agent.apply, "me_": memory.apply}
+_TYPES: dict[str, tuple[type, Callable[[Any, Any], Any]]] = {
+    "agent": (agent.AgentState, agent.apply),
+    "agent_threads": (thread.AgentThreads, thread.apply_agent_threads),
+    "memory": (memory.MemoryState, memory.apply),
+    "thread": (thread.ThreadState, thread.apply),
+    "entry": (entry.EntryState, entry.apply),
+    "assignment": (assignment.AssignmentState, assignment.apply),
+}
+
+
+def kind(obj: str) -> str:
+    prefix = obj[:3]
+    if prefix == "ag_":
+        return "agent_threads" if obj.endswith(".threads") else "agent"
+    if prefix == "th_":
+        return "entry" if "." in obj else "thread"
+    if prefix == "me_":
+        return "memory"
+    if prefix == "as_":
+        return "assignment"
+    raise KeyError(f"no object kind for id {obj!r}")
 
 
 def state_type(obj: str) -> type:
-    return STATE_TYPES[obj[:3]]
+    return _TYPES[kind(obj)][0]
+
+
+def apply_to(obj: str, state: Any, fact: Any) -> Any:
+    return _TYPES[kind(obj)][1](state, fact)
 
 
 def fold(obj: str, facts) -> Any:
     """State = fold(apply, facts) (DESIGN.md "Facts first")."""
-    step = APPLY[obj[:3]]
     state = None
     for fact in facts:
-        state = step(state, fact)
+        state = apply_to(obj, state, fact)
     return state

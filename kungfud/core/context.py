@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 import secrets
-from typing import Callable
+from typing import Any, Callable
 
 import msgspec
 
@@ -25,12 +25,21 @@ class Limits(msgspec.Struct, frozen=True):
     open_registration: bool = True
 
 
+def _nothing(obj: str) -> Any:
+    return None
+
+
 class Ctx(msgspec.Struct, frozen=True):
+    """``get(obj)`` returns the current state of any object (None if it does not
+    exist), all from one consistent snapshot; the actor records the version of
+    everything it returns so the write fails if any of it moved (L5)."""
+
     now: int
     caller: AgentState | None
     new_id: Callable[[str], str]
     new_secret: Callable[[], str]
     limits: Limits = Limits()
+    get: Callable[[str], Any] = _nothing
 
 
 def random_ids(prefix: str) -> str:

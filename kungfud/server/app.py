@@ -15,6 +15,7 @@ import logging
 import time
 from typing import Any
 
+import msgspec
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
@@ -23,6 +24,7 @@ from ..actors import Job, Runtime
 from ..actors.ops import ACTIONS
 from ..config import Config
 from ..core.agent import key_hash
+from ..core.thread import token_hash as thread_token_hash
 from ..errors import Hint, Rejection
 from ..store import Committed, Failed, Outcome, Replayed
 from ..store.layout import receipt_scope
@@ -35,6 +37,7 @@ __all__ = ["Server"]
 log = logging.getLogger("kungfud.server")
 
 _HELLO_HINT = Hint("hello", {"key": "<your agent key>"})
+_FAILED_JOIN = frozenset({"not_found", "forbidden", "conflict"})
 
 
 class Conn:
@@ -58,6 +61,9 @@ class Server:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.connections: set[Conn] = set()
         self.actions_limit = SlidingWindow(config.limits.actions_per_minute, 60.0, time.monotonic)
+        self.failed_joins = SlidingWindow(
+            config.limits.failed_joins_per_window, float(config.limits.failed_join_window_s), time.monotonic
+        )
         self._server: Any = None
         self._pending: set[int] = set()
 
@@ -215,7 +221,7 @@ class Server:
     def _read(self, conn: Conn, req_id: Any, op: str, args: Any) -> None:
         assert conn.agent is not None
         with self.rt.store.read() as view:
-            result = run_read(view, op, conn.agent, args)
+            result = run_read(view, op, conn.agent, args, self.rt.clock())
         if isinstance(result, Rejection):
             self._reject(conn, req_id, result)
         else:
@@ -226,9 +232,15 @@ class Server:
         caller = None if op == "agent.register" else conn.agent
         scope = receipt_scope(caller, op, key)
         req_hash = wire.canonical_hash(op, args)
-        # Fast path: a replay answers from its receipt without an actor hop (L3-2).
+        command = to_command(op, args)
         with self.rt.store.read() as view:
+            # Fast path: a replay answers from its receipt without an actor hop (L3-2).
             rec = view.receipt(scope)
+            if rec is None:
+                if op == "thread.join":
+                    thread = view.thread_for_token(thread_token_hash(command.token))
+                    command = msgspec.structs.replace(command, thread=thread)
+                actor_key = ACTIONS[op].route(command, caller, view)
         if rec is not None:
             if rec.req_hash == req_hash:
                 self._send(conn, wire.encode_ok(req_id, rec.result, replayed=True))
@@ -246,19 +258,25 @@ class Server:
                 ),
             )
             return
-        command = to_command(op, args)
-        actor_key = ACTIONS[op].route(command, caller)
+        if op == "thread.join" and caller is not None and self.failed_joins.full(caller):
+            # §12 R12-7: after too many failed joins every join waits, valid token or not.
+            wait = self.failed_joins.retry_after(caller)
+            self._reject(conn, req_id, Rejection.rate_limited(f"too many failed joins; retry in {wait:.0f} s"))
+            return
         conn.in_flight += 1
         loop = self.loop
         assert loop is not None
+        counts_failed_join = op == "thread.join" and caller is not None
 
         def reply(outcome: Outcome) -> None:  # any thread
-            loop.call_soon_threadsafe(self._finish, conn, req_id, outcome)
+            loop.call_soon_threadsafe(self._finish, conn, req_id, outcome, caller if counts_failed_join else None)
 
         self.rt.submit(Job(op, caller, scope, req_hash, command, reply), actor_key)
 
-    def _finish(self, conn: Conn, req_id: Any, outcome: Outcome) -> None:
+    def _finish(self, conn: Conn, req_id: Any, outcome: Outcome, joiner: str | None = None) -> None:
         conn.in_flight -= 1
+        if joiner is not None and isinstance(outcome, Failed) and outcome.rejection.code in _FAILED_JOIN:
+            self.failed_joins.hit(joiner)
         if isinstance(outcome, Committed):
             self._send(conn, wire.encode_ok(req_id, outcome.result))
         elif isinstance(outcome, Replayed):

@@ -10,8 +10,9 @@ from typing import Any, Callable
 
 import msgspec
 
-from ..actors import reads
-from ..core import agent, memory
+from ..actors import reads, thread_reads
+from ..core import agent, assignment, entry, memory, thread
+from ..core.pins import Pin
 from ..errors import Rejection
 from ..store.store import View
 from .. import wire
@@ -33,6 +34,55 @@ def _register(a: wire.RegisterArgs) -> Any:
     return agent.Register(_content(a.content))
 
 
+def _shape(op: str, where: str, content: dict, shape: type) -> bytes:
+    """Check the one structural key an op needs inside a content object; the rest
+    of the content stays opaque (L6)."""
+    try:
+        msgspec.convert(content, shape)
+    except msgspec.ValidationError as e:
+        raise wire.FrameError(f"invalid args for {op}: {e} - in `$.args.{where}`") from None
+    return _content(content)
+
+
+def _pin(op: str, where: str, memory: wire.MemoryRef | None, content: dict | None) -> Pin:
+    if (memory is None) == (content is None):
+        raise wire.FrameError(f"invalid args for {op}: give exactly one of `memory` or `content` - at `$.args{where}`")
+    if memory is not None:
+        return Pin(memory=memory.memory, version=memory.version)
+    assert content is not None
+    return Pin(content=_content(content))
+
+
+def _post(a: wire.PostArgs) -> Any:
+    assign = None
+    if a.assign is not None:
+        x = a.assign
+        assign = assignment.AssignSpec(
+            x.to, _shape("thread.post", "assign.content", x.content, wire.AssignContent), x.deliver_within_s,
+            x.judge_within_s, x.redoes,
+        )
+    return entry.Post(a.thread, _pin("thread.post", "", a.memory, a.content), a.reply_to, a.ask, a.task, assign)
+
+
+def _take(a: wire.TakeArgs) -> Any:
+    deliver = None
+    if a.deliver is not None:
+        deliver = _pin("assignment.take", ".deliver", a.deliver.memory, a.deliver.content)
+    return assignment.Take(a.assignment, deliver)
+
+
+def _judge(a: wire.JudgeArgs) -> Any:
+    reason = None
+    if a.content is not None:
+        reason = _shape("assignment.judge", "content", a.content, wire.ReasonContent)
+    return assignment.Judge(a.assignment, a.verdict, reason)
+
+
+def _handle(a: wire.HandleArgs) -> Any:
+    note = _shape("thread.handle", "content", a.content, wire.NoteContent) if a.content is not None else None
+    return entry.Handle(a.thread, a.entry, note)
+
+
 _COMMANDS: dict[str, Callable[[Any], Any]] = {
     "agent.register": _register,
     "admin.agent.set_status": lambda a: agent.SetStatus(a.agent, a.status),
@@ -41,6 +91,22 @@ _COMMANDS: dict[str, Callable[[Any], Any]] = {
     "memory.publish": lambda a: memory.SetVisibility(a.memory, "public"),
     "memory.unpublish": lambda a: memory.SetVisibility(a.memory, "private"),
     "memory.withdraw": lambda a: memory.Withdraw(a.memory),
+    "thread.create": lambda a: thread.Create(_content(a.content) if a.content is not None else None),
+    "thread.admit": lambda a: thread.Admit(a.thread, a.role),
+    "thread.void_admission": lambda a: thread.VoidAdmission(a.thread),
+    "thread.join": lambda a: thread.Join(a.token, None),  # the server resolves the thread
+    "thread.leave": lambda a: thread.Leave(a.thread),
+    "thread.remove": lambda a: thread.Remove(a.thread, a.agent),
+    "thread.set_role": lambda a: thread.SetRole(a.thread, a.agent, a.role),
+    "thread.post": _post,
+    "thread.handle": _handle,
+    "thread.retract": lambda a: entry.Retract(a.thread, a.entry),
+    "thread.close": lambda a: thread.Close(a.thread),
+    "assignment.take": _take,
+    "assignment.deliver": lambda a: assignment.Deliver(a.assignment, _pin("assignment.deliver", "", a.memory, a.content)),
+    "assignment.judge": _judge,
+    "assignment.drop": lambda a: assignment.Drop(a.assignment),
+    "assignment.void": lambda a: assignment.Void(a.assignment),
 }
 
 
@@ -49,12 +115,18 @@ def to_command(op: str, args: Any) -> Any:
     return _COMMANDS[op](args)
 
 
-_READS: dict[str, Callable[[View, str, Any], "dict | Rejection"]] = {
-    "agent.whoami": lambda v, c, a: reads.whoami(v, c),
-    "memory.get": lambda v, c, a: reads.memory_get(v, c, a.memory, a.version),
-    "memory.list": lambda v, c, a: reads.memory_list(v, c, a.author, a.cursor, a.limit),
+_READS: dict[str, Callable[[View, str, Any, int], "dict | Rejection"]] = {
+    "agent.whoami": lambda v, c, a, now: reads.whoami(v, c),
+    "memory.get": lambda v, c, a, now: reads.memory_get(v, c, a.memory, a.version),
+    "memory.list": lambda v, c, a, now: reads.memory_list(v, c, a.author, a.cursor, a.limit),
+    "thread.get": lambda v, c, a, now: thread_reads.thread_get(v, c, a.thread, now),
+    "thread.entries": lambda v, c, a, now: thread_reads.thread_entries(v, c, a.thread, a.cursor, a.limit, a.full),
+    "thread.list": lambda v, c, a, now: thread_reads.thread_list(v, c, a.cursor, a.limit),
+    "assignment.get": lambda v, c, a, now: thread_reads.assignment_get(v, c, a.assignment, now),
 }
 
 
-def run_read(view: View, op: str, caller: str, args: Any) -> "dict | Rejection":
-    return _READS[op](view, caller, args)
+def run_read(view: View, op: str, caller: str, args: Any, now: int) -> "dict | Rejection":
+    """``now`` decides which deadlines have passed: readers never show an
+    obligation whose deadline passed (L4-3)."""
+    return _READS[op](view, caller, args, now)

@@ -36,6 +36,14 @@ class SlidingWindow:
         q.append(self.clock())
         return True
 
+    def full(self, who: str) -> bool:
+        """True when ``who`` has used up the window (counts nothing)."""
+        return len(self._prune(who)) >= self.limit
+
+    def hit(self, who: str) -> None:
+        """Count one event for ``who`` unconditionally."""
+        self._prune(who).append(self.clock())
+
     def retry_after(self, who: str) -> float:
         q = self._prune(who)
         return 0.0 if len(q) < self.limit else max(0.0, q[0] + self.window_s - self.clock())

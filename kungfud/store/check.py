@@ -2,7 +2,8 @@
 
 Derived rows are a pure function of the log (L1-1): object snapshots are the fold
 of each object's facts through the core's ``apply``; versions count the facts that
-touched each object; the other indexes come from :func:`index_ops`. Any difference
+touched each object; the other indexes come from :func:`fact_rows` over the log
+and :func:`state_rows` over the folded states. Any difference
 is reported; ``--rebuild`` replaces the stored rows with the rebuilt ones.
 """
 
@@ -12,9 +13,8 @@ import os
 import sys
 from typing import Any
 
-from ..core.atoms import APPLY
-from ..core.facts import touches
-from .indexes import index_ops
+from ..core.atoms import apply_to
+from .indexes import fact_rows, state_rows
 from .layout import DERIVED, decode_fact, encode_object, from_u64, stream_key
 from .store import Store
 
@@ -31,17 +31,16 @@ def expected_indexes(store: Store) -> dict[str, dict[bytes, bytes]]:
             for k, v in cur:
                 seq = from_u64(k)
                 fact = decode_fact(v)
-                for obj in touches(fact):
+                for obj in fact.objects():
                     out["stream"][stream_key(obj, seq)] = b""
-                    states[obj] = APPLY[obj[:3]](states.get(obj), fact)
+                    states[obj] = apply_to(obj, states.get(obj), fact)
                     versions[obj] = versions.get(obj, 0) + 1
-                for db, key, value in index_ops(fact, seq):
-                    if value is None:
-                        out[db].pop(key, None)
-                    else:
-                        out[db][key] = value
+                for db, key, value in fact_rows(fact, seq):
+                    out[db][key] = value
     for obj, state in states.items():
         out["objects"][obj.encode()] = encode_object(versions[obj], state)
+        for db, key, value in state_rows(obj, state):
+            out[db][key] = value
     return out
 
 

@@ -1,26 +1,71 @@
-"""Derived index rows of each fact: the single definition used both when a fact is
-written and when ``kungfud check`` rebuilds the indexes from the log."""
+"""Derived rows: the single definition used when facts are written and when
+``kungfud check`` rebuilds the indexes from the log.
+
+Two sources:
+- :func:`fact_rows` — rows about history, one set per fact (where each Memory
+  version's content lives);
+- :func:`state_rows` — rows about the present, a function of one object's current
+  state. The writer replaces an object's old rows by its new ones in the same
+  transaction as the facts (so the obligations index can never disagree with the
+  facts that create or end obligations).
+"""
 
 from __future__ import annotations
 
 from typing import Any, Iterator
 
-from ..core.facts import AgentRegistered, MemoryCreated, MemoryUpdated, MemoryWithdrawn
+import msgspec
+
+from ..core.agent import AgentState
+from ..core.assignment import AssignmentState
+from ..core.entry import EntryState
+from ..core.facts import MemoryCreated, MemoryUpdated
+from ..core.memory import MemoryState
+from ..core.obligations import of_state
+from ..core.thread import AgentThreads, ThreadState
 from .layout import u32, u64
 
-__all__ = ["index_ops"]
+__all__ = ["fact_rows", "state_rows", "obligation_key"]
+
+Row = tuple[str, bytes, bytes]
+_mp = msgspec.msgpack.Encoder()
 
 
-def index_ops(fact: Any, seq: int) -> Iterator[tuple[str, bytes, bytes | None]]:
-    """Yield (db, key, value) puts, value None meaning delete."""
-    if isinstance(fact, AgentRegistered):
-        yield "agent_keys", fact.key_hash, fact.agent.encode()
-    elif isinstance(fact, MemoryCreated):
-        yield "memories", fact.author.encode() + b"\x00" + fact.memory.encode(), b""
+def fact_rows(fact: Any, seq: int) -> Iterator[Row]:
+    if isinstance(fact, MemoryCreated):
         yield "versions", fact.memory.encode() + b"\x00" + u32(1), u64(seq)
     elif isinstance(fact, MemoryUpdated):
         yield "versions", fact.memory.encode() + b"\x00" + u32(fact.version), u64(seq)
-    elif isinstance(fact, MemoryWithdrawn):
-        # R5-11: withdrawal stops listing. `by` is the author (only it withdraws).
-        assert fact.by is not None
-        yield "memories", fact.by.encode() + b"\x00" + fact.memory.encode(), None
+
+
+def obligation_key(holder: str, created_at: int, ob: str) -> bytes:
+    # Per holder, ordered by when each arose (R8-7); the id breaks ties stably.
+    return holder.encode() + b"\x00" + u64(created_at) + ob.encode()
+
+
+def state_rows(obj: str, state: Any) -> Iterator[Row]:
+    if state is None:
+        return
+    if isinstance(state, AgentState):
+        if state.key_hash:
+            yield "agent_keys", state.key_hash, state.agent.encode()
+    elif isinstance(state, MemoryState):
+        if state.valid:  # R5-11: withdrawal stops listing
+            yield "memories", state.author.encode() + b"\x00" + state.memory.encode(), b""
+    elif isinstance(state, AgentThreads):
+        for thread, role in state.threads.items():
+            yield "memberships", state.agent.encode() + b"\x00" + thread.encode(), role.encode()
+    elif isinstance(state, ThreadState):
+        if state.grant is not None:
+            yield "tokens", state.grant.token_hash, state.thread.encode()
+    elif isinstance(state, EntryState):
+        for ob in of_state(obj, state):
+            yield "obligations", obligation_key(ob.holder, ob.created_at, ob.obligation_id), _mp.encode(ob)
+    elif isinstance(state, AssignmentState):
+        for ob in of_state(obj, state):
+            yield "obligations", obligation_key(ob.holder, ob.created_at, ob.obligation_id), _mp.encode(ob)
+        if state.state == "open":
+            yield "opportunities", state.to.encode() + b"\x00" + state.assignment.encode(), state.thread.encode()
+        due = state.deliver_by if state.state == "taken" else state.judge_by if state.state == "delivered" else None
+        if due is not None:
+            yield "deadlines", u64(due) + state.assignment.encode(), state.thread.encode()

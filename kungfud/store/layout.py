@@ -10,8 +10,14 @@
 | agent_keys | sha256(agent key)                | agent id                               |
 | memories   | author, 0, memory id             | b"" (listing; withdrawn removed)       |
 | versions   | memory id, 0, version (u32 BE)   | seq of the fact holding that version   |
+| memberships| agent, 0, thread id              | role (current memberships)             |
+| tokens     | sha256 of a live admission token | thread id                              |
+| obligations| holder, 0, arose (u64), ob id    | msgpack Obligation (open obligations)  |
+| deadlines  | due (u64 ms), object id          | id of the actor that owns the object   |
+| opportunities | addressee, 0, assignment id   | thread id (untaken assignments)        |
 
-Everything but ``log`` and ``meta`` is derived (rebuildable from the log).
+Everything but ``log``, ``meta`` and ``receipts`` is derived (rebuildable from
+the log); receipts are the record of each first success.
 """
 
 from __future__ import annotations
@@ -39,8 +45,11 @@ __all__ = [
 ]
 
 FORMAT = b"1"
-DBS = ("meta", "log", "stream", "objects", "receipts", "agent_keys", "memories", "versions")
-DERIVED = ("stream", "objects", "agent_keys", "memories", "versions")
+DBS = (
+    "meta", "log", "stream", "objects", "receipts", "agent_keys", "memories", "versions",
+    "memberships", "tokens", "obligations", "deadlines", "opportunities",
+)
+DERIVED = tuple(d for d in DBS if d not in ("meta", "log", "receipts"))
 
 _U64 = struct.Struct(">Q")
 _U32 = struct.Struct(">I")

@@ -131,6 +131,10 @@ class View:
         raw = self.txn.get(key_hash, db=self.dbs["agent_keys"])
         return None if raw is None else raw.decode()
 
+    def thread_for_token(self, token_hash: bytes) -> str | None:
+        raw = self.txn.get(token_hash, db=self.dbs["tokens"])
+        return None if raw is None else raw.decode()
+
     def fact(self, seq: int) -> Any:
         from .layout import u64
 

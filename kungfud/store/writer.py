@@ -19,15 +19,15 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from typing import Any, Callable
 
 import lmdb
 import msgspec
 
 from ..core.atoms import state_type
-from ..core.facts import touches
 from ..errors import Rejection
-from .indexes import index_ops
+from .indexes import fact_rows, state_rows
 from .layout import Receipt, decode_object, encode_fact, encode_object, from_u64, stream_key, u64
 from .store import Store
 
@@ -68,7 +68,7 @@ Outcome = Committed | Replayed | Stale | Failed
 class Item:
     """One action ready to write: its facts, new states and receipt."""
 
-    __slots__ = ("scope", "req_hash", "facts", "states", "expect", "result", "done")
+    __slots__ = ("scope", "req_hash", "facts", "states", "expect", "result", "done", "valid_until")
 
     def __init__(
         self,
@@ -80,6 +80,7 @@ class Item:
         expect: dict[str, int],
         result: dict,
         done: Callable[[Outcome], None],
+        valid_until: int | None = None,
     ):
         self.scope = scope
         self.req_hash = req_hash
@@ -88,6 +89,9 @@ class Item:
         self.expect = expect  # object id -> version the decision saw (0: absent)
         self.result = result
         self.done = done  # called on the writer thread once the outcome is final
+        # B5: the write must happen before this instant (the earliest deadline
+        # among the objects the decision read), else the action is decided again.
+        self.valid_until = valid_until
 
 
 class _Mismatch(Exception):
@@ -96,8 +100,21 @@ class _Mismatch(Exception):
 
 
 class Writer:
-    def __init__(self, store: Store, *, max_batch: int = 256, fault: Callable[[str], None] | None = None):
+    def __init__(
+        self,
+        store: Store,
+        *,
+        max_batch: int = 256,
+        fault: Callable[[str], None] | None = None,
+        clock: Callable[[], int] | None = None,
+        on_deadline: Callable[[int], None] | None = None,
+    ):
         self.store = store
+        self.clock = clock or (lambda: time.time_ns() // 1_000_000)
+        # Called after a commit that added deadline rows, with the earliest one,
+        # so the clock can wake for it.
+        self.on_deadline = on_deadline
+        self._earliest_new_due: int | None = None
         self.max_batch = max_batch
         self._q: queue.SimpleQueue[Item | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="kungfud-writer", daemon=True)
@@ -147,6 +164,7 @@ class Writer:
     def _write_batch(self, batch: list[Item]) -> None:
         env = self.store.env
         outcomes: list[Outcome] = []
+        self._earliest_new_due = None
         try:
             txn = env.begin(write=True)
         except lmdb.Error as e:
@@ -167,6 +185,11 @@ class Writer:
             return
         self.batches += 1
         self.items += len(batch)
+        if self._earliest_new_due is not None and self.on_deadline is not None:
+            try:
+                self.on_deadline(self._earliest_new_due)
+            except Exception:
+                log.exception("deadline notification failed")
         for item, outcome in zip(batch, outcomes):
             self._report(item, outcome)
 
@@ -208,11 +231,16 @@ class Writer:
                 if rec.req_hash == item.req_hash:
                     raise _Mismatch(Replayed(rec.result))
                 raise _Mismatch(Failed(mismatch()))
+        if item.valid_until is not None and self.clock() >= item.valid_until:
+            # B5: a deadline the decision did not apply has come due; decide again.
+            raise _Mismatch(Stale("deadline"))
+        old: dict[str, Any] = {}
         for obj, expected in item.expect.items():
             raw = txn.get(obj.encode(), db=dbs["objects"])
-            current = 0 if raw is None else decode_object(raw, state_type(obj))[0]
+            current, state = (0, None) if raw is None else decode_object(raw, state_type(obj))
             if current != expected:
                 raise _Mismatch(Stale(obj))
+            old[obj] = state
         raw_seq = txn.get(b"seq", db=dbs["meta"])
         seq = from_u64(raw_seq) if raw_seq else 0
         touched: dict[str, int] = {}  # object -> facts of this action touching it
@@ -221,25 +249,35 @@ class Writer:
             if fault:
                 fault("log")
             txn.put(u64(seq), encode_fact(fact), db=dbs["log"], overwrite=False)
-            for obj in touches(fact):
+            for obj in fact.objects():
                 touched[obj] = touched.get(obj, 0) + 1
                 txn.put(stream_key(obj, seq), b"", db=dbs["stream"])
-            for db, key, value in index_ops(fact, seq):
-                if fault:
-                    fault("index")
-                if value is None:
-                    txn.delete(key, db=dbs[db])
-                else:
-                    txn.put(key, value, db=dbs[db])
+            for db, key, value in fact_rows(fact, seq):
+                txn.put(key, value, db=dbs[db])
         if touched.keys() != item.states.keys():
             raise AssertionError(f"decision states {sorted(item.states)} != touched objects {sorted(touched)}")
         for obj, n in touched.items():
             if fault:
                 fault("objects")
+            new_state = item.states[obj]
             # An object's version counts the facts that touched it, so a rebuild
             # from the log alone reproduces it.
-            txn.put(obj.encode(), encode_object(item.expect[obj] + n, item.states[obj]), db=dbs["objects"])
-        txn.put(b"seq", u64(seq), db=dbs["meta"])
+            txn.put(obj.encode(), encode_object(item.expect[obj] + n, new_state), db=dbs["objects"])
+            before = set(state_rows(obj, old[obj]))
+            after = set(state_rows(obj, new_state))
+            for db, key, _ in before - after:
+                if fault:
+                    fault("index")
+                txn.delete(key, db=dbs[db])
+            for db, key, value in after - before:
+                if fault:
+                    fault("index")
+                txn.put(key, value, db=dbs[db])
+                if db == "deadlines":
+                    due = from_u64(key[:8])
+                    self._earliest_new_due = due if self._earliest_new_due is None else min(due, self._earliest_new_due)
+        if item.facts:
+            txn.put(b"seq", u64(seq), db=dbs["meta"])
         result = item.result
         if "seq" in result and result["seq"] is None:
             result = {**result, "seq": seq}

@@ -1,0 +1,99 @@
+"""The deadline clock (L4): wakes the actor that owns each due deadline.
+
+It reads the ``deadlines`` index (derived from assignment states, written in the
+same transaction as the facts that set or clear a deadline), sleeps until the
+earliest one, and tells each owning actor to record its expiries. The writer
+wakes it when a commit adds an earlier deadline. Correctness never depends on it:
+actors apply due expiries before every command and readers never show an expired
+obligation; the clock only makes expiries visible promptly, and after a restart
+it re-arms everything from the index.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from ..store.layout import from_u64
+
+if TYPE_CHECKING:
+    from .runtime import Runtime
+
+__all__ = ["DeadlineClock"]
+
+log = logging.getLogger("kungfud.clock")
+
+RESEND_MS = 1000  # re-tell an actor whose due deadline is still in the index after this long
+MAX_SLEEP_S = 5.0
+
+
+class DeadlineClock:
+    def __init__(self, runtime: "Runtime"):
+        self.rt = runtime
+        self._cond = threading.Condition()
+        self._stopped = False
+        self._told: dict[str, int] = {}  # actor key -> when it was last told (ms)
+        self._thread = threading.Thread(target=self._run, name="kungfud-clock", daemon=True)
+        self.expiries_told = 0
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopped = True
+            self._cond.notify()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def wake_for(self, due_ms: int) -> None:
+        """A commit added a deadline at ``due_ms``; any thread may call this."""
+        with self._cond:
+            self._cond.notify()
+
+    def _due_rows(self, now: int, limit: int = 1000) -> tuple[list[tuple[int, str]], int | None]:
+        """(due rows as (due, owner actor key), earliest future due)."""
+        due: list[tuple[int, str]] = []
+        with self.rt.store.read() as view:
+            with view.txn.cursor(db=view.dbs["deadlines"]) as cur:
+                for key, value in cur:
+                    at = from_u64(key[:8])
+                    if at > now:
+                        return due, at
+                    due.append((at, value.decode()))
+                    if len(due) >= limit:
+                        return due, now
+        return due, None
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                if self._stopped:
+                    return
+            now = self.rt.clock()
+            try:
+                due, next_due = self._due_rows(now)
+            except Exception:
+                log.exception("reading deadlines failed")
+                due, next_due = [], None
+            for _, owner in due:
+                last = self._told.get(owner)
+                if last is not None and now - last < RESEND_MS:
+                    continue
+                self._told[owner] = now
+                self.expiries_told += 1
+                from .object_actor import Expire
+
+                self.rt.registry.tell(owner, Expire())
+            if len(self._told) > 10_000:
+                self._told = {k: v for k, v in self._told.items() if now - v < RESEND_MS}
+            if due:
+                wait_s = 0.02 if next_due is None or next_due <= now else min((next_due - now) / 1000, 0.05)
+            else:
+                wait_s = MAX_SLEEP_S if next_due is None else max(0.0, (next_due - now) / 1000)
+            with self._cond:
+                if self._stopped:
+                    return
+                self._cond.wait(timeout=min(wait_s, MAX_SLEEP_S))

@@ -1,0 +1,274 @@
+"""Thread and assignment reads (§8 working sets, §9 visibility).
+
+Every read is one LMDB read transaction (R9-5) and bounded (R8-13): digests first,
+pinned content only with ``full``. Only current members read a Thread (R9-9,
+R9-2); anyone else gets ``not_found`` worded as for a missing id (R9-4, R12-9).
+Assignment states are shown as of ``now``: a passed deadline wins (L4-3).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from ..core.assignment import AssignmentState, effective
+from ..core.clock import rfc3339
+from ..core.entry import EntryState
+from ..core.facts import entry_obj
+from ..core.obligations import ob_id
+from ..core.thread import SPEAKING, ThreadState, readable_thread
+from ..errors import Rejection
+from ..store.store import View
+
+__all__ = ["thread_get", "thread_entries", "thread_list", "assignment_get", "entry_digest", "pin_content"]
+
+RECENT = 10  # entries in a working set's digest of history
+MAX_MEMBERS = 100  # members listed in a working set (the count is always given)
+MAX_LIVE = 100  # live assignments listed in a working set
+
+
+def _raw(b: bytes | None) -> Any:
+    return None if b is None else msgspec.Raw(b)
+
+
+def pin_content(view: View, pinner: str, memory: str, version: int) -> bytes | None:
+    """R9-10, R5-14, R5-15: a pin of the pinner's own Memory is readable by the
+    context's readers always; a pin of another agent's Memory only while that
+    Memory is valid and public."""
+    state = view.state(memory)
+    if state is None:
+        return None
+    if state.author != pinner and not (state.valid and state.visibility == "public"):
+        return None
+    return view.memory_content(memory, version)
+
+
+def entry_digest(view: View, e: EntryState, reader: str, full: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "entry": e.entry,
+        "author": e.author,
+        "at": rfc3339(e.at),
+        "responders": e.responders,
+        "pin": {"memory": e.pin_memory, "version": e.pin_version},
+    }
+    if e.reply_to is not None:
+        out["reply_to"] = e.reply_to
+    if e.ask is not None:
+        out["ask"] = e.ask
+    if e.task is not None:
+        out["task"] = e.task
+    if e.assignment is not None:
+        out["assignment"] = e.assignment
+    responses = []
+    for agent in e.responders:
+        r = e.responses[agent]
+        item: dict[str, Any] = {"agent": agent, "state": r.state}
+        # R9-12, R6.3-17: a handle note is readable by the entry's author and the responder.
+        if r.note is not None and reader in (e.author, agent):
+            item["content"] = msgspec.Raw(r.note)
+        responses.append(item)
+    out["responses"] = responses
+    if full:
+        content = pin_content(view, e.author, e.pin_memory, e.pin_version)
+        if content is not None:
+            out["content"] = msgspec.Raw(content)
+    return out
+
+
+def _my_obligations(view: View, t: ThreadState, me: str, now: int) -> list[dict[str, Any]]:
+    obs: list[dict[str, Any]] = []
+    for n in t.pending.get(me, []):
+        e = view.state(entry_obj(t.thread, n))
+        obs.append(
+            {
+                "obligation_id": ob_id("respond", entry_obj(t.thread, n), me),
+                "obligation": "respond",
+                "ref": {"thread": t.thread, "entry": n},
+                "created_at": rfc3339(e.at),
+                "next": "respond",
+            }
+        )
+    for asg, lv in sorted(t.live.items()):
+        if lv.due is not None and lv.due <= now:
+            continue  # L4-3: a passed deadline shows no obligation
+        if lv.state == "taken" and lv.taker == me:
+            kind = "deliver"
+        elif lv.state == "delivered" and lv.creator == me and not lv.forfeited:
+            kind = "judge"
+        else:
+            continue
+        a: AssignmentState = view.state(asg)
+        arose = a.taken_at if kind == "deliver" else a.delivered_at
+        obs.append(
+            {
+                "obligation_id": ob_id(kind, asg, me),  # type: ignore[arg-type]
+                "obligation": kind,
+                "ref": {"thread": t.thread, "assignment": asg},
+                "created_at": rfc3339(arose or 0),
+                "due": rfc3339(lv.due) if lv.due is not None else None,
+                "next": kind,
+            }
+        )
+    obs.sort(key=lambda o: o["created_at"])
+    return obs
+
+
+def _actions(t: ThreadState, me: str) -> list[str]:
+    role = t.members[me].role
+    if not t.open:
+        return ["thread.leave", "assignment.judge"] if any(
+            lv.state == "delivered" and lv.creator == me and not lv.forfeited for lv in t.live.values()
+        ) else ["thread.leave"]
+    acts = ["thread.leave"]
+    if role in SPEAKING:
+        acts.append("thread.post")
+    if t.pending.get(me):
+        acts.append("thread.handle")
+    if role == "governor":
+        acts += ["thread.admit", "thread.remove", "thread.set_role", "thread.close"]
+        if t.grant is not None:
+            acts.append("thread.void_admission")
+    return acts
+
+
+def thread_get(view: View, me: str, thread: str, now: int) -> dict | Rejection:
+    t: ThreadState | None = view.state(thread)
+    if (r := readable_thread(t, thread, me)) is not None:
+        return r
+    assert t is not None
+    members = [
+        {"agent": a, "role": m.role, "joined_at": rfc3339(m.joined_at)}
+        for a, m in list(t.members.items())[:MAX_MEMBERS]
+    ]
+    recent = []
+    for n in range(max(1, t.entries - RECENT + 1), t.entries + 1):
+        recent.append(entry_digest(view, view.state(entry_obj(thread, n)), me, False))
+    live = []
+    for asg, lv in sorted(t.live.items())[:MAX_LIVE]:
+        a: AssignmentState = view.state(asg)
+        live.append({"assignment": asg, "to": lv.to, "creator": lv.creator, "state": effective(a, now), "entry": lv.entry})
+    out: dict[str, Any] = {
+        "thread": thread,
+        "status": t.status,
+        "role": t.members[me].role,
+        "creator": t.creator,
+        "created_at": rfc3339(t.created_at),
+        "member_count": len(t.members),
+        "members": members,
+        "admission": (
+            {"admission": t.grant.admission, "role": t.grant.role, "issued_at": rfc3339(t.grant.issued_at)}
+            if t.grant is not None
+            else None
+        ),
+        "entries": t.entries,
+        "recent": recent,
+        "assignments": live,
+        "obligations": _my_obligations(view, t, me, now),
+        "actions": _actions(t, me),
+    }
+    if t.content is not None:
+        out["content"] = msgspec.Raw(t.content)
+    if t.closed_at is not None:
+        out["closed_at"] = rfc3339(t.closed_at)
+    return out
+
+
+def _cursor_int(cursor: str | None) -> int | Rejection:
+    if cursor is None:
+        return 0
+    if not cursor.isdigit() or len(cursor) > 16:
+        return Rejection.bad_request("`cursor` is not a cursor this daemon returned - at `$.args.cursor`")
+    return int(cursor)
+
+
+def thread_entries(view: View, me: str, thread: str, cursor: str | None, limit: int, full: bool) -> dict | Rejection:
+    t: ThreadState | None = view.state(thread)
+    if (r := readable_thread(t, thread, me)) is not None:
+        return r
+    assert t is not None
+    after = _cursor_int(cursor)
+    if isinstance(after, Rejection):
+        return after
+    last = min(t.entries, after + limit)
+    items = [entry_digest(view, view.state(entry_obj(thread, n)), me, full) for n in range(after + 1, last + 1)]
+    return {"items": items, "cursor": str(last) if last < t.entries else None}
+
+
+def thread_list(view: View, me: str, cursor: str | None, limit: int) -> dict | Rejection:
+    if cursor is not None and not (cursor.startswith("th_") and cursor.isascii() and len(cursor) <= 64):
+        return Rejection.bad_request("`cursor` is not a cursor this daemon returned - at `$.args.cursor`")
+    prefix = me.encode() + b"\x00"
+    start = prefix + (cursor.encode() + b"\x00" if cursor else b"")
+    items = []
+    more = False
+    with view.txn.cursor(db=view.dbs["memberships"]) as cur:
+        if cur.set_range(start):
+            for key, role in cur.iternext():
+                if not key.startswith(prefix):
+                    break
+                if len(items) == limit:
+                    more = True
+                    break
+                thread = key[len(prefix):].decode()
+                t: ThreadState = view.state(thread)
+                items.append({"thread": thread, "role": role.decode(), "status": t.status, "entries": t.entries})
+    return {"items": items, "cursor": items[-1]["thread"] if more else None}
+
+
+def assignment_get(view: View, me: str, asg: str, now: int) -> dict | Rejection:
+    a: AssignmentState | None = view.state(asg)
+    t: ThreadState | None = view.state(a.thread) if a is not None else None
+    if a is None or t is None or me not in t.members:
+        return Rejection.not_found("assignment", asg)
+    state = effective(a, now)
+    out: dict[str, Any] = {
+        "assignment": asg,
+        "thread": a.thread,
+        "entry": a.entry,
+        "creator": a.creator,
+        "to": a.to,
+        "state": state,
+        "created_at": rfc3339(a.created_at),
+        "deliver_within_s": a.deliver_within_s,
+        "judge_within_s": a.judge_within_s,
+        "content": msgspec.Raw(a.content),
+    }
+    if a.redoes is not None:
+        out["redoes"] = a.redoes
+    if a.taker is not None:
+        out["taker"] = a.taker
+    if a.deliver_by is not None:
+        out["deliver_by"] = rfc3339(a.deliver_by)
+    if a.judge_by is not None:
+        out["judge_by"] = rfc3339(a.judge_by)
+    if a.forfeited:
+        out["forfeited"] = True
+    if a.delivered_at is not None and a.pin_memory is not None and a.pin_version is not None:
+        delivery: dict[str, Any] = {
+            "at": rfc3339(a.delivered_at),
+            "pin": {"memory": a.pin_memory, "version": a.pin_version},
+        }
+        # R9-11: a delivery's pinned versions are readable by current members.
+        content = view.memory_content(a.pin_memory, a.pin_version)
+        if content is not None:
+            delivery["content"] = msgspec.Raw(content)
+        out["delivery"] = delivery
+    if a.judged_at is not None:
+        judgment: dict[str, Any] = {"verdict": "adopt" if a.state == "adopted" else "reject", "at": rfc3339(a.judged_at)}
+        if a.reason is not None:
+            judgment["content"] = msgspec.Raw(a.reason)
+        out["judgment"] = judgment
+    elif state in ("timed_out", "undecided") and a.ended_at is None:
+        out["ended_by"] = "deadline"
+    if a.ended_at is not None:
+        out["ended_at"] = rfc3339(a.ended_at)
+    mine = []
+    if state == "taken" and a.taker == me:
+        mine.append({"obligation_id": ob_id("deliver", asg, me), "obligation": "deliver", "due": out["deliver_by"], "next": "deliver"})
+    if state == "delivered" and a.creator == me and not a.forfeited:
+        mine.append({"obligation_id": ob_id("judge", asg, me), "obligation": "judge", "due": out["judge_by"], "next": "judge"})
+    out["obligations"] = mine
+    return out
+
+

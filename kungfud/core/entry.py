@@ -1,0 +1,283 @@
+"""§6.3 Entries and responses.
+
+Posting creates an entry: a number within the Thread, an author, and one pinned
+version of one valid Memory (R6.3-2). Its responders are fixed once, by the four
+rules of R6.3-6…R6.3-10, and each owes a response (R6.3-12) that only replying,
+handling, retraction, leaving/demotion/removal/deactivation and closing end
+(R6.3-22, DECISIONS.md T2). Entries are never edited (R6.3-5).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+import msgspec
+
+from ..errors import Rejection
+from .agent import require_active
+from .assignment import AssignSpec, creation_facts
+from .decision import make
+from .facts import (
+    AssignmentTaken,
+    Decision,
+    EntryPosted,
+    Fact,
+
+    MembershipEnded,
+    RequestRetracted,
+    ResponseHandled,
+    RoleSet,
+    ThreadClosed,
+    entry_obj,
+)
+from .obligations import ob_id
+from .pins import Pin, resolve_pin
+from .thread import ThreadState, may_speak, readable_thread
+
+if TYPE_CHECKING:
+    from .context import Ctx
+
+__all__ = [
+    "Response",
+    "EntryState",
+    "Post",
+    "Handle",
+    "Retract",
+    "responders_for",
+    "decide_post",
+    "decide_handle",
+    "decide_retract",
+    "apply",
+]
+
+ResponseStateName = Literal["pending", "replied", "handled", "retracted", "ended"]
+
+
+class Response(msgspec.Struct, frozen=True):
+    state: ResponseStateName
+    at: int | None = None  # when it ended
+    note: bytes | None = None  # handle note {"note": …}: entry author and responder only (R6.3-17)
+
+
+class EntryState(msgspec.Struct, frozen=True):
+    thread: str
+    entry: int
+    author: str
+    at: int
+    pin_memory: str
+    pin_version: int
+    responders: list[str]
+    responses: dict[str, Response]
+    reply_to: int | None = None
+    ask: list[str] | None = None
+    task: str | None = None
+    assignment: str | None = None
+
+
+class Post(msgspec.Struct, frozen=True):
+    thread: str
+    pin: Pin
+    reply_to: int | None = None
+    ask: list[str] | None = None
+    task: str | None = None
+    assign: AssignSpec | None = None
+
+
+class Handle(msgspec.Struct, frozen=True):
+    thread: str
+    entry: int
+    note: bytes | None = None
+
+
+class Retract(msgspec.Struct, frozen=True):
+    thread: str
+    entry: int
+
+
+def responders_for(
+    state: ThreadState, author: str, reply_to_author: str | None, ask: list[str] | None
+) -> list[str]:
+    """R6.3-6: decided once, in order."""
+    if ask is not None:  # 1. the asked members (empty: nobody)
+        return list(ask)
+    if reply_to_author is not None and reply_to_author != author:
+        # 2. replying to another member's entry: its author, or nobody if that
+        # author can no longer speak (demoted, left, removed, deactivated; B11)
+        return [reply_to_author] if may_speak(state, reply_to_author) else []
+    speakers = [a for a in state.members if may_speak(state, a)]
+    if len(speakers) == 2 and author in speakers:  # 3. exactly two who may speak
+        return [a for a in speakers if a != author]
+    return []  # 4. a broadcast
+
+
+def _entry(ctx: "Ctx", state: ThreadState, n: int) -> tuple[EntryState | None, Rejection | None]:
+    if not 1 <= n <= state.entries:
+        return None, Rejection.not_found("entry", f"{n} in thread {state.thread}")
+    return ctx.get(entry_obj(state.thread, n)), None
+
+
+def decide_post(cmd: Post, ctx: "Ctx") -> Decision | Rejection:
+    if (r := require_active(ctx)) is not None:
+        return r
+    assert ctx.caller is not None
+    me = ctx.caller.agent
+    state: ThreadState | None = ctx.get(cmd.thread)
+    if (r := readable_thread(state, cmd.thread, me)) is not None:
+        return r
+    assert state is not None
+    if not state.open:
+        return Rejection.conflict(f"thread {cmd.thread} is closed; a closed thread is read-only (§6.5)")
+    if not may_speak(state, me):
+        return Rejection.forbidden(f"you are an observer in thread {cmd.thread}; only speakers and governors post (R6.3-1)")
+    facts: list[Fact] = []
+    pinned = resolve_pin(cmd.pin, ctx, "entry")
+    if isinstance(pinned, Rejection):
+        return pinned
+    pin_facts, memory, version = pinned
+    facts += pin_facts
+    reply_author = None
+    replied = False
+    if cmd.reply_to is not None:
+        parent, r = _entry(ctx, state, cmd.reply_to)
+        if r is not None:
+            return r
+        assert parent is not None
+        reply_author = parent.author
+        replied = cmd.reply_to in state.pending.get(me, [])
+    if cmd.ask is not None:
+        if len(set(cmd.ask)) != len(cmd.ask):
+            return Rejection.bad_request("`ask` names an agent more than once - at `$.args.ask`")
+        bad = [a for a in cmd.ask if a == me or not may_speak(state, a)]
+        if bad:
+            # B10: no silent dropping; name the offending ids.
+            return Rejection.bad_request(
+                f"`ask` may name only other members who may speak; not: {', '.join(bad)} - at `$.args.ask`"
+            )
+    if cmd.task is not None and ctx.get(cmd.task) is None:
+        return Rejection.not_found("task", cmd.task)
+    n = state.entries + 1
+    responders = responders_for(state, me, reply_author, cmd.ask)
+    assignment = None
+    asg_facts: list[Fact] = []
+    if cmd.assign is not None:
+        made = creation_facts(cmd.assign, state, n, ctx)
+        if isinstance(made, Rejection):
+            return made
+        assignment, asg_facts = made
+    facts.append(
+        EntryPosted(
+            at=ctx.now,
+            by=me,
+            thread=cmd.thread,
+            entry=n,
+            author=me,
+            pin_memory=memory,
+            pin_version=version,
+            responders=responders,
+            reply_to=cmd.reply_to,
+            ask=cmd.ask,
+            task=cmd.task,
+            assignment=assignment,
+            replied=replied,
+        )
+    )
+    facts += asg_facts
+    result: dict = {
+        "thread": cmd.thread,
+        "entry": n,
+        "responders": responders,
+        "pin": {"memory": memory, "version": version},
+        "ended": [ob_id("respond", entry_obj(cmd.thread, cmd.reply_to), me)] if replied else [],
+    }
+    if assignment is not None:
+        result["assignment"] = assignment
+    return make(facts, result, ctx)
+
+
+def decide_handle(cmd: Handle, ctx: "Ctx") -> Decision | Rejection:
+    """R6.3-16: a responder ends its pending response without posting."""
+    if (r := require_active(ctx)) is not None:
+        return r
+    assert ctx.caller is not None
+    me = ctx.caller.agent
+    state: ThreadState | None = ctx.get(cmd.thread)
+    if (r := readable_thread(state, cmd.thread, me)) is not None:
+        return r
+    assert state is not None
+    entry, r = _entry(ctx, state, cmd.entry)
+    if r is not None:
+        return r
+    if cmd.entry not in state.pending.get(me, []):
+        return Rejection.conflict(f"you have no pending response to entry {cmd.entry} of thread {cmd.thread}")
+    if cmd.note is not None and len(cmd.note) > ctx.limits.max_content_bytes:
+        return Rejection("too_large", "the note is too large", "revise")
+    fact = ResponseHandled(at=ctx.now, by=me, thread=cmd.thread, entry=cmd.entry, agent=me, note=cmd.note)
+    oid = ob_id("respond", entry_obj(cmd.thread, cmd.entry), me)
+    return make([fact], {"thread": cmd.thread, "entry": cmd.entry, "ended": [oid]}, ctx)
+
+
+def decide_retract(cmd: Retract, ctx: "Ctx") -> Decision | Rejection:
+    """R6.3-18, R6.3-19: the entry's author, while a member (B13), ends every
+    pending response the entry created; responses already given stand."""
+    if (r := require_active(ctx)) is not None:
+        return r
+    assert ctx.caller is not None
+    me = ctx.caller.agent
+    state: ThreadState | None = ctx.get(cmd.thread)
+    if (r := readable_thread(state, cmd.thread, me)) is not None:
+        return r
+    assert state is not None
+    entry, r = _entry(ctx, state, cmd.entry)
+    if r is not None:
+        return r
+    assert entry is not None
+    if entry.author != me:
+        return Rejection.forbidden(f"only the author of entry {cmd.entry} may retract its request (R6.3-18)")
+    agents = [a for a, resp in entry.responses.items() if resp.state == "pending"]
+    if not agents:
+        return Rejection.conflict(f"entry {cmd.entry} of thread {cmd.thread} has no pending responses to retract")
+    fact = RequestRetracted(at=ctx.now, by=me, thread=cmd.thread, entry=cmd.entry, agents=agents)
+    obj = entry_obj(cmd.thread, cmd.entry)
+    return make([fact], {"thread": cmd.thread, "entry": cmd.entry, "ended": [ob_id("respond", obj, a) for a in agents]}, ctx)
+
+
+def _end(state: EntryState, agents: list[str] | set[str], how: ResponseStateName, at: int, note: bytes | None = None) -> EntryState:
+    responses = dict(state.responses)
+    for a in agents:
+        if responses.get(a) is not None and responses[a].state == "pending":
+            responses[a] = Response(how, at, note)
+    return msgspec.structs.replace(state, responses=responses)
+
+
+def apply(state: EntryState | None, fact: Fact) -> EntryState:
+    if isinstance(fact, EntryPosted):
+        if state is None:
+            return EntryState(
+                thread=fact.thread,
+                entry=fact.entry,
+                author=fact.author,
+                at=fact.at,
+                pin_memory=fact.pin_memory,
+                pin_version=fact.pin_version,
+                responders=list(fact.responders),
+                responses={a: Response("pending") for a in fact.responders},
+                reply_to=fact.reply_to,
+                ask=fact.ask,
+                task=fact.task,
+                assignment=fact.assignment,
+            )
+        return _end(state, [fact.author], "replied", fact.at)  # R6.3-13
+    assert state is not None
+    if isinstance(fact, ResponseHandled):
+        return _end(state, [fact.agent], "handled", fact.at, fact.note)
+    if isinstance(fact, RequestRetracted):
+        return _end(state, fact.agents, "retracted", fact.at)
+    if isinstance(fact, (MembershipEnded, RoleSet)):
+        return _end(state, [fact.agent], "ended", fact.at)
+    if isinstance(fact, ThreadClosed):
+        return _end(state, {a for e, a in fact.responses if e == state.entry}, "ended", fact.at)
+    if isinstance(fact, AssignmentTaken):
+        return _end(state, [fact.taker], "ended", fact.at)  # R6.4-20
+    raise TypeError(f"entry cannot apply {type(fact).__name__}")
+
+

@@ -1,0 +1,65 @@
+"""§8 obligation catalogue: respond, deliver, judge (R8-2, closed).
+
+Obligations are never written directly (R8-1): they are derived from object
+states — a pending response of an entry, a taken assignment, a delivered one
+whose creator's right to judge stands — and indexed per holder in the same
+transaction as the facts that change those states. Their ids are deterministic,
+so a rebuild from the facts yields the same ids.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Literal
+
+import msgspec
+
+__all__ = ["Obligation", "ob_id", "of_state", "NEXT"]
+
+Kind = Literal["respond", "deliver", "judge"]
+NEXT: dict[str, str] = {"respond": "respond", "deliver": "deliver", "judge": "judge"}
+
+
+def ob_id(kind: Kind, obj: str, holder: str) -> str:
+    """Deterministic id of one obligation: its kind, its object, its holder."""
+    return "ob_" + hashlib.sha256(f"{kind}|{obj}|{holder}".encode()).hexdigest()[:26]
+
+
+class Obligation(msgspec.Struct, frozen=True):
+    obligation_id: str
+    obligation: Kind
+    holder: str
+    ref: dict[str, Any]  # exactly the ids needed to act (WIRE.md "Turn")
+    created_at: int  # when it arose (ms)
+    due: int | None = None
+
+
+def of_state(obj: str, state: Any) -> list[Obligation]:
+    """The open obligations an object's state implies (ignoring deadlines that
+    passed but were not yet recorded: readers filter those out, L4-3)."""
+    from .entry import EntryState
+    from .assignment import AssignmentState
+
+    if isinstance(state, EntryState):
+        return [
+            Obligation(
+                ob_id("respond", obj, agent),
+                "respond",
+                agent,
+                {"thread": state.thread, "entry": state.entry},
+                state.at,
+            )
+            for agent, r in state.responses.items()
+            if r.state == "pending"
+        ]
+    if isinstance(state, AssignmentState):
+        ref = {"thread": state.thread, "assignment": state.assignment}
+        if state.state == "taken" and state.taker is not None and state.taken_at is not None:
+            return [
+                Obligation(ob_id("deliver", obj, state.taker), "deliver", state.taker, ref, state.taken_at, state.deliver_by)
+            ]
+        if state.state == "delivered" and not state.forfeited and state.delivered_at is not None:
+            return [
+                Obligation(ob_id("judge", obj, state.creator), "judge", state.creator, ref, state.delivered_at, state.judge_by)
+            ]
+    return []

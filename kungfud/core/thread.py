@@ -1,0 +1,549 @@
+"""§6.1, §6.2, §6.5 Thread: creation, admission, members and roles, closing.
+
+A Thread is open or closed (terminal, R6.5-2, R6.5-11). Membership comes only
+through a governor's admission grant (R6.1-3); at most one grant lives at a time
+(R6.1-6). When a membership ends, the same fact ends the member's pending
+responses, voids the undelivered assignments it took or created, and forfeits
+its right to judge delivered ones it created (R6.2-10…R6.2-14). Entries live in
+:mod:`kungfud.core.entry`, assignments in :mod:`kungfud.core.assignment`.
+
+ThreadState keeps only what is live (members, the grant, pending responses by
+responder, non-terminal assignments), so its size does not grow with history.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import TYPE_CHECKING, Any, Literal
+
+import msgspec
+
+from ..errors import Hint, Rejection
+from .agent import require_active
+from .clock import rfc3339
+from .decision import make
+from .facts import (
+    AdmissionIssued,
+    AdmissionVoided,
+    AssignmentCreated,
+    AssignmentDelivered,
+    AssignmentDropped,
+    AssignmentExpired,
+    AssignmentJudged,
+    AssignmentTaken,
+    AssignmentVoided,
+    Decision,
+    EntryPosted,
+    Fact,
+    MemberJoined,
+    MembershipEnded,
+    RequestRetracted,
+    ResponseHandled,
+    RoleSet,
+    ThreadClosed,
+    ThreadCreated,
+)
+from .obligations import ob_id
+
+if TYPE_CHECKING:
+    from .context import Ctx
+
+__all__ = [
+    "Role",
+    "Member",
+    "Grant",
+    "Live",
+    "ThreadState",
+    "AgentThreads",
+    "Create",
+    "Admit",
+    "VoidAdmission",
+    "Join",
+    "Leave",
+    "Remove",
+    "SetRole",
+    "Close",
+    "apply",
+    "apply_agent_threads",
+    "token_hash",
+    "may_speak",
+    "readable_thread",
+    "member_of",
+    "membership_end_facts",
+    "close_facts",
+    "decide_create",
+    "decide_admit",
+    "decide_void_admission",
+    "decide_join",
+    "decide_leave",
+    "decide_remove",
+    "decide_set_role",
+    "decide_close",
+]
+
+Role = Literal["observer", "speaker", "governor"]
+SPEAKING: frozenset[str] = frozenset({"speaker", "governor"})
+
+
+class Member(msgspec.Struct, frozen=True):
+    role: Role
+    joined_at: int
+    admission: str | None  # None for the creator
+
+
+class Grant(msgspec.Struct, frozen=True):
+    admission: str
+    role: Role
+    token_hash: bytes
+    issued_at: int
+
+
+class Live(msgspec.Struct, frozen=True):
+    """A non-terminal assignment, as the Thread needs to know it."""
+
+    creator: str
+    to: str
+    entry: int
+    state: Literal["open", "taken", "delivered"]
+    taker: str | None = None
+    due: int | None = None  # deliver_by while taken, judge_by while delivered
+    forfeited: bool = False
+
+
+class ThreadState(msgspec.Struct, frozen=True):
+    thread: str
+    creator: str
+    created_at: int
+    status: Literal["open", "closed"]
+    members: dict[str, Member]
+    grant: Grant | None
+    entries: int  # how many entries were posted
+    pending: dict[str, list[int]]  # responder -> entries it owes a response to
+    live: dict[str, Live]  # non-terminal assignments
+    content: bytes | None = None
+    closed_at: int | None = None
+
+    @property
+    def open(self) -> bool:
+        return self.status == "open"
+
+    def governors(self) -> list[str]:
+        return [a for a, m in self.members.items() if m.role == "governor"]
+
+    def next_due(self) -> int | None:
+        dues = [lv.due for lv in self.live.values() if lv.due is not None]
+        return min(dues) if dues else None
+
+
+class AgentThreads(msgspec.Struct, frozen=True):
+    """An agent's current memberships (sub-object ``ag_….threads``)."""
+
+    agent: str
+    threads: dict[str, Role]
+
+
+# --- commands -------------------------------------------------------------------
+
+
+class Create(msgspec.Struct, frozen=True):
+    content: bytes | None = None
+
+
+class Admit(msgspec.Struct, frozen=True):
+    thread: str
+    role: Role = "speaker"
+
+
+class VoidAdmission(msgspec.Struct, frozen=True):
+    thread: str
+
+
+class Join(msgspec.Struct, frozen=True):
+    token: str
+    thread: str | None  # resolved from the token hash by the caller of decide
+
+
+class Leave(msgspec.Struct, frozen=True):
+    thread: str
+
+
+class Remove(msgspec.Struct, frozen=True):
+    thread: str
+    agent: str
+
+
+class SetRole(msgspec.Struct, frozen=True):
+    thread: str
+    agent: str
+    role: Role
+
+
+class Close(msgspec.Struct, frozen=True):
+    thread: str
+
+
+# --- helpers ----------------------------------------------------------------------
+
+
+def token_hash(token: str) -> bytes:
+    return hashlib.sha256(b"admission:" + token.encode()).digest()
+
+
+def may_speak(state: ThreadState, agent: str) -> bool:
+    m = state.members.get(agent)
+    return m is not None and m.role in SPEAKING
+
+
+def member_of(state: ThreadState | None, agent: str) -> bool:
+    return state is not None and agent in state.members
+
+
+def readable_thread(state: ThreadState | None, ident: str, reader: str) -> Rejection | None:
+    """§9 R9-9, R9-2: only current members read a Thread; others get not_found,
+    worded as for an id that never existed (R9-4, R12-9)."""
+    if state is None or reader not in state.members:
+        return Rejection.not_found("thread", ident)
+    return None
+
+
+def _member_thread(ctx: "Ctx", thread: str) -> tuple[ThreadState | None, Rejection | None]:
+    if (r := require_active(ctx)) is not None:
+        return None, r
+    assert ctx.caller is not None
+    state = ctx.get(thread)
+    if (r := readable_thread(state, thread, ctx.caller.agent)) is not None:
+        return None, r
+    return state, None
+
+
+def _governing(ctx: "Ctx", thread: str, verb: str) -> tuple[ThreadState | None, Rejection | None]:
+    """An open Thread whose caller is a governor (R6.2-17…R6.2-22, B16)."""
+    state, r = _member_thread(ctx, thread)
+    if r is not None:
+        return None, r
+    assert state is not None and ctx.caller is not None
+    if state.members[ctx.caller.agent].role != "governor":
+        return None, Rejection.forbidden(f"only a governor may {verb} in thread {thread} (§6.2)")
+    if not state.open:
+        return None, Rejection.conflict(f"thread {thread} is closed; a closed thread is read-only (§6.5)")
+    return state, None
+
+
+def _ended_ids(f: MembershipEnded | RoleSet | ThreadClosed, state: ThreadState) -> list[str]:
+    """The ids WIRE.md's ``ended`` lists: obligations, then assignments."""
+    out: list[str] = []
+    if isinstance(f, ThreadClosed):
+        out += [ob_id("respond", f"{f.thread}.{e}", a) for e, a in f.responses]
+        for asg in f.voided:
+            lv = state.live[asg]
+            if lv.state == "taken" and lv.taker is not None:
+                out.append(ob_id("deliver", asg, lv.taker))
+        out += f.voided
+        return out
+    out += [ob_id("respond", f"{f.thread}.{e}", f.agent) for e in f.responses]
+    if isinstance(f, MembershipEnded):
+        for asg in f.voided:
+            lv = state.live[asg]
+            if lv.state == "taken" and lv.taker is not None:
+                out.append(ob_id("deliver", asg, lv.taker))
+        out += [ob_id("judge", asg, f.agent) for asg in f.forfeited]
+        out += f.voided
+    return out
+
+
+def membership_end_facts(
+    state: ThreadState, agent: str, why: Literal["left", "removed", "deactivated"], ctx: "Ctx"
+) -> tuple[list[Fact], list[str]]:
+    """The fact ending ``agent``'s membership with every §6.2 effect, plus, when
+    the Thread is left open with no governor (possible only by deactivation,
+    R4-8), the fact closing it with every §6.5 effect. Returns (facts, ended ids)."""
+    by = ctx.caller.agent if ctx.caller is not None else None
+    voided = sorted(
+        a
+        for a, lv in state.live.items()
+        if lv.state in ("open", "taken") and (lv.creator == agent or (lv.state == "taken" and lv.taker == agent))
+    )
+    forfeited = sorted(
+        a for a, lv in state.live.items() if lv.state == "delivered" and lv.creator == agent and not lv.forfeited
+    )
+    ended = MembershipEnded(
+        at=ctx.now,
+        by=by,
+        thread=state.thread,
+        agent=agent,
+        why=why,
+        responses=sorted(state.pending.get(agent, [])),
+        voided=voided,
+        forfeited=forfeited,
+    )
+    facts: list[Fact] = [ended]
+    ids = _ended_ids(ended, state)
+    after = apply(state, ended)
+    if after.open and not after.governors():
+        close, close_ids = close_facts(after, ctx)
+        facts += close
+        ids += close_ids
+    return facts, ids
+
+
+def close_facts(state: ThreadState, ctx: "Ctx") -> tuple[list[Fact], list[str]]:
+    """§6.5 in one fact: pending responses end, undelivered assignments are voided,
+    the admission is voided; delivered assignments keep their deadlines."""
+    by = ctx.caller.agent if ctx.caller is not None else None
+    fact = ThreadClosed(
+        at=ctx.now,
+        by=by,
+        thread=state.thread,
+        responses=sorted((e, a) for a, es in state.pending.items() for e in es),
+        voided=sorted(a for a, lv in state.live.items() if lv.state in ("open", "taken")),
+        admission=state.grant.admission if state.grant else None,
+    )
+    return [fact], _ended_ids(fact, state)
+
+
+# --- decisions --------------------------------------------------------------------
+
+
+def decide_create(cmd: Create, ctx: "Ctx") -> Decision | Rejection:
+    """R6.1-1, R6.1-2: any active agent; the creator becomes governor; open."""
+    if (r := require_active(ctx)) is not None:
+        return r
+    assert ctx.caller is not None
+    if cmd.content is not None and len(cmd.content) > ctx.limits.max_content_bytes:
+        return Rejection("too_large", f"content is over {ctx.limits.max_content_bytes} bytes encoded", "revise")
+    thread = ctx.new_id("th_")
+    fact = ThreadCreated(at=ctx.now, by=ctx.caller.agent, thread=thread, creator=ctx.caller.agent, content=cmd.content)
+    return make([fact], {"thread": thread, "role": "governor"}, ctx)
+
+
+def decide_admit(cmd: Admit, ctx: "Ctx") -> Decision | Rejection:
+    """R6.1-4…R6.1-9: one live bearer grant; a new one voids the old; the token is
+    disclosed once (L3-6) and only its hash is kept (R12-4)."""
+    state, r = _governing(ctx, cmd.thread, "issue admission")
+    if r is not None:
+        return r
+    assert state is not None and ctx.caller is not None
+    admission = ctx.new_id("ad_")
+    token = "kt_" + ctx.new_secret().removeprefix("kf_")
+    fact = AdmissionIssued(
+        at=ctx.now,
+        by=ctx.caller.agent,
+        thread=cmd.thread,
+        admission=admission,
+        role=cmd.role,
+        token_hash=token_hash(token),
+        voided=state.grant.admission if state.grant else None,
+    )
+    return make([fact], {"thread": cmd.thread, "admission": admission, "role": cmd.role, "token": token}, ctx)
+
+
+def decide_void_admission(cmd: VoidAdmission, ctx: "Ctx") -> Decision | Rejection:
+    """R6.1-8: a grant can be voided on its own."""
+    state, r = _governing(ctx, cmd.thread, "void admission")
+    if r is not None:
+        return r
+    assert state is not None and ctx.caller is not None
+    if state.grant is None:
+        return Rejection.conflict(f"thread {cmd.thread} has no live admission grant")
+    fact = AdmissionVoided(at=ctx.now, by=ctx.caller.agent, thread=cmd.thread, admission=state.grant.admission)
+    return make([fact], {"thread": cmd.thread, "admission": state.grant.admission, "status": "voided"}, ctx)
+
+
+def _no_grant() -> Rejection:
+    return Rejection("not_found", "no live admission grant matches this token", "stop")
+
+
+def decide_join(cmd: Join, ctx: "Ctx") -> Decision | Rejection:
+    """R6.1-5: joining needs an active agent and the live grant. Joining again
+    returns the existing membership unchanged (L2-5, DECISIONS.md B9)."""
+    if (r := require_active(ctx)) is not None:
+        return r
+    assert ctx.caller is not None
+    if cmd.thread is None:
+        return _no_grant()
+    state: ThreadState | None = ctx.get(cmd.thread)
+    if state is None or state.grant is None or state.grant.token_hash != token_hash(cmd.token) or not state.open:
+        return _no_grant()
+    me = ctx.caller.agent
+    if me in state.members:
+        m = state.members[me]
+        # L2-5: the one no-effect success; no fact, no receipt drift.
+        return Decision([], {"thread": cmd.thread, "role": m.role, "joined_at": rfc3339(m.joined_at), "existing": True}, {})
+    fact = MemberJoined(at=ctx.now, by=me, thread=cmd.thread, agent=me, role=state.grant.role, admission=state.grant.admission)
+    return make([fact], {"thread": cmd.thread, "role": state.grant.role, "joined_at": rfc3339(ctx.now), "existing": False}, ctx)
+
+
+def decide_leave(cmd: Leave, ctx: "Ctx") -> Decision | Rejection:
+    """R6.2-1: a member may leave at any time — a sole governor of an open Thread
+    hands over or closes first (R6.2-4, R6.2-5); leaving a closed one is allowed
+    (R6.5-10)."""
+    state, r = _member_thread(ctx, cmd.thread)
+    if r is not None:
+        return r
+    assert state is not None and ctx.caller is not None
+    me = ctx.caller.agent
+    if state.open and state.governors() == [me]:
+        return Rejection.conflict(
+            f"you are the only governor of thread {cmd.thread}; make another member governor or close it first",
+            Hint("thread.close", {"thread": cmd.thread}),
+        )
+    facts, ended = membership_end_facts(state, me, "left", ctx)
+    return make(facts, {"thread": cmd.thread, "ended": ended}, ctx)
+
+
+def decide_remove(cmd: Remove, ctx: "Ctx") -> Decision | Rejection:
+    """R6.2-2: a governor removes members, with every §6.2 effect."""
+    state, r = _governing(ctx, cmd.thread, "remove members")
+    if r is not None:
+        return r
+    assert state is not None and ctx.caller is not None
+    if cmd.agent == ctx.caller.agent:
+        return Rejection(
+            "bad_request", "to end your own membership use thread.leave", "revise", Hint("thread.leave", {"thread": cmd.thread})
+        )
+    if cmd.agent not in state.members:
+        return Rejection.conflict(f"agent {cmd.agent} is not a member of thread {cmd.thread}")
+    facts, ended = membership_end_facts(state, cmd.agent, "removed", ctx)
+    return make(facts, {"thread": cmd.thread, "agent": cmd.agent, "ended": ended}, ctx)
+
+
+def decide_set_role(cmd: SetRole, ctx: "Ctx") -> Decision | Rejection:
+    """R6.2-3: a governor changes roles; demotion to observer ends pending
+    responses (R6.2-8) but not assignments in progress (R6.2-9); an open Thread
+    keeps a governor (R6.2-4)."""
+    state, r = _governing(ctx, cmd.thread, "change roles")
+    if r is not None:
+        return r
+    assert state is not None and ctx.caller is not None
+    m = state.members.get(cmd.agent)
+    if m is None:
+        return Rejection.conflict(f"agent {cmd.agent} is not a member of thread {cmd.thread}")
+    if m.role == cmd.role:
+        return Rejection.conflict(f"agent {cmd.agent} is already {cmd.role} in thread {cmd.thread}")
+    if m.role == "governor" and state.governors() == [cmd.agent]:
+        return Rejection.conflict(f"thread {cmd.thread} must keep a governor; make another member governor first")
+    responses = sorted(state.pending.get(cmd.agent, [])) if cmd.role == "observer" else []
+    fact = RoleSet(at=ctx.now, by=ctx.caller.agent, thread=cmd.thread, agent=cmd.agent, role=cmd.role, responses=responses)
+    return make([fact], {"thread": cmd.thread, "agent": cmd.agent, "role": cmd.role, "ended": _ended_ids(fact, state)}, ctx)
+
+
+def decide_close(cmd: Close, ctx: "Ctx") -> Decision | Rejection:
+    """R6.5-1…R6.5-9: a governor closes; terminal; every effect in one fact."""
+    state, r = _governing(ctx, cmd.thread, "close the thread")
+    if r is not None:
+        return r
+    assert state is not None
+    facts, ended = close_facts(state, ctx)
+    return make(facts, {"thread": cmd.thread, "status": "closed", "ended": ended}, ctx)
+
+
+# --- apply ---------------------------------------------------------------------------
+
+
+def _drop_pending(pending: dict[str, list[int]], agent: str, entries: list[int] | set[int]) -> dict[str, list[int]]:
+    gone = set(entries)
+    out = dict(pending)
+    rest = [e for e in out.get(agent, []) if e not in gone]
+    if rest:
+        out[agent] = rest
+    else:
+        out.pop(agent, None)
+    return out
+
+
+def _set_live(live: dict[str, Live], asg: str, value: Live | None) -> dict[str, Live]:
+    out = dict(live)
+    if value is None:
+        out.pop(asg, None)
+    else:
+        out[asg] = value
+    return out
+
+
+def apply(state: ThreadState | None, fact: Fact) -> ThreadState:
+    rep = msgspec.structs.replace
+    if isinstance(fact, ThreadCreated):
+        assert state is None
+        return ThreadState(
+            thread=fact.thread,
+            creator=fact.creator,
+            created_at=fact.at,
+            status="open",
+            members={fact.creator: Member("governor", fact.at, None)},
+            grant=None,
+            entries=0,
+            pending={},
+            live={},
+            content=fact.content,
+        )
+    assert state is not None
+    if isinstance(fact, AdmissionIssued):
+        return rep(state, grant=Grant(fact.admission, fact.role, fact.token_hash, fact.at))
+    if isinstance(fact, AdmissionVoided):
+        return rep(state, grant=None)
+    if isinstance(fact, MemberJoined):
+        return rep(state, members={**state.members, fact.agent: Member(fact.role, fact.at, fact.admission)})
+    if isinstance(fact, MembershipEnded):
+        members = {a: m for a, m in state.members.items() if a != fact.agent}
+        live = dict(state.live)
+        for asg in fact.voided:
+            live.pop(asg, None)
+        for asg in fact.forfeited:
+            live[asg] = rep(live[asg], forfeited=True)
+        return rep(state, members=members, pending=_drop_pending(state.pending, fact.agent, fact.responses), live=live)
+    if isinstance(fact, RoleSet):
+        m = state.members[fact.agent]
+        return rep(
+            state,
+            members={**state.members, fact.agent: rep(m, role=fact.role)},
+            pending=_drop_pending(state.pending, fact.agent, fact.responses),
+        )
+    if isinstance(fact, EntryPosted):
+        pending = dict(state.pending)
+        if fact.replied:
+            assert fact.reply_to is not None
+            pending = _drop_pending(pending, fact.author, [fact.reply_to])
+        for a in fact.responders:
+            pending[a] = [*pending.get(a, []), fact.entry]
+        return rep(state, entries=fact.entry, pending=pending)
+    if isinstance(fact, ResponseHandled):
+        return rep(state, pending=_drop_pending(state.pending, fact.agent, [fact.entry]))
+    if isinstance(fact, RequestRetracted):
+        pending = state.pending
+        for a in fact.agents:
+            pending = _drop_pending(pending, a, [fact.entry])
+        return rep(state, pending=pending)
+    if isinstance(fact, ThreadClosed):
+        live = {a: lv for a, lv in state.live.items() if a not in set(fact.voided)}
+        return rep(state, status="closed", closed_at=fact.at, grant=None, pending={}, live=live)
+    if isinstance(fact, AssignmentCreated):
+        return rep(state, live=_set_live(state.live, fact.assignment, Live(fact.creator, fact.to, fact.entry, "open")))
+    if isinstance(fact, AssignmentTaken):
+        lv = rep(state.live[fact.assignment], state="taken", taker=fact.taker, due=fact.deliver_by)
+        pending = state.pending
+        if fact.response_entry is not None:
+            pending = _drop_pending(pending, fact.taker, [fact.response_entry])
+        return rep(state, live=_set_live(state.live, fact.assignment, lv), pending=pending)
+    if isinstance(fact, AssignmentDelivered):
+        lv = rep(state.live[fact.assignment], state="delivered", due=fact.judge_by)
+        return rep(state, live=_set_live(state.live, fact.assignment, lv))
+    if isinstance(fact, (AssignmentJudged, AssignmentDropped, AssignmentVoided, AssignmentExpired)):
+        return rep(state, live=_set_live(state.live, fact.assignment, None))
+    raise TypeError(f"thread cannot apply {type(fact).__name__}")
+
+
+def apply_agent_threads(state: AgentThreads | None, fact: Fact) -> AgentThreads:
+    """An agent's memberships: joined, role changed, ended."""
+    if isinstance(fact, ThreadCreated):
+        agent, role = fact.creator, "governor"
+    elif isinstance(fact, (MemberJoined, RoleSet)):
+        agent, role = fact.agent, fact.role
+    elif isinstance(fact, MembershipEnded):
+        assert state is not None
+        return msgspec.structs.replace(state, threads={t: r for t, r in state.threads.items() if t != fact.thread})
+    else:
+        raise TypeError(f"agent threads cannot apply {type(fact).__name__}")
+    base = state if state is not None else AgentThreads(agent, {})
+    return msgspec.structs.replace(base, threads={**base.threads, fact.thread: role})
+
+
