@@ -233,6 +233,85 @@ class AssignmentRefArgs(_Args, frozen=True):
     assignment: AssignmentId
 
 
+# --- task (§7) -------------------------------------------------------------------
+
+EngagementId = _id("en_")
+
+
+class AgentList(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    agents: Annotated[list[AgentId], msgspec.Meta(min_length=1, max_length=1000)]
+
+
+class InputRef(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    memory: MemoryId
+    version: Annotated[int, msgspec.Meta(ge=1)]
+
+
+class ContractContent(msgspec.Struct, frozen=True):
+    """Shape check only: a contract's content states output and criteria (R7.1-1)."""
+
+    output: Any
+    criteria: Any
+
+
+class ContractArgs(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    content: Content
+    inputs: Annotated[list[InputRef], msgspec.Meta(max_length=100)] = []
+    deliver_within_s: WithinS | None = None
+    judge_within_s: WithinS | None = None
+    on_no_judgment: Literal["undecided", "adopt"] = "undecided"
+    adoption_limit: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    judge: AgentId | None = None
+    eligibility: AgentList | None = None
+    readers: Literal["parties", "public"] = "parties"
+
+
+class TaskCreateArgs(_Args, frozen=True):
+    audience: Literal["open"] | AgentList
+    contract: ContractArgs
+
+
+class TaskReviseArgs(_Args, frozen=True):
+    task: TaskId
+    contract: ContractArgs
+
+
+class TaskRefArgs(_Args, frozen=True):
+    task: TaskId
+
+
+class TaskTakeArgs(_Args, frozen=True):
+    task: TaskId
+    deliver: PinArgs | None = None
+
+
+class TaskDeliverArgs(_Args, frozen=True):
+    engagement: EngagementId
+    memory: MemoryRef | None = None
+    content: Content | None = None
+
+
+class EngagementRefArgs(_Args, frozen=True):
+    engagement: EngagementId
+
+
+class TaskJudgeArgs(_Args, frozen=True):
+    engagement: EngagementId
+    verdict: Literal["adopt", "reject"]
+    content: Content | None = None
+
+
+class TaskGetArgs(_Args, frozen=True):
+    task: TaskId
+    contract_version: Annotated[int, msgspec.Meta(ge=1)] | None = None
+
+
+class TaskListArgs(_Args, frozen=True):
+    cursor: Cursor = None
+    limit: Limit = 50
+    mine: bool = False
+
+
 # --- catalogue ---------------------------------------------------------------
 
 
@@ -274,6 +353,19 @@ OPS: dict[str, OpSpec] = {
     "assignment.drop": OpSpec("A", AssignmentRefArgs),
     "assignment.void": OpSpec("A", AssignmentRefArgs),
     "assignment.get": OpSpec("R", AssignmentRefArgs),
+    "task.create": OpSpec("A", TaskCreateArgs),
+    "task.revise": OpSpec("A", TaskReviseArgs),
+    "task.pause": OpSpec("A", TaskRefArgs),
+    "task.resume": OpSpec("A", TaskRefArgs),
+    "task.take": OpSpec("A", TaskTakeArgs),
+    "task.deliver": OpSpec("A", TaskDeliverArgs),
+    "task.drop": OpSpec("A", EngagementRefArgs),
+    "task.judge": OpSpec("A", TaskJudgeArgs),
+    "task.get": OpSpec("R", TaskGetArgs),
+    "task.list": OpSpec("R", TaskListArgs),
+    "engagement.get": OpSpec("R", EngagementRefArgs),
+    "turn": OpSpec("R", PageArgs),
+    "opportunities": OpSpec("R", PageArgs),
 }
 ACTION_OPS = frozenset(op for op, s in OPS.items() if s.kind == "A")
 READ_OPS = frozenset(op for op, s in OPS.items() if s.kind == "R")

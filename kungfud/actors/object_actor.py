@@ -18,13 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 import pykka
 
-from ..core import assignment
-from ..core.thread import ThreadState
+from ..core import assignment, engagement
 from ..errors import Rejection
 from ..store import Failed, Item, Outcome, Replayed, Stale
 from ..store.store import View
 from ..store.writer import mismatch
-from .ops import ACTIONS
+from .ops import ACTIONS, DEADLINE, DEADLINE_TASK
 
 if TYPE_CHECKING:
     from .runtime import Job, Runtime
@@ -37,9 +36,16 @@ MAX_ATTEMPTS = 16
 
 
 class Expire:
-    """A clock message: record the expiries of this Thread that are due."""
+    """A clock message: record the expiries of this Thread or Task that are due."""
 
     __slots__ = ()
+
+
+# Objects that own deadlines: id prefix -> (due ids at now, expiry command, op).
+_EXPIRY: dict[str, tuple[Any, Any, str]] = {
+    "th_": (assignment.due_expiries, assignment.Expire, DEADLINE),
+    "tk_": (engagement.due_expiries, engagement.ExpireTask, DEADLINE_TASK),
+}
 
 
 class Slot:
@@ -54,15 +60,16 @@ class Slot:
 
 class _Reads:
     """``ctx.get`` over one view, recording every version read (L5) and the
-    earliest deadline among the Threads read (B5)."""
+    earliest deadline among the Threads and Tasks read (B5)."""
 
-    __slots__ = ("view", "expect", "states", "valid_until")
+    __slots__ = ("view", "expect", "states", "valid_until", "threads")
 
     def __init__(self, view: View):
         self.view = view
         self.expect: dict[str, int] = {}
         self.states: dict[str, Any] = {}
         self.valid_until: int | None = None
+        self.threads: list[str] = []  # Threads and Tasks read that have a running deadline
 
     def get(self, obj: str) -> Any:
         if obj in self.states:
@@ -73,8 +80,9 @@ class _Reads:
             return None
         self.expect[obj] = version
         self.states[obj] = state
-        if isinstance(state, ThreadState) and (due := state.next_due()) is not None:
+        if state is not None and obj[:3] in _EXPIRY and "." not in obj and (due := state.next_due()) is not None:
             self.valid_until = due if self.valid_until is None else min(self.valid_until, due)
+            self.threads.append(obj)
         return state
 
 
@@ -90,7 +98,8 @@ class ObjectActor(pykka.ThreadingActor):
         self.slot.busy = True
         try:
             if isinstance(message, Expire):
-                self._expire_due(self.runtime.clock())
+                if self.key[:3] in _EXPIRY:
+                    self._expire_due(self.key, self.runtime.clock())
                 return
             message.reply(self._handle(message))
         except Exception:
@@ -106,17 +115,17 @@ class ObjectActor(pykka.ThreadingActor):
             self.slot.last_used = time.monotonic()
             self.slot.busy = False
 
-    def _expire_due(self, now: int) -> None:
-        """Record every expiry of this Thread due at ``now`` (no-op for others)."""
-        if not self.key.startswith("th_"):
-            return
+    def _expire_due(self, owner: str, now: int) -> None:
+        """Record every expiry of a Thread or Task due at ``now``. Usually its own
+        actor does this; any actor may, since the write is version-checked."""
+        due_ids, command, op = _EXPIRY[owner[:3]]
         for _ in range(MAX_ATTEMPTS):
             with self.runtime.store.read() as view:
                 reads = _Reads(view)
-                thread = reads.get(self.key)
-                if thread is None or not assignment.due_expiries(thread, now):
+                state = reads.get(owner)
+                if state is None or not due_ids(state, now):
                     return
-                decision = ACTIONS["deadline"].decide(assignment.Expire(self.key), self.runtime.ctx(None, now, reads.get))
+                decision = ACTIONS[op].decide(command(owner), self.runtime.ctx(None, now, reads.get))
             if isinstance(decision, Rejection):
                 return
             outcome = self._write(None, b"", decision, reads.expect, None)
@@ -130,13 +139,20 @@ class ObjectActor(pykka.ThreadingActor):
         rt = self.runtime
         for _ in range(MAX_ATTEMPTS):
             now = rt.clock()
-            self._expire_due(now)  # L4-3: the deadline wins over this action
+            if self.key[:3] in _EXPIRY:
+                self._expire_due(self.key, now)  # L4-3: the deadline wins over this action
             with rt.store.read() as view:
                 if job.scope is not None and (rec := view.receipt(job.scope)) is not None:
                     return Replayed(rec.result) if rec.req_hash == job.req_hash else Failed(mismatch())
                 reads = _Reads(view)
                 caller = reads.get(job.caller) if job.caller is not None else None
                 decision = spec.decide(job.command, rt.ctx(caller, now, reads.get))
+            if reads.valid_until is not None and reads.valid_until <= now:
+                # The decision read another Thread with a deadline due (e.g. a
+                # deactivation): record those expiries first, then decide again.
+                for thread_id in reads.threads:
+                    self._expire_due(thread_id, now)
+                continue
             if isinstance(decision, Rejection):
                 return Failed(decision)
             for obj in decision.states:
@@ -144,6 +160,8 @@ class ObjectActor(pykka.ThreadingActor):
             outcome = self._write(job.scope, job.req_hash, decision, reads.expect, reads.valid_until)
             if not isinstance(outcome, Stale):
                 return outcome
+            if outcome.obj == "deadline":
+                time.sleep(0.001)  # the writer's clock passed a deadline ours had not yet
         return Failed(Rejection.unavailable("the object changed concurrently too often; retry"))
 
     def _write(

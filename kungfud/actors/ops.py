@@ -10,16 +10,17 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple
 
-from ..core import agent, assignment, entry, memory, thread
+from ..core import agent, assignment, engagement, entry, memory, task, thread
 from ..core.context import Ctx
 from ..core.facts import Decision
 from ..errors import Rejection
 from ..store.store import View
 
-__all__ = ["ActionSpec", "ACTIONS", "REGISTRAR", "DEADLINE"]
+__all__ = ["ActionSpec", "ACTIONS", "REGISTRAR", "DEADLINE", "DEADLINE_TASK"]
 
 REGISTRAR = "ag_registrar"  # actor key serializing registrations (no agent yet)
-DEADLINE = "deadline"  # op name of deadline jobs (no agent, no receipt)
+DEADLINE = "deadline"  # op name of a Thread's deadline jobs (no agent, no receipt)
+DEADLINE_TASK = "deadline.task"  # op name of a Task's deadline jobs
 
 Decide = Callable[[Any, Ctx], "Decision | Rejection"]
 Route = Callable[[Any, "str | None", View], str]
@@ -43,6 +44,15 @@ def _assignment(cmd: Any, caller: str | None, view: View) -> str:
     state = view.state(cmd.assignment)
     # An unknown assignment is decided (not_found) by the caller's own actor.
     return state.thread if state is not None else _caller(cmd, caller, view)
+
+
+def _task(cmd: Any, caller: str | None, view: View) -> str:
+    return cmd.task
+
+
+def _engagement(cmd: Any, caller: str | None, view: View) -> str:
+    state = view.state(cmd.engagement)
+    return state.task if state is not None else _caller(cmd, caller, view)
 
 
 def _join(cmd: Any, caller: str | None, view: View) -> str:
@@ -74,4 +84,13 @@ ACTIONS: dict[str, ActionSpec] = {
     "assignment.drop": ActionSpec(_assignment, assignment.decide_drop),
     "assignment.void": ActionSpec(_assignment, assignment.decide_void),
     DEADLINE: ActionSpec(_thread, assignment.decide_expire),
+    "task.create": ActionSpec(_caller, task.decide_create),
+    "task.revise": ActionSpec(_task, task.decide_revise),
+    "task.pause": ActionSpec(_task, task.decide_set_accepting),
+    "task.resume": ActionSpec(_task, task.decide_set_accepting),
+    "task.take": ActionSpec(_task, engagement.decide_take),
+    "task.deliver": ActionSpec(_engagement, engagement.decide_deliver),
+    "task.drop": ActionSpec(_engagement, engagement.decide_drop),
+    "task.judge": ActionSpec(_engagement, engagement.decide_judge),
+    DEADLINE_TASK: ActionSpec(_task, engagement.decide_expire),
 }

@@ -1,8 +1,8 @@
 """Which state type and ``apply`` belong to each kind of object.
 
-Object ids are wire ids (``ag_``, ``me_``, ``th_``, ``as_`` …) plus two sub-object
-kinds: ``th_….N`` (entry N of a Thread) and ``ag_….threads`` (an agent's
-memberships). The store decodes snapshots with :func:`state_type`; ``kungfud
+Object ids are wire ids (``ag_``, ``me_``, ``th_``, ``as_``, ``tk_``, ``en_``) plus
+sub-objects: ``th_….N`` (entry N of a Thread), ``ag_….threads`` (an agent's
+memberships) and ``tk_….vN`` (version N of a Task's contract). The store decodes snapshots with :func:`state_type`; ``kungfud
 check`` rebuilds every state by folding its facts (L1-1) with :func:`apply_to`.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from . import agent, assignment, entry, memory, thread
+from . import agent, assignment, engagement, entry, memory, task, thread
 
 __all__ = ["kind", "state_type", "apply_to", "fold"]
 
@@ -21,6 +21,9 @@ _TYPES: dict[str, tuple[type, Callable[[Any, Any], Any]]] = {
     "thread": (thread.ThreadState, thread.apply),
     "entry": (entry.EntryState, entry.apply),
     "assignment": (assignment.AssignmentState, assignment.apply),
+    "task": (task.TaskState, task.apply),
+    "contract": (task.ContractState, task.apply_contract),
+    "engagement": (engagement.EngagementState, engagement.apply),
 }
 
 
@@ -34,6 +37,10 @@ def kind(obj: str) -> str:
         return "memory"
     if prefix == "as_":
         return "assignment"
+    if prefix == "tk_":
+        return "contract" if "." in obj else "task"
+    if prefix == "en_":
+        return "engagement"
     raise KeyError(f"no object kind for id {obj!r}")
 
 

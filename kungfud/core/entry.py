@@ -153,8 +153,14 @@ def decide_post(cmd: Post, ctx: "Ctx") -> Decision | Rejection:
             return Rejection.bad_request(
                 f"`ask` may name only other members who may speak; not: {', '.join(bad)} - at `$.args.ask`"
             )
-    if cmd.task is not None and ctx.get(cmd.task) is None:
-        return Rejection.not_found("task", cmd.task)
+    if cmd.task is not None:
+        # R7.5-1: an entry may reference a Task the poster can read; the
+        # reference grants nothing (R7.5-3, B22).
+        from .task import may_read_contract
+
+        referenced = ctx.get(cmd.task)
+        if referenced is None or not may_read_contract(referenced, me):
+            return Rejection.not_found("task", cmd.task)
     n = state.entries + 1
     responders = responders_for(state, me, reply_author, cmd.ask)
     assignment = None

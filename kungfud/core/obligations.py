@@ -37,8 +37,9 @@ class Obligation(msgspec.Struct, frozen=True):
 def of_state(obj: str, state: Any) -> list[Obligation]:
     """The open obligations an object's state implies (ignoring deadlines that
     passed but were not yet recorded: readers filter those out, L4-3)."""
-    from .entry import EntryState
     from .assignment import AssignmentState
+    from .engagement import EngagementState
+    from .entry import EntryState
 
     if isinstance(state, EntryState):
         return [
@@ -62,4 +63,11 @@ def of_state(obj: str, state: Any) -> list[Obligation]:
             return [
                 Obligation(ob_id("judge", obj, state.creator), "judge", state.creator, ref, state.delivered_at, state.judge_by)
             ]
+    if isinstance(state, EngagementState):
+        ref = {"task": state.task, "engagement": state.engagement}
+        if state.state == "taken":
+            return [Obligation(ob_id("deliver", obj, state.agent), "deliver", state.agent, ref, state.taken_at, state.deliver_by)]
+        if state.state == "delivered" and state.delivered_at is not None:
+            # B23: the judge duty of the author or designated judge is in its turn.
+            return [Obligation(ob_id("judge", obj, state.judge), "judge", state.judge, ref, state.delivered_at, state.judge_by)]
     return []

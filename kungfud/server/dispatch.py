@@ -10,8 +10,8 @@ from typing import Any, Callable
 
 import msgspec
 
-from ..actors import reads, thread_reads
-from ..core import agent, assignment, entry, memory, thread
+from ..actors import reads, task_reads, thread_reads, turn_reads
+from ..core import agent, assignment, engagement, entry, memory, task, thread
 from ..core.pins import Pin
 from ..errors import Rejection
 from ..store.store import View
@@ -83,6 +83,32 @@ def _handle(a: wire.HandleArgs) -> Any:
     return entry.Handle(a.thread, a.entry, note)
 
 
+def _contract(op: str, c: wire.ContractArgs) -> task.ContractSpec:
+    return task.ContractSpec(
+        content=_shape(op, "contract.content", c.content, wire.ContractContent),
+        inputs=[(i.memory, i.version) for i in c.inputs],
+        deliver_within_s=c.deliver_within_s,
+        judge_within_s=c.judge_within_s,
+        on_no_judgment=c.on_no_judgment,
+        adoption_limit=c.adoption_limit,
+        judge=c.judge,
+        eligibility=c.eligibility.agents if c.eligibility is not None else None,
+        readers=c.readers,
+    )
+
+
+def _task_take(a: wire.TaskTakeArgs) -> Any:
+    deliver = None
+    if a.deliver is not None:
+        deliver = _pin("task.take", ".deliver", a.deliver.memory, a.deliver.content)
+    return engagement.TakeTask(a.task, deliver)
+
+
+def _task_judge(a: wire.TaskJudgeArgs) -> Any:
+    reason = _shape("task.judge", "content", a.content, wire.ReasonContent) if a.content is not None else None
+    return engagement.JudgeTask(a.engagement, a.verdict, reason)
+
+
 _COMMANDS: dict[str, Callable[[Any], Any]] = {
     "agent.register": _register,
     "admin.agent.set_status": lambda a: agent.SetStatus(a.agent, a.status),
@@ -107,6 +133,16 @@ _COMMANDS: dict[str, Callable[[Any], Any]] = {
     "assignment.judge": _judge,
     "assignment.drop": lambda a: assignment.Drop(a.assignment),
     "assignment.void": lambda a: assignment.Void(a.assignment),
+    "task.create": lambda a: task.CreateTask(
+        None if a.audience == "open" else a.audience.agents, _contract("task.create", a.contract)
+    ),
+    "task.revise": lambda a: task.Revise(a.task, _contract("task.revise", a.contract)),
+    "task.pause": lambda a: task.SetAccepting(a.task, False),
+    "task.resume": lambda a: task.SetAccepting(a.task, True),
+    "task.take": _task_take,
+    "task.deliver": lambda a: engagement.DeliverTask(a.engagement, _pin("task.deliver", "", a.memory, a.content)),
+    "task.drop": lambda a: engagement.DropTask(a.engagement),
+    "task.judge": _task_judge,
 }
 
 
@@ -123,6 +159,11 @@ _READS: dict[str, Callable[[View, str, Any, int], "dict | Rejection"]] = {
     "thread.entries": lambda v, c, a, now: thread_reads.thread_entries(v, c, a.thread, a.cursor, a.limit, a.full),
     "thread.list": lambda v, c, a, now: thread_reads.thread_list(v, c, a.cursor, a.limit),
     "assignment.get": lambda v, c, a, now: thread_reads.assignment_get(v, c, a.assignment, now),
+    "task.get": lambda v, c, a, now: task_reads.task_get(v, c, a.task, a.contract_version, now),
+    "task.list": lambda v, c, a, now: task_reads.task_list(v, c, a.cursor, a.limit, a.mine),
+    "engagement.get": lambda v, c, a, now: task_reads.engagement_get(v, c, a.engagement, now),
+    "turn": lambda v, c, a, now: turn_reads.turn(v, c, a.cursor, a.limit, now),
+    "opportunities": lambda v, c, a, now: turn_reads.opportunities(v, c, a.cursor, a.limit),
 }
 
 

@@ -22,6 +22,8 @@ from ..core.entry import EntryState
 from ..core.facts import MemoryCreated, MemoryUpdated
 from ..core.memory import MemoryState
 from ..core.obligations import of_state
+from ..core.engagement import EngagementState
+from ..core.task import TaskState
 from ..core.thread import AgentThreads, ThreadState
 from .layout import u32, u64
 
@@ -69,3 +71,22 @@ def state_rows(obj: str, state: Any) -> Iterator[Row]:
         due = state.deliver_by if state.state == "taken" else state.judge_by if state.state == "delivered" else None
         if due is not None:
             yield "deadlines", u64(due) + state.assignment.encode(), state.thread.encode()
+    elif isinstance(state, TaskState):
+        tk = state.task.encode()
+        yield "tasks", state.author.encode() + b"\x00" + tk, b"author"
+        if state.audience is None:
+            yield "tasks", b"*\x00" + tk, b"open"
+        else:
+            for agent in state.audience:
+                # B24: a restricted Task naming an agent is its opportunity.
+                yield "tasks", agent.encode() + b"\x00" + tk, b"named"
+                yield "opportunities", agent.encode() + b"\x00" + tk, tk
+    elif isinstance(state, EngagementState):
+        for ob in of_state(obj, state):
+            yield "obligations", obligation_key(ob.holder, ob.created_at, ob.obligation_id), _mp.encode(ob)
+        due = state.deliver_by if state.state == "taken" else state.judge_by if state.state == "delivered" else None
+        if due is not None:
+            yield "deadlines", u64(due) + state.engagement.encode(), state.task.encode()
+        yield "engagements", state.agent.encode() + b"\x00" + state.task.encode() + b"\x00" + state.engagement.encode(), b""
+        if state.state == "adopted":
+            yield "adopted", state.task.encode() + b"\x00" + state.engagement.encode(), b""

@@ -14,7 +14,10 @@
 | tokens     | sha256 of a live admission token | thread id                              |
 | obligations| holder, 0, arose (u64), ob id    | msgpack Obligation (open obligations)  |
 | deadlines  | due (u64 ms), object id          | id of the actor that owns the object   |
-| opportunities | addressee, 0, assignment id   | thread id (untaken assignments)        |
+| opportunities | agent, 0, assignment/task id  | thread id / task id: untaken assignments addressed to it, restricted Tasks naming it |
+| tasks      | author or agent or "*", 0, task  | b"author" / b"named" / b"open"         |
+| engagements| agent, 0, task, 0, engagement    | b"" (an agent's engagements per Task)  |
+| adopted    | task, 0, engagement              | b"" (adopted engagements)              |
 
 Everything but ``log``, ``meta`` and ``receipts`` is derived (rebuildable from
 the log); receipts are the record of each first success.
@@ -47,7 +50,7 @@ __all__ = [
 FORMAT = b"1"
 DBS = (
     "meta", "log", "stream", "objects", "receipts", "agent_keys", "memories", "versions",
-    "memberships", "tokens", "obligations", "deadlines", "opportunities",
+    "memberships", "tokens", "obligations", "deadlines", "opportunities", "tasks", "engagements", "adopted",
 )
 DERIVED = tuple(d for d in DBS if d not in ("meta", "log", "receipts"))
 

@@ -1,0 +1,215 @@
+"""Task and engagement reads (§8 working sets, §9 Task rows).
+
+R9-13/R9-14: the contract layer (every version) is readable by anyone for an
+open Task, by the author, named agents and judges for a restricted one; anyone
+else gets ``not_found`` worded as for a missing id. R9-15: bound inputs are
+readable by the engaged agent and the judge. R9-16: engagements, deliveries and
+judgments by the author, the engaged agent and the judge. R9-17/T3: adopted
+content by the contract's declared readers. A reference from a Thread grants
+nothing (R7.5-5, B22).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from ..core.clock import rfc3339
+from ..core.engagement import EngagementState, effective, is_party
+from ..core.facts import contract_obj
+from ..core.obligations import ob_id
+from ..core.task import ContractState, TaskState, may_read_contract
+from ..errors import Rejection
+from ..store.store import View
+
+__all__ = ["task_get", "task_list", "engagement_get", "contract_view"]
+
+MAX_LISTED = 100  # engagements / adoptions shown in a working set
+
+
+def contract_view(c: ContractState) -> dict[str, Any]:
+    k = c.contract
+    return {
+        "version": c.version,
+        "created_at": rfc3339(c.created_at),
+        "inputs": [{"memory": m, "version": v} for m, v in k.inputs],
+        "deliver_within_s": k.deliver_within_s,
+        "judge_within_s": k.judge_within_s,
+        "on_no_judgment": k.on_no_judgment,
+        "adoption_limit": k.adoption_limit,
+        "judge": k.judge,
+        "eligibility": {"agents": k.eligibility} if k.eligibility is not None else None,
+        "readers": k.readers,
+        "content": msgspec.Raw(k.content),
+    }
+
+
+def _engagement_brief(e: EngagementState, now: int, adoptions: int) -> dict[str, Any]:
+    return {
+        "engagement": e.engagement,
+        "agent": e.agent,
+        "contract_version": e.contract_version,
+        "state": effective(e, now, adoptions),
+    }
+
+
+def _obligations(e: EngagementState, me: str, now: int, adoptions: int) -> list[dict[str, Any]]:
+    state = effective(e, now, adoptions)
+    ref = {"task": e.task, "engagement": e.engagement}
+    if state == "taken" and e.agent == me:
+        return [{"obligation_id": ob_id("deliver", e.engagement, me), "obligation": "deliver", "ref": ref,
+                 "created_at": rfc3339(e.taken_at), "due": rfc3339(e.deliver_by), "next": "deliver"}]
+    if state == "delivered" and e.judge == me and e.delivered_at is not None and e.judge_by is not None:
+        return [{"obligation_id": ob_id("judge", e.engagement, me), "obligation": "judge", "ref": ref,
+                 "created_at": rfc3339(e.delivered_at), "due": rfc3339(e.judge_by), "next": "judge"}]
+    return []
+
+
+def _engagement_ids(view: View, prefix: bytes, limit: int) -> list[str]:
+    out: list[str] = []
+    with view.txn.cursor(db=view.dbs["engagements"]) as cur:
+        if cur.set_range(prefix):
+            for key in cur.iternext(values=False):
+                if not key.startswith(prefix) or len(out) >= limit:
+                    break
+                out.append(key.rsplit(b"\x00", 1)[1].decode())
+    return out
+
+
+def task_get(view: View, me: str, task_id: str, version: int | None, now: int) -> dict | Rejection:
+    t: TaskState | None = view.state(task_id)
+    if t is None or not may_read_contract(t, me):
+        return Rejection.not_found("task", task_id)
+    v = t.latest if version is None else version
+    if not 1 <= v <= t.latest:
+        return Rejection.not_found("task", f"{task_id} contract version {v}")
+    c: ContractState = view.state(contract_obj(task_id, v))
+    out: dict[str, Any] = {
+        "task": task_id,
+        "author": t.author,
+        "audience": "open" if t.audience is None else {"agents": t.audience},
+        "accepting": t.accepting,
+        "contract_version": t.latest,
+        "contract": contract_view(c),
+        "adoptions": t.adoptions,
+        "adoption_limit": t.limit,
+        "created_at": rfc3339(t.created_at),
+    }
+    # The caller's own engagements (R9-16); the author and judges see the live ones.
+    mine = [view.state(e) for e in _engagement_ids(view, me.encode() + b"\x00" + task_id.encode() + b"\x00", MAX_LISTED)]
+    if me == t.author or me in t.judges:
+        seen = {e.engagement for e in mine}
+        mine += [view.state(e) for e in sorted(t.live)[:MAX_LISTED] if e not in seen]
+    parties = [e for e in mine if is_party(e, me)]
+    out["engagements"] = [_engagement_brief(e, now, t.adoptions) for e in parties]
+    out["obligations"] = [ob for e in parties for ob in _obligations(e, me, now, t.adoptions)]
+    # R9-17, T3: adopted content for the declared readers.
+    adopted = []
+    prefix = task_id.encode() + b"\x00"
+    with view.txn.cursor(db=view.dbs["adopted"]) as cur:
+        if cur.set_range(prefix):
+            for key in cur.iternext(values=False):
+                if not key.startswith(prefix) or len(adopted) >= MAX_LISTED:
+                    break
+                e: EngagementState = view.state(key[len(prefix):].decode())
+                if (e.readers == "public" or is_party(e, me)) and e.pin_memory and e.pin_version:
+                    item: dict[str, Any] = {"engagement": e.engagement, "pin": {"memory": e.pin_memory, "version": e.pin_version}}
+                    content = view.memory_content(e.pin_memory, e.pin_version)
+                    if content is not None:
+                        item["content"] = msgspec.Raw(content)
+                    adopted.append(item)
+    out["adopted"] = adopted
+    actions = []
+    if me == t.author:
+        actions += ["task.revise", "task.resume" if not t.accepting else "task.pause"]
+    elif me not in (c.contract.judge,) and t.accepting and me not in t.open_by_agent:
+        actions.append("task.take")
+    out["actions"] = actions
+    return out
+
+
+def task_list(view: View, me: str, cursor: str | None, limit: int, mine: bool) -> dict | Rejection:
+    if cursor is not None and not (cursor.startswith("tk_") and cursor.isascii() and len(cursor) <= 64):
+        return Rejection.bad_request("`cursor` is not a cursor this daemon returned - at `$.args.cursor`")
+    prefixes = [me.encode() + b"\x00"] if mine else [b"*\x00", me.encode() + b"\x00"]
+    wanted = {b"author"} if mine else {b"open", b"named"}
+    candidates: list[str] = []
+    for prefix in prefixes:
+        start = prefix + (cursor.encode() + b"\x00" if cursor else b"")
+        n = 0
+        with view.txn.cursor(db=view.dbs["tasks"]) as cur:
+            if cur.set_range(start):
+                for key, kind in cur.iternext():
+                    if not key.startswith(prefix) or n > limit:
+                        break
+                    if kind in wanted:
+                        candidates.append(key[len(prefix):].decode())
+                        n += 1
+    candidates = sorted(set(candidates))
+    items: list[dict[str, Any]] = []
+    more = len(candidates) > limit
+    for tk in candidates[:limit]:
+        t: TaskState = view.state(tk)
+        if not mine:
+            c: ContractState = view.state(contract_obj(tk, t.latest))
+            el = c.contract.eligibility
+            if t.author == me or c.contract.judge == me or (el is not None and me not in el):
+                continue  # not a Task the caller may take
+        items.append(
+            {
+                "task": tk,
+                "author": t.author,
+                "audience": "open" if t.audience is None else "restricted",
+                "accepting": t.accepting,
+                "contract_version": t.latest,
+                "adoptions": t.adoptions,
+                "adoption_limit": t.limit,
+            }
+        )
+    return {"items": items, "cursor": candidates[limit - 1] if more else None}
+
+
+def engagement_get(view: View, me: str, en: str, now: int) -> dict | Rejection:
+    e: EngagementState | None = view.state(en)
+    if e is None or not is_party(e, me):
+        return Rejection.not_found("engagement", en)
+    t: TaskState = view.state(e.task)
+    out: dict[str, Any] = {
+        "engagement": en,
+        "task": e.task,
+        "agent": e.agent,
+        "author": e.author,
+        "judge": e.judge,
+        "contract_version": e.contract_version,
+        "state": effective(e, now, t.adoptions),
+        "taken_at": rfc3339(e.taken_at),
+        "deliver_by": rfc3339(e.deliver_by),
+        "on_no_judgment": e.on_no_judgment,
+        "readers": e.readers,
+    }
+    if e.judge_by is not None:
+        out["judge_by"] = rfc3339(e.judge_by)
+    # R9-15: the bound input versions, even after the author withdrew them.
+    out["inputs"] = [
+        {"memory": m, "version": v, "content": _raw(view.memory_content(m, v))} for m, v in e.inputs
+    ]
+    if e.delivered_at is not None and e.pin_memory is not None and e.pin_version is not None:
+        delivery: dict[str, Any] = {"at": rfc3339(e.delivered_at), "pin": {"memory": e.pin_memory, "version": e.pin_version}}
+        content = view.memory_content(e.pin_memory, e.pin_version)
+        if content is not None:
+            delivery["content"] = msgspec.Raw(content)
+        out["delivery"] = delivery
+    if e.judged_at is not None:
+        judgment: dict[str, Any] = {"verdict": "adopt" if e.state == "adopted" else "reject", "at": rfc3339(e.judged_at)}
+        if e.reason is not None:
+            judgment["content"] = msgspec.Raw(e.reason)
+        out["judgment"] = judgment
+    if e.ended_at is not None:
+        out["ended_at"] = rfc3339(e.ended_at)
+    out["obligations"] = _obligations(e, me, now, t.adoptions)
+    return out
+
+
+def _raw(b: bytes | None) -> Any:
+    return None if b is None else msgspec.Raw(b)

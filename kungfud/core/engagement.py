@@ -1,0 +1,375 @@
+"""§7.3 Engagement: one agent's commitment to one version of a Task's contract.
+
+Taking is confirmed in one atomic fact that binds the agent, the contract
+version and the input versions, and starts the delivery deadline (R7.3-2…4);
+taking again while open returns the existing engagement (L2-6). The engaged
+agent delivers (fixed, irreplaceable) or drops; the judge adopts or rejects (a
+rejection carries a reason); deadlines end it as timed out, or as the contract
+states (R7.3-10, R7.3-18). The adoption limit is checked at adoption (§7.4, B21).
+Terminal states: adopted, rejected, undecided, dropped, timed out (R7.3-24).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+import msgspec
+
+from ..errors import Rejection
+from .agent import require_active
+from .clock import rfc3339
+from .decision import make
+from .facts import (
+    Decision,
+    EngagementConfirmed,
+    EngagementDelivered,
+    EngagementDropped,
+    EngagementExpired,
+    EngagementJudged,
+    Fact,
+    contract_obj,
+)
+from .obligations import ob_id
+from .pins import Pin, resolve_pin
+from .task import ContractState, TaskState, may_read_contract
+
+if TYPE_CHECKING:
+    from .context import Ctx
+
+__all__ = [
+    "EngagementState",
+    "TakeTask",
+    "DeliverTask",
+    "DropTask",
+    "JudgeTask",
+    "ExpireTask",
+    "is_party",
+    "effective",
+    "due_expiries",
+    "decide_take",
+    "decide_deliver",
+    "decide_drop",
+    "decide_judge",
+    "decide_expire",
+    "apply",
+    "TERMINAL",
+]
+
+StateName = Literal["taken", "delivered", "adopted", "rejected", "undecided", "dropped", "timed_out"]
+TERMINAL = frozenset({"adopted", "rejected", "undecided", "dropped", "timed_out"})
+
+
+class EngagementState(msgspec.Struct, frozen=True):
+    engagement: str
+    task: str
+    agent: str
+    author: str
+    judge: str
+    contract_version: int
+    inputs: list[tuple[str, int]]
+    taken_at: int
+    deliver_by: int
+    judge_within_s: int
+    on_no_judgment: Literal["undecided", "adopt"]
+    adoption_limit: int | None
+    readers: Literal["parties", "public"]
+    state: StateName = "taken"
+    delivered_at: int | None = None
+    pin_memory: str | None = None
+    pin_version: int | None = None
+    judge_by: int | None = None
+    judged_at: int | None = None
+    reason: bytes | None = None
+    ended_at: int | None = None
+
+
+class TakeTask(msgspec.Struct, frozen=True):
+    task: str
+    deliver: Pin | None = None
+
+
+class DeliverTask(msgspec.Struct, frozen=True):
+    engagement: str
+    pin: Pin
+
+
+class DropTask(msgspec.Struct, frozen=True):
+    engagement: str
+
+
+class JudgeTask(msgspec.Struct, frozen=True):
+    engagement: str
+    verdict: Literal["adopt", "reject"]
+    reason: bytes | None = None
+
+
+class ExpireTask(msgspec.Struct, frozen=True):
+    task: str
+
+
+def is_party(e: EngagementState, reader: str) -> bool:
+    """R9-16: the author, the engaged agent concerned and the judge."""
+    return reader in (e.author, e.agent, e.judge)
+
+
+def effective(e: EngagementState, now: int, adoptions: int) -> str:
+    """The state as of ``now``: a passed deadline wins (L4-3) even before its
+    expiry fact is recorded. ``adoptions`` is the Task's current count, which
+    decides an ``on_no_judgment: adopt`` result (B21)."""
+    if e.state == "taken" and e.deliver_by <= now:
+        return "timed_out"
+    if e.state == "delivered" and e.judge_by is not None and e.judge_by <= now:
+        fits = e.adoption_limit is None or adoptions < e.adoption_limit
+        return "adopted" if e.on_no_judgment == "adopt" and fits else "undecided"
+    return e.state
+
+
+def due_expiries(task: TaskState, now: int) -> list[str]:
+    return sorted(e for e, lv in task.live.items() if lv.due <= now)
+
+
+def _eligible(task: TaskState, contract: ContractState, me: str) -> Rejection | None:
+    if me == task.author:
+        return Rejection.forbidden(f"the author may not take its own task {task.task} (R7.2-6)")
+    if contract.contract.judge == me:
+        return Rejection.forbidden(f"the designated judge of task {task.task} may not take it (DECISIONS.md B17)")
+    el = contract.contract.eligibility
+    if el is not None and me not in el:
+        return Rejection.forbidden(f"you are not eligible for task {task.task} under its contract (R7.1-5)")
+    return None
+
+
+def _take_result(e_id: str, task: TaskState, version: int, inputs: list, deliver_by: int, state: str, existing: bool) -> dict:
+    return {
+        "engagement": e_id,
+        "task": task.task,
+        "contract_version": version,
+        "inputs": [{"memory": m, "version": v} for m, v in inputs],
+        "deliver_by": rfc3339(deliver_by),
+        "state": state,
+        "existing": existing,
+    }
+
+
+def decide_take(cmd: TakeTask, ctx: "Ctx") -> Decision | Rejection:
+    if (r := require_active(ctx)) is not None:
+        return r
+    assert ctx.caller is not None
+    me = ctx.caller.agent
+    task: TaskState | None = ctx.get(cmd.task)
+    if task is None or not may_read_contract(task, me):
+        return Rejection.not_found("task", cmd.task)
+    contract: ContractState = ctx.get(contract_obj(cmd.task, task.latest))
+    if (r := _eligible(task, contract, me)) is not None:
+        return r
+    existing = task.open_by_agent.get(me)
+    if existing is not None:
+        e: EngagementState = ctx.get(existing)
+        if cmd.deliver is None:
+            # L2-6: taking again while still eligible returns the open engagement.
+            return Decision(
+                [], _take_result(existing, task, e.contract_version, e.inputs, e.deliver_by, e.state, True), {}
+            )
+        if e.state != "taken":
+            return Rejection.conflict(f"your engagement {existing} on task {cmd.task} was already delivered (R7.3-13)")
+        facts = _delivery_facts(e, cmd.deliver, ctx)
+        if isinstance(facts, Rejection):
+            return facts
+        result = _take_result(existing, task, e.contract_version, e.inputs, e.deliver_by, "delivered", True)
+        result["judge_by"] = rfc3339(facts[-1].judge_by)  # type: ignore[attr-defined]
+        return make(facts, result, ctx)
+    if not task.accepting:
+        return Rejection("conflict", f"task {cmd.task} is paused and accepts no new engagements", "wait")
+    author = ctx.get(task.author)
+    if author is None or not author.active:
+        return Rejection.conflict(f"the author of task {cmd.task} is deactivated; it accepts no new engagements (B2)")
+    if task.limit is not None and task.adoptions >= task.limit:
+        return Rejection.conflict(f"task {cmd.task} reached its adoption limit of {task.limit} (B21)")
+    c = contract.contract
+    e_id = ctx.new_id("en_")
+    deliver_by = ctx.now + c.deliver_within_s * 1000
+    confirmed = EngagementConfirmed(
+        at=ctx.now,
+        by=me,
+        engagement=e_id,
+        task=cmd.task,
+        agent=me,
+        contract_version=task.latest,
+        inputs=list(c.inputs),
+        deliver_by=deliver_by,
+        author=task.author,
+        judge=c.judge or task.author,
+        judge_within_s=c.judge_within_s,
+        on_no_judgment=c.on_no_judgment,
+        adoption_limit=c.adoption_limit,
+        readers=c.readers,
+    )
+    facts: list[Fact] = [confirmed]
+    state = "taken"
+    result = _take_result(e_id, task, task.latest, c.inputs, deliver_by, state, False)
+    if cmd.deliver is not None:
+        # R7.3-15: the engagement is confirmed before the delivery is accepted.
+        delivered = _delivery_facts(apply(None, confirmed), cmd.deliver, ctx)
+        if isinstance(delivered, Rejection):
+            return delivered
+        facts += delivered
+        result["state"] = "delivered"
+        result["judge_by"] = rfc3339(delivered[-1].judge_by)  # type: ignore[attr-defined]
+    return make(facts, result, ctx)
+
+
+def _delivery_facts(e: EngagementState, pin: Pin, ctx: "Ctx") -> list[Fact] | Rejection:
+    pinned = resolve_pin(pin, ctx, "delivery")
+    if isinstance(pinned, Rejection):
+        return pinned
+    facts, memory, version = pinned
+    assert ctx.caller is not None
+    judge_by = ctx.now + e.judge_within_s * 1000
+    return [
+        *facts,
+        EngagementDelivered(
+            at=ctx.now, by=ctx.caller.agent, engagement=e.engagement, task=e.task, pin_memory=memory,
+            pin_version=version, judge_by=judge_by,
+        ),
+    ]
+
+
+def _load(engagement: str, ctx: "Ctx") -> tuple[EngagementState | None, TaskState | None, Rejection | None]:
+    if (r := require_active(ctx)) is not None:
+        return None, None, r
+    assert ctx.caller is not None
+    e: EngagementState | None = ctx.get(engagement)
+    if e is None or not is_party(e, ctx.caller.agent):
+        return None, None, Rejection.not_found("engagement", engagement)
+    task: TaskState = ctx.get(e.task)
+    if engagement in due_expiries(task, ctx.now):
+        return None, None, Rejection.conflict(f"engagement {engagement}'s deadline has passed (L4-3)")
+    return e, task, None
+
+
+def _terminal(e: EngagementState) -> Rejection:
+    return Rejection.conflict(f"engagement {e.engagement} is {e.state.replace('_', ' ')}; that state is final (R7.3-25)")
+
+
+def decide_deliver(cmd: DeliverTask, ctx: "Ctx") -> Decision | Rejection:
+    e, task, r = _load(cmd.engagement, ctx)
+    if r is not None:
+        return r
+    assert e is not None and ctx.caller is not None
+    if e.agent != ctx.caller.agent:
+        return Rejection.forbidden(f"only the engaged agent delivers engagement {cmd.engagement} (R7.3-9)")
+    if e.state != "taken":
+        if e.state == "delivered":
+            return Rejection.conflict(f"engagement {cmd.engagement} was already delivered; a delivery cannot be replaced (R7.3-13)")
+        return _terminal(e)
+    facts = _delivery_facts(e, cmd.pin, ctx)
+    if isinstance(facts, Rejection):
+        return facts
+    judge_by = facts[-1].judge_by  # type: ignore[attr-defined]
+    return make(
+        facts,
+        {
+            "engagement": cmd.engagement,
+            "state": "delivered",
+            "judge_by": rfc3339(judge_by),
+            "ended": [ob_id("deliver", cmd.engagement, e.agent)],
+        },
+        ctx,
+    )
+
+
+def decide_drop(cmd: DropTask, ctx: "Ctx") -> Decision | Rejection:
+    e, task, r = _load(cmd.engagement, ctx)
+    if r is not None:
+        return r
+    assert e is not None and ctx.caller is not None
+    if e.agent != ctx.caller.agent:
+        return Rejection.forbidden(f"only the engaged agent may drop engagement {cmd.engagement} (R7.3-9)")
+    if e.state != "taken":
+        if e.state == "delivered":
+            return Rejection.conflict(f"engagement {cmd.engagement} was already delivered; only undelivered work is dropped")
+        return _terminal(e)
+    fact = EngagementDropped(at=ctx.now, by=e.agent, engagement=cmd.engagement, task=e.task)
+    return make([fact], {"engagement": cmd.engagement, "state": "dropped", "ended": [ob_id("deliver", cmd.engagement, e.agent)]}, ctx)
+
+
+def decide_judge(cmd: JudgeTask, ctx: "Ctx") -> Decision | Rejection:
+    """R7.3-16, R7.3-17: the judge adopts or rejects; R7.4-2: the adoption limit
+    of the bound version is checked now, over every adoption of the Task."""
+    e, task, r = _load(cmd.engagement, ctx)
+    if r is not None:
+        return r
+    assert e is not None and task is not None and ctx.caller is not None
+    me = ctx.caller.agent
+    if e.judge != me:
+        return Rejection.forbidden(f"only the judge of engagement {cmd.engagement} may judge it (R7-1, DECISIONS.md B17)")
+    if e.state != "delivered":
+        if e.state in TERMINAL:
+            return _terminal(e)
+        return Rejection("conflict", f"engagement {cmd.engagement} has not been delivered yet", "wait")
+    if cmd.verdict == "reject" and cmd.reason is None:
+        return Rejection.bad_request("a rejection must carry a reason the engaged agent can read (R7.3-17) - at `$.args.content`")
+    if cmd.verdict == "adopt" and e.adoption_limit is not None and task.adoptions >= e.adoption_limit:
+        return Rejection.conflict(f"task {e.task} reached its adoption limit of {e.adoption_limit} (R7.4-2)")
+    fact = EngagementJudged(at=ctx.now, by=me, engagement=cmd.engagement, task=e.task, verdict=cmd.verdict, reason=cmd.reason)
+    final = "adopted" if cmd.verdict == "adopt" else "rejected"
+    return make([fact], {"engagement": cmd.engagement, "state": final, "ended": [ob_id("judge", cmd.engagement, me)]}, ctx)
+
+
+def decide_expire(cmd: ExpireTask, ctx: "Ctx") -> Decision | Rejection:
+    """L4: delivery deadline → timed out (R7.3-10); judgment deadline → the
+    contract's result (R7.3-18): adopted only while the adoption limit allows,
+    otherwise undecided (B21)."""
+    task: TaskState | None = ctx.get(cmd.task)
+    if task is None:
+        return Rejection.not_found("task", cmd.task)
+    facts: list[Fact] = []
+    adoptions = task.adoptions
+    for e_id in due_expiries(task, ctx.now):
+        lv = task.live[e_id]
+        if lv.state == "taken":
+            outcome: Literal["timed_out", "undecided", "adopted"] = "timed_out"
+        else:
+            e: EngagementState = ctx.get(e_id)
+            fits = e.adoption_limit is None or adoptions < e.adoption_limit
+            outcome = "adopted" if e.on_no_judgment == "adopt" and fits else "undecided"
+            adoptions += outcome == "adopted"
+        facts.append(EngagementExpired(at=ctx.now, by=None, engagement=e_id, task=cmd.task, outcome=outcome))
+    if not facts:
+        return Rejection.conflict(f"no deadline of task {cmd.task} is due")
+    return make(facts, {"task": cmd.task, "expired": [f.engagement for f in facts]}, ctx)  # type: ignore[attr-defined]
+
+
+def apply(state: EngagementState | None, fact: Fact) -> EngagementState:
+    rep = msgspec.structs.replace
+    if isinstance(fact, EngagementConfirmed):
+        assert state is None
+        return EngagementState(
+            engagement=fact.engagement,
+            task=fact.task,
+            agent=fact.agent,
+            author=fact.author,
+            judge=fact.judge,
+            contract_version=fact.contract_version,
+            inputs=list(fact.inputs),
+            taken_at=fact.at,
+            deliver_by=fact.deliver_by,
+            judge_within_s=fact.judge_within_s,
+            on_no_judgment=fact.on_no_judgment,
+            adoption_limit=fact.adoption_limit,
+            readers=fact.readers,
+        )
+    assert state is not None
+    if isinstance(fact, EngagementDelivered):
+        return rep(
+            state, state="delivered", delivered_at=fact.at, pin_memory=fact.pin_memory, pin_version=fact.pin_version,
+            judge_by=fact.judge_by,
+        )
+    if isinstance(fact, EngagementJudged):
+        final: StateName = "adopted" if fact.verdict == "adopt" else "rejected"
+        return rep(state, state=final, judged_at=fact.at, reason=fact.reason, ended_at=fact.at)
+    if isinstance(fact, EngagementDropped):
+        return rep(state, state="dropped", ended_at=fact.at)
+    if isinstance(fact, EngagementExpired):
+        return rep(state, state=fact.outcome, ended_at=fact.at)
+    raise TypeError(f"engagement cannot apply {type(fact).__name__}")

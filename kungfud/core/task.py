@@ -1,0 +1,280 @@
+"""§7 Task: a work contract offered to agents outside any Thread.
+
+An author offers a contract (§7.1) to an audience fixed at creation (§7.2);
+eligible agents take it on in one atomic fact that binds the contract version
+and input versions (§7.3, :mod:`kungfud.core.engagement`); the requester — the
+author, or a judge it designates (R7-1) — judges; the adoption limit is checked
+at adoption (§7.4). Revising makes a new version that binds only later
+engagements (R7.1-9); pausing stops new engagements only (B20). Nothing here can
+cancel an engagement (R7.3-20…23).
+
+TaskState keeps what is live (open engagements per agent, live deadlines) plus
+counters; contract versions are sub-objects ``tk_….vN``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+import msgspec
+
+from ..errors import Rejection
+from .agent import AgentState, require_active
+from .decision import make
+from .facts import (
+    Contract,
+    Decision,
+    EngagementConfirmed,
+    EngagementDelivered,
+    EngagementDropped,
+    EngagementExpired,
+    EngagementJudged,
+    Fact,
+    TaskAcceptingSet,
+    TaskCreated,
+    TaskRevised,
+
+)
+
+if TYPE_CHECKING:
+    from .context import Ctx
+
+__all__ = [
+    "ContractSpec",
+    "ContractState",
+    "LiveEngagement",
+    "TaskState",
+    "CreateTask",
+    "Revise",
+    "SetAccepting",
+    "may_read_contract",
+    "contract_problem",
+    "decide_create",
+    "decide_revise",
+    "decide_set_accepting",
+    "apply",
+    "apply_contract",
+]
+
+
+class ContractSpec(msgspec.Struct, frozen=True):
+    """A contract as requested; validated into a :class:`Contract`."""
+
+    content: bytes
+    inputs: list[tuple[str, int]] = []
+    deliver_within_s: int | None = None
+    judge_within_s: int | None = None
+    on_no_judgment: Literal["undecided", "adopt"] = "undecided"
+    adoption_limit: int | None = None
+    judge: str | None = None
+    eligibility: list[str] | None = None
+    readers: Literal["parties", "public"] = "parties"
+
+
+class ContractState(msgspec.Struct, frozen=True):
+    task: str
+    version: int
+    contract: Contract
+    created_at: int
+
+
+class LiveEngagement(msgspec.Struct, frozen=True):
+    agent: str
+    state: Literal["taken", "delivered"]
+    due: int
+
+
+class TaskState(msgspec.Struct, frozen=True):
+    task: str
+    author: str
+    audience: list[str] | None  # None: open
+    created_at: int
+    latest: int  # current contract version
+    accepting: bool
+    adoptions: int
+    judges: list[str]  # every designated judge of any version (they read the contract layer, R9-14)
+    open_by_agent: dict[str, str]  # agent -> its open engagement (R7.3-8)
+    live: dict[str, LiveEngagement]  # non-terminal engagements
+    limit: int | None = None  # adoption limit of the current version
+
+    def next_due(self) -> int | None:
+        return min((lv.due for lv in self.live.values()), default=None)
+
+
+class CreateTask(msgspec.Struct, frozen=True):
+    audience: list[str] | None
+    contract: ContractSpec
+
+
+class Revise(msgspec.Struct, frozen=True):
+    task: str
+    contract: ContractSpec
+
+
+class SetAccepting(msgspec.Struct, frozen=True):
+    task: str
+    accepting: bool
+
+
+def may_read_contract(task: TaskState, reader: str) -> bool:
+    """R9-13, R9-14: an open Task's contract layer is readable by anyone; a
+    restricted one's by the author, the named agents and the judge."""
+    if task.audience is None:
+        return True
+    return reader == task.author or reader in task.audience or reader in task.judges
+
+
+def contract_problem(spec: ContractSpec, ctx: "Ctx") -> Contract | Rejection:
+    """§7.1: required inputs are versions of the author's own valid Memories
+    (R7.1-2); deadlines default (B3); a designated judge is an active agent (R7-2)."""
+    assert ctx.caller is not None
+    me = ctx.caller.agent
+    if len(spec.content) > ctx.limits.max_content_bytes:
+        return Rejection("too_large", "the contract's content is too large", "revise")
+    for memory, version in spec.inputs:
+        m = ctx.get(memory)
+        if m is None or m.author != me or not 1 <= version <= m.latest:
+            return Rejection.bad_request(
+                f"required input {memory} version {version} is not a version of one of your own Memories (R7.1-2)"
+                " - at `$.args.contract.inputs`"
+            )
+        if not m.valid:
+            return Rejection.conflict(f"memory {memory} is withdrawn and cannot be a required input (R5-11)")
+    if spec.judge is not None:
+        j: AgentState | None = ctx.get(spec.judge)
+        if j is None or not j.active:
+            return Rejection.bad_request(f"the designated judge {spec.judge} is not an active agent (R7-2) - at `$.args.contract.judge`")
+    if spec.eligibility is not None and len(set(spec.eligibility)) != len(spec.eligibility):
+        return Rejection.bad_request("`eligibility.agents` names an agent more than once - at `$.args.contract.eligibility`")
+    return Contract(
+        inputs=list(spec.inputs),
+        deliver_within_s=spec.deliver_within_s or ctx.limits.deliver_within_s,
+        judge_within_s=spec.judge_within_s or ctx.limits.judge_within_s,
+        content=spec.content,
+        on_no_judgment=spec.on_no_judgment,
+        adoption_limit=spec.adoption_limit,
+        judge=spec.judge,
+        eligibility=spec.eligibility,
+        readers=spec.readers,
+    )
+
+
+def _contract_result(task: str, version: int) -> dict:
+    return {"task": task, "contract_version": version}
+
+
+def decide_create(cmd: CreateTask, ctx: "Ctx") -> Decision | Rejection:
+    if (r := require_active(ctx)) is not None:
+        return r
+    assert ctx.caller is not None
+    me = ctx.caller.agent
+    if cmd.audience is not None:
+        if len(set(cmd.audience)) != len(cmd.audience):
+            return Rejection.bad_request("`audience.agents` names an agent more than once - at `$.args.audience`")
+        missing = [a for a in cmd.audience if ctx.get(a) is None]
+        if missing:
+            return Rejection.bad_request(f"`audience.agents` names no such agent: {', '.join(missing)} - at `$.args.audience`")
+        if me in cmd.audience:
+            return Rejection.bad_request("the author cannot be in its own Task's audience (R7.2-6) - at `$.args.audience`")
+    contract = contract_problem(cmd.contract, ctx)
+    if isinstance(contract, Rejection):
+        return contract
+    task = ctx.new_id("tk_")
+    fact = TaskCreated(at=ctx.now, by=me, task=task, author=me, audience=cmd.audience, contract=contract)
+    return make([fact], _contract_result(task, 1), ctx)
+
+
+def _authored(task_id: str, ctx: "Ctx") -> tuple[TaskState | None, Rejection | None]:
+    if (r := require_active(ctx)) is not None:
+        return None, r
+    assert ctx.caller is not None
+    task: TaskState | None = ctx.get(task_id)
+    if task is None or not may_read_contract(task, ctx.caller.agent):
+        return None, Rejection.not_found("task", task_id)
+    if task.author != ctx.caller.agent:
+        return None, Rejection.forbidden(f"only the author of task {task_id} may change it")
+    return task, None
+
+
+def decide_revise(cmd: Revise, ctx: "Ctx") -> Decision | Rejection:
+    """R7.1-8, R7.1-9: a new version binding only later engagements."""
+    task, r = _authored(cmd.task, ctx)
+    if r is not None:
+        return r
+    assert task is not None and ctx.caller is not None
+    contract = contract_problem(cmd.contract, ctx)
+    if isinstance(contract, Rejection):
+        return contract
+    version = task.latest + 1
+    fact = TaskRevised(at=ctx.now, by=ctx.caller.agent, task=cmd.task, version=version, contract=contract)
+    return make([fact], _contract_result(cmd.task, version), ctx)
+
+
+def decide_set_accepting(cmd: SetAccepting, ctx: "Ctx") -> Decision | Rejection:
+    """B20: pause/resume toggles new engagements; existing ones are untouched (R7.3-21)."""
+    task, r = _authored(cmd.task, ctx)
+    if r is not None:
+        return r
+    assert task is not None and ctx.caller is not None
+    if task.accepting == cmd.accepting:
+        return Rejection.conflict(f"task {cmd.task} is already {'accepting' if cmd.accepting else 'paused'}")
+    fact = TaskAcceptingSet(at=ctx.now, by=ctx.caller.agent, task=cmd.task, accepting=cmd.accepting)
+    return make([fact], {"task": cmd.task, "accepting": cmd.accepting}, ctx)
+
+
+def apply(state: TaskState | None, fact: Fact) -> TaskState:
+    rep = msgspec.structs.replace
+    if isinstance(fact, TaskCreated):
+        assert state is None
+        return TaskState(
+            task=fact.task,
+            author=fact.author,
+            audience=fact.audience,
+            created_at=fact.at,
+            latest=1,
+            accepting=True,
+            adoptions=0,
+            judges=[fact.contract.judge] if fact.contract.judge else [],
+            open_by_agent={},
+            live={},
+            limit=fact.contract.adoption_limit,
+        )
+    assert state is not None
+    if isinstance(fact, TaskRevised):
+        judges = state.judges
+        if fact.contract.judge and fact.contract.judge not in judges:
+            judges = [*judges, fact.contract.judge]
+        return rep(state, latest=fact.version, judges=judges, limit=fact.contract.adoption_limit)
+    if isinstance(fact, TaskAcceptingSet):
+        return rep(state, accepting=fact.accepting)
+    if isinstance(fact, EngagementConfirmed):
+        return rep(
+            state,
+            open_by_agent={**state.open_by_agent, fact.agent: fact.engagement},
+            live={**state.live, fact.engagement: LiveEngagement(fact.agent, "taken", fact.deliver_by)},
+        )
+    if isinstance(fact, EngagementDelivered):
+        lv = state.live[fact.engagement]
+        return rep(state, live={**state.live, fact.engagement: rep(lv, state="delivered", due=fact.judge_by)})
+    if isinstance(fact, (EngagementJudged, EngagementDropped, EngagementExpired)):
+        lv = state.live[fact.engagement]
+        adopted = (isinstance(fact, EngagementJudged) and fact.verdict == "adopt") or (
+            isinstance(fact, EngagementExpired) and fact.outcome == "adopted"
+        )
+        return rep(
+            state,
+            live={e: v for e, v in state.live.items() if e != fact.engagement},
+            open_by_agent={a: e for a, e in state.open_by_agent.items() if a != lv.agent},
+            adoptions=state.adoptions + (1 if adopted else 0),
+        )
+    raise TypeError(f"task cannot apply {type(fact).__name__}")
+
+
+def apply_contract(state: ContractState | None, fact: Fact) -> ContractState:
+    if isinstance(fact, TaskCreated):
+        return ContractState(fact.task, 1, fact.contract, fact.at)
+    if isinstance(fact, TaskRevised):
+        return ContractState(fact.task, fact.version, fact.contract, fact.at)
+    raise TypeError(f"contract cannot apply {type(fact).__name__}")
+
+
