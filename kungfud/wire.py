@@ -306,6 +306,10 @@ class TaskGetArgs(_Args, frozen=True):
     contract_version: Annotated[int, msgspec.Meta(ge=1)] | None = None
 
 
+class SubscribeArgs(_Args, frozen=True):
+    since: Annotated[int, msgspec.Meta(ge=0)] | None = None
+
+
 class TaskListArgs(_Args, frozen=True):
     cursor: Cursor = None
     limit: Limit = 50
@@ -366,6 +370,7 @@ OPS: dict[str, OpSpec] = {
     "engagement.get": OpSpec("R", EngagementRefArgs),
     "turn": OpSpec("R", PageArgs),
     "opportunities": OpSpec("R", PageArgs),
+    "subscribe": OpSpec("R", SubscribeArgs),
 }
 ACTION_OPS = frozenset(op for op, s in OPS.items() if s.kind == "A")
 READ_OPS = frozenset(op for op, s in OPS.items() if s.kind == "R")

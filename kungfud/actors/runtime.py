@@ -49,7 +49,11 @@ class Runtime:
         self.clock = clock
         self.registry = Registry(self, idle_stop_s=idle_stop_s)
         self.clock_thread = DeadlineClock(self)
-        self.writer = Writer(store, max_batch=max_batch, clock=clock, on_deadline=self.clock_thread.wake_for)
+        self.writer = Writer(
+            store, max_batch=max_batch, clock=clock, on_deadline=self.clock_thread.wake_for, on_events=self._publish
+        )
+        # Set by the server: receives each commit's events (writer thread).
+        self.event_sink: Callable[[list[tuple[str, int, bytes]]], None] | None = None
 
     def start(self) -> None:
         self.writer.start()
@@ -61,6 +65,11 @@ class Runtime:
         self.clock_thread.stop()
         self.registry.stop()
         self.writer.stop()
+
+    def _publish(self, events: list[tuple[str, int, bytes]]) -> None:
+        sink = self.event_sink
+        if sink is not None:
+            sink(events)
 
     def new_id(self, prefix: str) -> str:
         return time_ordered(prefix, self.clock(), secrets.randbits(80))

@@ -40,10 +40,15 @@ _HELLO_HINT = Hint("hello", {"key": "<your agent key>"})
 _FAILED_JOIN = frozenset({"not_found", "forbidden", "conflict"})
 
 
+def _event_frame(seq: int, event: bytes) -> bytes:
+    # Stored events are `{"event":…,"data":…}`; the frame adds the seq.
+    return b'{"seq":%d,' % seq + event[1:]
+
+
 class Conn:
     """Per-connection state, touched only on the event loop."""
 
-    __slots__ = ("ws", "agent", "in_flight", "outbox", "closed")
+    __slots__ = ("ws", "agent", "in_flight", "outbox", "closed", "floor")
 
     def __init__(self, ws: ServerConnection, agent: str | None):
         self.ws = ws
@@ -51,10 +56,13 @@ class Conn:
         self.in_flight = 0
         self.outbox: asyncio.Queue[bytes] = asyncio.Queue()
         self.closed = False
+        self.floor: int | None = None  # subscribed: live events must have seq > floor
 
 
 class Server:
-    def __init__(self, runtime: Runtime, config: Config, *, send_timeout_s: float = 30.0):
+    def __init__(
+        self, runtime: Runtime, config: Config, *, send_timeout_s: float = 30.0, max_pending_events: int = 1000
+    ):
         self.rt = runtime
         self.cfg = config
         self.send_timeout_s = send_timeout_s
@@ -65,12 +73,15 @@ class Server:
             config.limits.failed_joins_per_window, float(config.limits.failed_join_window_s), time.monotonic
         )
         self._server: Any = None
-        self._pending: set[int] = set()
+        self.subscribers: dict[str, set[Conn]] = {}
+        self.max_pending_events = max_pending_events
 
     # --- lifecycle ---------------------------------------------------------
 
     async def start(self) -> tuple[str, int]:
         self.loop = asyncio.get_running_loop()
+        loop = self.loop
+        self.rt.event_sink = lambda events: loop.call_soon_threadsafe(self._publish, events)
         host, port = self.cfg.listen_addr()
         self._server = await serve(
             self._handler,
@@ -144,6 +155,7 @@ class Server:
         finally:
             conn.closed = True
             self.connections.discard(conn)
+            self._unsubscribe(conn)
             sender.cancel()
 
     async def _sender(self, conn: Conn) -> None:
@@ -190,6 +202,9 @@ class Server:
             if op == "hello":
                 self._hello(conn, req_id, args)
                 return
+            if op == "subscribe" and conn.agent is not None:
+                self._subscribe(conn, req_id, args)
+                return
             spec = wire.OPS[op]
             if conn.agent is None and not spec.open:
                 self._reject(
@@ -217,6 +232,49 @@ class Server:
         with self.rt.store.read() as view:
             state = view.state(agent)
         self._send(conn, wire.encode_ok(req_id, wire.encode({"agent": agent, "status": state.status})))
+
+    # --- notifications (WIRE.md "Event"; never needed for correctness, R8-21) ----
+
+    def _subscribe(self, conn: Conn, req_id: Any, args: wire.SubscribeArgs) -> None:
+        """Reply with the newest seq, replay the caller's events after ``since``
+        from the durable feed, then stream live ones — in order, no gap, no
+        duplicate: live events at or below the replayed seq are dropped."""
+        assert conn.agent is not None
+        self._unsubscribe(conn)
+        with self.rt.store.read() as view:
+            newest = view.last_seq()
+            replay = list(view.events_for(conn.agent, args.since)) if args.since is not None else []
+        self._send(conn, wire.encode_ok(req_id, wire.encode({"subscribed": True, "seq": newest})))
+        for seq, event in replay:
+            if seq <= newest:
+                self._send(conn, _event_frame(seq, event))
+        conn.floor = newest
+        self.subscribers.setdefault(conn.agent, set()).add(conn)
+
+    def _unsubscribe(self, conn: Conn) -> None:
+        if conn.floor is not None and conn.agent is not None:
+            subs = self.subscribers.get(conn.agent)
+            if subs is not None:
+                subs.discard(conn)
+                if not subs:
+                    del self.subscribers[conn.agent]
+        conn.floor = None
+
+    def _publish(self, events: list[tuple[str, int, bytes]]) -> None:
+        for agent, seq, event in events:
+            for conn in list(self.subscribers.get(agent, ())):
+                if conn.floor is None or seq <= conn.floor or conn.closed:
+                    continue
+                if conn.outbox.qsize() >= self.max_pending_events:
+                    # A slow subscriber never slows anyone else: drop it with a
+                    # reason; it recovers with `subscribe {since}` or `turn`.
+                    self._unsubscribe(conn)
+                    conn.closed = True
+                    asyncio.ensure_future(
+                        conn.ws.close(1008, "subscriber fell behind; reconnect and subscribe with since, or read turn")
+                    )
+                    continue
+                self._send(conn, _event_frame(seq, event))
 
     def _read(self, conn: Conn, req_id: Any, op: str, args: Any) -> None:
         assert conn.agent is not None

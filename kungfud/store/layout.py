@@ -18,6 +18,7 @@
 | tasks      | author or agent or "*", 0, task  | b"author" / b"named" / b"open"         |
 | engagements| agent, 0, task, 0, engagement    | b"" (an agent's engagements per Task)  |
 | adopted    | task, 0, engagement              | b"" (adopted engagements)              |
+| events     | agent, 0, seq (u64 BE)           | msgpack list of event JSON (the feed)  |
 
 Everything but ``log``, ``meta`` and ``receipts`` is derived (rebuildable from
 the log); receipts are the record of each first success.
@@ -51,6 +52,7 @@ FORMAT = b"1"
 DBS = (
     "meta", "log", "stream", "objects", "receipts", "agent_keys", "memories", "versions",
     "memberships", "tokens", "obligations", "deadlines", "opportunities", "tasks", "engagements", "adopted",
+    "events",
 )
 DERIVED = tuple(d for d in DBS if d not in ("meta", "log", "receipts"))
 

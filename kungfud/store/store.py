@@ -22,6 +22,7 @@ import msgspec
 __all__ = ["Store", "StoreLocked", "View"]
 
 _receipt_dec = msgspec.msgpack.Decoder(Receipt)
+_events_dec = msgspec.msgpack.Decoder(list[bytes])
 
 
 class StoreLocked(RuntimeError):
@@ -134,6 +135,21 @@ class View:
     def thread_for_token(self, token_hash: bytes) -> str | None:
         raw = self.txn.get(token_hash, db=self.dbs["tokens"])
         return None if raw is None else raw.decode()
+
+    def events_for(self, agent: str, after: int) -> Iterator[tuple[int, bytes]]:
+        """(seq, event JSON) of ``agent``'s feed with seq > ``after``, in order."""
+        from .layout import u64
+
+        prefix = agent.encode() + b"\x00"
+        with self.txn.cursor(db=self.dbs["events"]) as cur:
+            if not cur.set_range(prefix + u64(after + 1)):
+                return
+            for key, value in cur:
+                if not key.startswith(prefix):
+                    return
+                seq = from_u64(key[len(prefix):])
+                for event in _events_dec.decode(value):
+                    yield seq, event
 
     def fact(self, seq: int) -> Any:
         from .layout import u64

@@ -27,6 +27,8 @@ import msgspec
 
 from ..core.atoms import state_type
 from ..errors import Rejection
+from ..core.atoms import apply_to
+from .events import Feed, event_key
 from .indexes import fact_rows, state_rows
 from .layout import Receipt, decode_object, encode_fact, encode_object, from_u64, stream_key, u64
 from .store import Store
@@ -108,6 +110,7 @@ class Writer:
         fault: Callable[[str], None] | None = None,
         clock: Callable[[], int] | None = None,
         on_deadline: Callable[[int], None] | None = None,
+        on_events: Callable[[list[tuple[str, int, bytes]]], None] | None = None,
     ):
         self.store = store
         self.clock = clock or (lambda: time.time_ns() // 1_000_000)
@@ -115,6 +118,9 @@ class Writer:
         # so the clock can wake for it.
         self.on_deadline = on_deadline
         self._earliest_new_due: int | None = None
+        # Called after each commit with the events it recorded (agent, seq, JSON).
+        self.on_events = on_events
+        self._events: list[tuple[str, int, bytes]] = []
         self.max_batch = max_batch
         self._q: queue.SimpleQueue[Item | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="kungfud-writer", daemon=True)
@@ -165,6 +171,7 @@ class Writer:
         env = self.store.env
         outcomes: list[Outcome] = []
         self._earliest_new_due = None
+        self._events = []
         try:
             txn = env.begin(write=True)
         except lmdb.Error as e:
@@ -185,6 +192,11 @@ class Writer:
             return
         self.batches += 1
         self.items += len(batch)
+        if self._events and self.on_events is not None:
+            try:
+                self.on_events(self._events)
+            except Exception:
+                log.exception("event notification failed")
         if self._earliest_new_due is not None and self.on_deadline is not None:
             try:
                 self.on_deadline(self._earliest_new_due)
@@ -209,8 +221,9 @@ class Writer:
     def _write_item(self, parent: Any, item: Item) -> Outcome:
         dbs = self.store.dbs
         txn = self.store.env.begin(write=True, parent=parent)
+        events: list[tuple[str, int, bytes]] = []
         try:
-            outcome = self._apply_item(txn, dbs, item)
+            outcome = self._apply_item(txn, dbs, item, events)
         except _Mismatch as m:
             txn.abort()
             return m.outcome
@@ -220,9 +233,10 @@ class Writer:
                 log.exception("unexpected error writing an action")
             return Failed(Rejection.unavailable(_storage_reason(e)))
         txn.commit()
+        self._events += events  # published only if the batch commits too
         return outcome
 
-    def _apply_item(self, txn: Any, dbs: dict[str, Any], item: Item) -> Outcome:
+    def _apply_item(self, txn: Any, dbs: dict[str, Any], item: Item, events: list) -> Outcome:
         fault = self._fault
         if item.scope is not None:
             raw = txn.get(item.scope, db=dbs["receipts"])
@@ -244,22 +258,31 @@ class Writer:
         raw_seq = txn.get(b"seq", db=dbs["meta"])
         seq = from_u64(raw_seq) if raw_seq else 0
         touched: dict[str, int] = {}  # object -> facts of this action touching it
+        current = dict(old)
         for fact in item.facts:
             seq += 1
             if fault:
                 fault("log")
             txn.put(u64(seq), encode_fact(fact), db=dbs["log"], overwrite=False)
+            feed = Feed()
             for obj in fact.objects():
                 touched[obj] = touched.get(obj, 0) + 1
                 txn.put(stream_key(obj, seq), b"", db=dbs["stream"])
+                before = current.get(obj)
+                current[obj] = after = apply_to(obj, before, fact)
+                feed.observe(obj, before, after, fact)
             for db, key, value in fact_rows(fact, seq):
                 txn.put(key, value, db=dbs[db])
-        if touched.keys() != item.states.keys():
-            raise AssertionError(f"decision states {sorted(item.states)} != touched objects {sorted(touched)}")
+            for agent, event in feed.rendered():
+                txn.put(event_key(agent, seq), _mp.encode([event]), db=dbs["events"])
+                events.append((agent, seq, event))
+        if touched.keys() != item.states.keys() or any(current[o] != item.states[o] for o in touched):
+            # L1-1: what is stored is exactly the fold of the facts recorded.
+            raise AssertionError(f"decision states disagree with the fold of its facts for {sorted(touched)}")
         for obj, n in touched.items():
             if fault:
                 fault("objects")
-            new_state = item.states[obj]
+            new_state = current[obj]
             # An object's version counts the facts that touched it, so a rebuild
             # from the log alone reproduces it.
             txn.put(obj.encode(), encode_object(item.expect[obj] + n, new_state), db=dbs["objects"])
