@@ -26,27 +26,29 @@ _mp = msgspec.msgpack.Encoder()
 __all__ = ["expected_indexes", "compare", "write", "run_check"]
 
 
-def expected_indexes(store: Store) -> dict[str, dict[bytes, bytes]]:
-    """Derived databases as the log says they must be."""
+def expected_indexes(store: Store, txn: Any = None) -> dict[str, dict[bytes, bytes]]:
+    """Derived databases as the log says they must be (in ``txn``'s snapshot)."""
+    if txn is None:
+        with store.env.begin() as own:
+            return expected_indexes(store, own)
     out: dict[str, dict[bytes, bytes]] = {name: {} for name in DERIVED}
     states: dict[str, Any] = {}
     versions: dict[str, int] = {}
-    with store.env.begin() as txn:
-        with txn.cursor(db=store.dbs["log"]) as cur:
-            for k, v in cur:
-                seq = from_u64(k)
-                fact = decode_fact(v)
-                feed = Feed()
-                for obj in fact.objects():
-                    out["stream"][stream_key(obj, seq)] = b""
-                    before = states.get(obj)
-                    states[obj] = apply_to(obj, before, fact)
-                    feed.observe(obj, before, states[obj], fact)
-                    versions[obj] = versions.get(obj, 0) + 1
-                for agent, event in feed.rendered():
-                    out["events"][event_key(agent, seq)] = _mp.encode([event])
-                for db, key, value in fact_rows(fact, seq):
-                    out[db][key] = value
+    with txn.cursor(db=store.dbs["log"]) as cur:
+        for k, v in cur:
+            seq = from_u64(k)
+            fact = decode_fact(v)
+            feed = Feed()
+            for obj in fact.objects():
+                out["stream"][stream_key(obj, seq)] = b""
+                before = states.get(obj)
+                states[obj] = apply_to(obj, before, fact)
+                feed.observe(obj, before, states[obj], fact)
+                versions[obj] = versions.get(obj, 0) + 1
+            for agent, event in feed.rendered():
+                out["events"][event_key(agent, seq)] = _mp.encode([event])
+            for db, key, value in fact_rows(fact, seq):
+                out[db][key] = value
     for obj, state in states.items():
         out["objects"][obj.encode()] = encode_object(versions[obj], state)
         for db, key, value in state_rows(obj, state):
@@ -54,18 +56,20 @@ def expected_indexes(store: Store) -> dict[str, dict[bytes, bytes]]:
     return out
 
 
-def compare(store: Store, expected: dict[str, dict[bytes, bytes]]) -> list[str]:
+def compare(store: Store, expected: dict[str, dict[bytes, bytes]], txn: Any = None) -> list[str]:
+    if txn is None:
+        with store.env.begin() as own:
+            return compare(store, expected, own)
     problems: list[str] = []
-    with store.env.begin() as txn:
-        for name, rows in expected.items():
-            actual = dict(txn.cursor(db=store.dbs[name]))
-            for key in rows.keys() - actual.keys():
-                problems.append(f"{name}: missing {key!r}")
-            for key in actual.keys() - rows.keys():
-                problems.append(f"{name}: unexpected {key!r}")
-            for key in rows.keys() & actual.keys():
-                if rows[key] != actual[key]:
-                    problems.append(f"{name}: differs at {key!r}")
+    for name, rows in expected.items():
+        actual = dict(txn.cursor(db=store.dbs[name]))
+        for key in rows.keys() - actual.keys():
+            problems.append(f"{name}: missing {key!r}")
+        for key in actual.keys() - rows.keys():
+            problems.append(f"{name}: unexpected {key!r}")
+        for key in rows.keys() & actual.keys():
+            if rows[key] != actual[key]:
+                problems.append(f"{name}: differs at {key!r}")
     return problems
 
 
@@ -83,15 +87,17 @@ def run_check(data_dir: str, *, rebuild: bool = False, map_size_mb: int = 10240)
         print(f"kungfud check: no kungfud data in {data_dir}", file=sys.stderr)
         return 2
     try:
-        store = Store(data_dir, map_size_mb=map_size_mb, lock=do_rebuild)
+        # Without --rebuild, open read-only and take no lock: it can run beside a
+        # live daemon, reading one consistent snapshot.
+        store = Store(data_dir, map_size_mb=map_size_mb, lock=do_rebuild, readonly=not do_rebuild)
     except Exception as e:
         print(f"kungfud check: {e}", file=sys.stderr)
         return 2
     try:
         with store.env.begin() as txn:
             n = txn.stat(store.dbs["log"])["entries"]
-        expected = expected_indexes(store)
-        problems = compare(store, expected)
+            expected = expected_indexes(store, txn)
+            problems = compare(store, expected, txn)
         for p in problems[:100]:
             print(p)
         if len(problems) > 100:

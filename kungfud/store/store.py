@@ -66,9 +66,8 @@ class Store:
         )
         self.dbs: dict[str, Any] = {}
         if readonly:
-            with self.env.begin() as txn:
-                for name in DBS:
-                    self.dbs[name] = self.env.open_db(name.encode(), txn=txn, create=False)
+            for name in DBS:
+                self.dbs[name] = self.env.open_db(name.encode(), create=False)
         else:
             with self.env.begin(write=True) as txn:
                 for name in DBS:

@@ -1,0 +1,237 @@
+"""``memory.create`` round trips against kungfud, and the same client pattern
+against a raw websockets echo server measured in the same run (DESIGN.md
+"Performance model": benchmarks report ratios against an echo server).
+
+    python bench/memory_create.py [--seconds 5] [--warmup 0.5] [--connections 1,64]
+
+Starts a fresh daemon as a subprocess on a temporary data directory and an echo
+server in its own process, both on 127.0.0.1 only. For each connection count C
+it opens C connections (for kungfud each is its own registered agent), and each
+connection sends one request, waits for its reply, and sends the next, for
+``--seconds`` after ``--warmup``. Prints one JSON line per measurement, one per
+kungfud/echo ratio, and the daemon's memory at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import msgspec
+from websockets.asyncio.client import connect
+
+ROOT = Path(__file__).resolve().parent.parent
+HOST = "127.0.0.1"
+
+_enc = msgspec.json.Encoder()
+_dec = msgspec.json.Decoder()
+
+
+# --- the echo server (runs in its own process) ------------------------------------
+
+
+class _Frame(msgspec.Struct):
+    id: int | str
+
+
+def echo_main() -> None:
+    """Reply to every frame with a success response shaped like kungfud's reply
+    to ``memory.create`` (same fields, same size)."""
+    from websockets.asyncio.server import serve
+
+    frame_dec = msgspec.json.Decoder(_Frame)
+    result = {"memory": "me_01m8pa0000000000000000000x", "version": 1, "visibility": "private"}
+
+    async def handler(ws) -> None:
+        async for message in ws:
+            req = frame_dec.decode(message)
+            await ws.send(_enc.encode({"id": req.id, "ok": True, "replayed": False, "result": result}).decode())
+
+    async def main() -> None:
+        async with serve(handler, HOST, 0, compression=None, max_size=1 << 20) as server:
+            port = next(iter(server.sockets)).getsockname()[1]
+            print(f"echo listening on ws://{HOST}:{port}/v1", flush=True)
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            loop.add_signal_handler(signal.SIGTERM, stop.set)
+            loop.add_signal_handler(signal.SIGINT, stop.set)
+            await stop.wait()
+
+    asyncio.run(main())
+
+
+# --- processes ----------------------------------------------------------------------
+
+
+def _start(cmd: list[str], ready: str, stderr) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=stderr, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line.startswith(ready):
+        proc.kill()
+        raise SystemExit(f"{cmd[2:4]} did not start: {line!r}")
+    return proc, line.split()[-1]
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
+def _memory_kb(pid: int) -> dict[str, int]:
+    out = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                out[key] = int(value.split()[0])
+    return out
+
+
+# --- the client pattern -------------------------------------------------------------
+
+
+async def _register(url: str, n: int) -> list[str]:
+    keys = []
+    async with connect(url, compression=None) as ws:
+        for i in range(n):
+            frame = {"id": i, "op": "agent.register", "key": f"bench-{i}", "args": {"content": {"name": f"bench{i}"}}}
+            await ws.send(_enc.encode(frame).decode())
+            resp = _dec.decode(await ws.recv())
+            assert resp["ok"], resp
+            keys.append(resp["result"]["key"])
+    return keys
+
+
+async def measure(url: str, keys: list[str | None], seconds: float, warmup: float, tag: str) -> dict:
+    """Each connection sends ``memory.create`` sequentially; round trips that
+    start within [warmup, warmup + seconds) are counted."""
+    conns = [
+        await connect(url, compression=None, max_size=None, additional_headers={"Authorization": f"Bearer {k}"} if k else None)
+        for k in keys
+    ]
+    latencies: list[float] = []
+    errors = 0
+    t0 = time.perf_counter()
+    start, end = t0 + warmup, t0 + warmup + seconds
+
+    async def run(ws, c: int) -> None:
+        nonlocal errors
+        n = 0
+        while True:
+            n += 1
+            sent = time.perf_counter()
+            if sent >= end:
+                return
+            frame = {"id": n, "op": "memory.create", "key": f"{tag}-{c}-{n}", "args": {"content": {"title": "bench", "n": n}}}
+            await ws.send(_enc.encode(frame).decode())
+            resp = _dec.decode(await ws.recv())
+            done = time.perf_counter()
+            if sent >= start:
+                if resp.get("ok"):
+                    latencies.append(done - sent)
+                else:
+                    errors += 1
+
+    await asyncio.gather(*(run(ws, c) for c, ws in enumerate(conns)))
+    for ws in conns:
+        await ws.close()
+    latencies.sort()
+    n = len(latencies)
+    pct = lambda q: round(latencies[min(n - 1, int(q * n))] * 1000, 3) if n else None  # noqa: E731
+    return {
+        "connections": len(keys),
+        "seconds": seconds,
+        "round_trips": n,
+        "per_s": round(n / seconds, 1),
+        "p50_ms": pct(0.50),
+        "p99_ms": pct(0.99),
+        "errors": errors,
+    }
+
+
+async def bench(args: argparse.Namespace, daemon_url: str, echo_url: str, keys: list[str]) -> None:
+    for c in args.connections:
+        rows = {}
+        for target, url, ks in (("echo", echo_url, [None] * c), ("kungfud", daemon_url, keys[:c])):
+            row = {"bench": "memory.create", "target": target, **await measure(url, ks, args.seconds, args.warmup, f"{target}{c}")}
+            rows[target] = row
+            print(json.dumps(row), flush=True)
+        k, e = rows["kungfud"], rows["echo"]
+        print(
+            json.dumps(
+                {
+                    "bench": "memory.create",
+                    "ratio": "kungfud/echo",
+                    "connections": c,
+                    "per_s": round(k["per_s"] / e["per_s"], 3) if e["per_s"] else None,
+                    "p50_ms": round(k["p50_ms"] / e["p50_ms"], 2) if k["p50_ms"] and e["p50_ms"] else None,
+                    "p99_ms": round(k["p99_ms"] / e["p99_ms"], 2) if k["p99_ms"] and e["p99_ms"] else None,
+                }
+            ),
+            flush=True,
+        )
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--seconds", type=float, default=5.0, help="measured time per measurement (default 5)")
+    p.add_argument("--warmup", type=float, default=0.5, help="unmeasured time before each measurement (default 0.5)")
+    p.add_argument(
+        "--connections",
+        type=lambda s: [int(x) for x in s.split(",")],
+        default=[1, 64],
+        help="comma-separated connection counts (default 1,64)",
+    )
+    p.add_argument("--echo-server", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.echo_server:
+        echo_main()
+        return
+    if not 0 < args.seconds <= 600 or not 0 <= args.warmup <= 60 or not all(0 < c <= 1000 for c in args.connections):
+        p.error("--seconds must be in (0, 600], --warmup in [0, 60], connection counts in 1..1000")
+
+    tmp = tempfile.mkdtemp(prefix="kungfud-bench-")
+    cfg = os.path.join(tmp, "bench.toml")
+    with open(cfg, "w") as f:
+        # The per-agent action limit (default 1200/min) would cap one sequential
+        # connection at 20/s; the benchmark measures the daemon, not the limiter.
+        f.write("[limits]\nactions_per_minute = 1000000000\n")
+    stderr = open(os.path.join(tmp, "daemon.stderr"), "wb")
+    daemon = echo = None
+    try:
+        daemon, daemon_url = _start(
+            [sys.executable, "-m", "kungfud", "serve", "--data-dir", os.path.join(tmp, "data"),
+             "--listen", f"{HOST}:0", "--config", cfg, "--log-level", "WARNING"],
+            "kungfud listening on ",
+            stderr,
+        )
+        echo, echo_url = _start([sys.executable, str(Path(__file__).resolve()), "--echo-server"], "echo listening on ", None)
+        keys = asyncio.run(_register(daemon_url, max(args.connections)))
+        asyncio.run(bench(args, daemon_url, echo_url, keys))
+        mem = _memory_kb(daemon.pid)
+        print(json.dumps({"bench": "memory.create", "daemon_rss_kb": mem["VmRSS"], "daemon_peak_rss_kb": mem["VmHWM"]}), flush=True)
+    finally:
+        for proc in (echo, daemon):
+            if proc is not None:
+                _stop(proc)
+        stderr.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

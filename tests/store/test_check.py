@@ -1,0 +1,347 @@
+"""``kungfud check``: derived rows are a pure function of the fact log (L1-1, L1-4).
+
+A seeded random run of real actions goes through the real actor runtime and
+writer into a real LMDB store; then the stored derived rows must equal what
+:func:`kungfud.store.check.expected_indexes` rebuilds from the log, corruption
+must be reported, and ``write`` / ``kungfud check --rebuild`` must repair it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import shutil
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from kungfud import wire
+from kungfud.actors import Job, Runtime
+from kungfud.actors.ops import ACTIONS
+from kungfud.client import Client
+from kungfud.daemon import bootstrap_admin
+from kungfud.server.dispatch import to_command
+from kungfud.store import Committed, Failed, Outcome, Store
+from kungfud.store.check import compare, expected_indexes, write
+from kungfud.store.layout import DERIVED, decode_fact, receipt_scope, u32, u64
+from tests.store.helpers import dump
+
+ROOT = Path(__file__).resolve().parents[2]
+SEED = 7_2026
+
+
+@dataclass
+class Sent:
+    op: str
+    caller: str | None
+    key: str
+    args: dict
+
+
+@dataclass
+class Model:
+    """What the acknowledged results say the store must hold."""
+
+    agents: dict[str, str] = field(default_factory=dict)  # agent -> status
+    memories: dict[str, dict[str, Any]] = field(default_factory=dict)  # memory -> author, latest, status, visibility
+    outcomes: dict[str, int] = field(default_factory=dict)  # outcome kind -> count
+
+
+class Driver:
+    """Submits jobs to a Runtime exactly as ``server/app.py`` ``_act`` does."""
+
+    def __init__(self, rt: Runtime):
+        self.rt = rt
+
+    def submit_all(self, batch: list[Sent]) -> list[Outcome]:
+        done = [threading.Event() for _ in batch]
+        box: list[Outcome | None] = [None] * len(batch)
+        for i, s in enumerate(batch):
+            args = msgspec.convert(s.args, wire.OPS[s.op].args)
+            command = to_command(s.op, args)
+            scope_caller = None if s.op == "agent.register" else s.caller
+
+            def reply(outcome: Outcome, i: int = i) -> None:
+                box[i] = outcome
+                done[i].set()
+
+            with self.rt.store.read() as view:
+                actor_key = ACTIONS[s.op].route(command, s.caller, view)
+            job = Job(s.op, s.caller, receipt_scope(scope_caller, s.op, s.key), wire.canonical_hash(s.op, args), command, reply)
+            self.rt.submit(job, actor_key)
+        for evt in done:
+            assert evt.wait(15), "an action never got its outcome"
+        return box  # type: ignore[return-value]
+
+
+def run_random_actions(store: Store, *, seed: int = SEED, waves: int = 40) -> Model:
+    """Register agents, then waves of concurrent random Memory and account
+    actions (successes, rejections, replays, key reuse), recording the model."""
+    rng = random.Random(seed)
+    rt = Runtime(store, idle_stop_s=0.05)  # actors stop between waves and are reactivated
+    rt.start()
+    model = Model()
+    history: list[Sent] = []
+    try:
+        admin = bootstrap_admin(rt)
+        assert admin is not None
+        model.agents[admin] = "active"
+        drv = Driver(rt)
+        regs = [Sent("agent.register", None, f"reg{i}", {"content": {"name": f"agent{i}"}}) for i in range(4)]
+        for out in drv.submit_all(regs):
+            assert isinstance(out, Committed), out
+            model.agents[json.loads(out.result)["agent"]] = "active"
+        agents = [a for a in model.agents if a != admin]
+        n = 0
+        for _ in range(waves):
+            batch: list[Sent] = []
+            busy: set[str] = set()  # one action per object per wave keeps the model order-free
+            for _ in range(rng.randint(4, 16)):
+                n += 1
+                who = rng.choice(agents)
+                mine = [m for m, s in model.memories.items() if s["author"] == who and m not in busy]
+                roll = rng.random()
+                if roll < 0.35 or not mine:
+                    body = {"title": f"t{n}", "body": "x" * rng.randint(0, 3000)}
+                    batch.append(Sent("memory.create", who, f"k{n}", {"content": body}))
+                    continue
+                if roll < 0.85:
+                    m = rng.choice(mine)
+                    busy.add(m)
+                    op = rng.choice(["memory.update", "memory.update", "memory.publish", "memory.unpublish", "memory.withdraw"])
+                    args: dict = {"memory": m}
+                    if op == "memory.update":
+                        args["content"] = {"v": n}
+                    batch.append(Sent(op, who, f"k{n}", args))
+                elif roll < 0.9 and model.memories:
+                    # Someone else's memory: not_found or forbidden, never an effect.
+                    m = rng.choice(list(model.memories))
+                    if m not in busy and model.memories[m]["author"] != who:
+                        busy.add(m)
+                        batch.append(Sent("memory.update", who, f"k{n}", {"memory": m, "content": {"v": n}}))
+                elif roll < 0.95 and history:
+                    old = rng.choice(history)  # same key, same request: replay (L3-2)
+                    batch.append(old)
+                elif keyed := [h for h in history if "content" in h.args and h.caller is not None]:
+                    old = rng.choice(keyed)  # same key, other request: mismatch (L3-3)
+                    batch.append(Sent(old.op, old.caller, old.key, {**old.args, "content": {"other": n}}))
+            off = [a for a in agents if model.agents[a] == "deactivated"]
+            if rng.random() < (0.5 if off else 0.15):
+                # Deactivate one, or reactivate one: its queued actions meet the change.
+                target = rng.choice(off or agents)
+                status = "active" if off else "deactivated"
+                n += 1
+                batch.append(Sent("admin.agent.set_status", admin, f"k{n}", {"agent": target, "status": status}))
+            for s, out in zip(batch, drv.submit_all(batch)):
+                kind = type(out).__name__
+                if isinstance(out, Failed):
+                    kind = f"Failed:{out.rejection.code}"
+                    assert out.rejection.code not in ("unavailable", "internal"), (s, out)
+                model.outcomes[kind] = model.outcomes.get(kind, 0) + 1
+                if isinstance(out, Committed):
+                    history.append(s)
+                    _record(model, s, json.loads(out.result))
+    finally:
+        rt.stop()
+    return model
+
+
+def _record(model: Model, s: Sent, result: dict) -> None:
+    if s.op == "memory.create":
+        model.memories[result["memory"]] = {"author": s.caller, "latest": 1, "status": "valid", "visibility": "private"}
+    elif s.op == "memory.update":
+        model.memories[result["memory"]]["latest"] = result["version"]
+    elif s.op in ("memory.publish", "memory.unpublish"):
+        model.memories[result["memory"]]["visibility"] = result["visibility"]
+    elif s.op == "memory.withdraw":
+        model.memories[result["memory"]]["status"] = "withdrawn"
+    elif s.op == "admin.agent.set_status":
+        model.agents[result["agent"]] = result["status"]
+
+
+def _derived(store: Store) -> dict[str, dict[bytes, bytes]]:
+    with store.env.begin() as txn:
+        return {name: dict(txn.cursor(db=store.dbs[name])) for name in DERIVED}
+
+
+@pytest.fixture(scope="module")
+def populated_dir(tmp_path_factory) -> tuple[Path, Model]:
+    """A data directory after the seeded random run (built once, copied per test)."""
+    d = tmp_path_factory.mktemp("check") / "data"
+    store = Store(str(d))
+    try:
+        model = run_random_actions(store)
+    finally:
+        store.close()
+    return d, model
+
+
+@pytest.fixture
+def populated(populated_dir, tmp_path) -> tuple[Path, Model]:
+    src, model = populated_dir
+    dst = tmp_path / "data"
+    shutil.copytree(src, dst)
+    (dst / "kungfud.lock").unlink(missing_ok=True)
+    return dst, model
+
+
+@pytest.mark.rules("L1-1", "L1-4", "L3-2", "L3-3", "L5-1")
+def test_L1_1_derived_rows_equal_the_rebuild_from_the_log_after_random_actions(populated):
+    data, model = populated
+    # The run exercised what it claims: effects, rejections, replays, mismatches.
+    assert model.outcomes.get("Committed", 0) >= 100, model.outcomes
+    for kind in ("Replayed", "Failed:idempotency_mismatch", "Failed:conflict", "Failed:forbidden"):
+        assert model.outcomes.get(kind, 0) > 0, (kind, model.outcomes)
+    store = Store(str(data))
+    try:
+        expected = expected_indexes(store)
+        assert _derived(store) == expected
+        assert compare(store, expected) == []
+        # And what the rows say agrees with what the acknowledged results said.
+        listed = {k.split(b"\x00")[1].decode() for k in expected["memories"]}
+        assert listed == {m for m, s in model.memories.items() if s["status"] == "valid"}
+        with store.read() as view:
+            for m, s in model.memories.items():
+                st = view.state(m)
+                got = {"author": st.author, "latest": st.latest, "status": st.status, "visibility": st.visibility}
+                assert got == s, m
+                assert view.memory_content(m, s["latest"]) is not None
+                assert view.memory_content(m, s["latest"] + 1) is None
+            for a, status in model.agents.items():
+                assert view.state(a).status == status
+    finally:
+        store.close()
+
+
+@pytest.mark.rules("L1-1", "L1-4")
+def test_L1_1_compare_reports_corrupted_derived_rows_and_write_repairs_them(populated):
+    data, model = populated
+    store = Store(str(data))
+    try:
+        expected = expected_indexes(store)
+        memory = sorted(m for m, s in model.memories.items() if s["latest"] >= 2)[0]
+        versions_key = memory.encode() + b"\x00" + u32(2)
+        key_hash = next(iter(expected["agent_keys"]))
+        junk = b"ag_junk\x00me_junk"
+        truth = {n: rows for n, rows in dump(store).items() if n not in DERIVED}
+        with store.env.begin(write=True) as txn:
+            assert txn.delete(memory.encode(), db=store.dbs["objects"])
+            assert txn.put(junk, b"", db=store.dbs["memories"])
+            assert txn.put(versions_key, u64(999_999), db=store.dbs["versions"])
+            assert txn.delete(key_hash, db=store.dbs["agent_keys"])
+        problems = compare(store, expected)
+        assert sorted(problems) == sorted(
+            [
+                f"objects: missing {memory.encode()!r}",
+                f"memories: unexpected {junk!r}",
+                f"versions: differs at {versions_key!r}",
+                f"agent_keys: missing {key_hash!r}",
+            ]
+        )
+        # expected_indexes reads only the log: the corruption does not leak into it.
+        assert expected_indexes(store) == expected
+
+        write(store, expected)
+        assert compare(store, expected) == []
+        assert _derived(store) == expected
+        assert {n: rows for n, rows in dump(store).items() if n not in DERIVED} == truth, "a rebuild touched the log or receipts"
+        with store.read() as view:
+            assert view.state(memory).latest == model.memories[memory]["latest"]
+            assert decode_fact(view.txn.get(expected["versions"][versions_key], db=view.dbs["log"])).memory == memory
+    finally:
+        store.close()
+
+
+def _check(data: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "kungfud", "check", "--data-dir", str(data), *extra],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.mark.rules("L1-1", "L1-4")
+def test_L1_1_check_cli_exits_1_on_differences_and_0_after_rebuild(populated):
+    data, model = populated
+    r = _check(data)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "OK" in r.stdout
+
+    store = Store(str(data))
+    try:
+        memory = next(iter(model.memories))
+        with store.env.begin(write=True) as txn:
+            txn.delete(memory.encode(), db=store.dbs["objects"])
+            txn.put(b"ag_junk\x00me_junk", b"", db=store.dbs["memories"])
+    finally:
+        store.close()
+
+    r = _check(data)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert f"objects: missing {memory.encode()!r}" in r.stdout
+    assert "memories: unexpected b'ag_junk\\x00me_junk'" in r.stdout
+    assert "2 differences" in r.stdout
+
+    r = _check(data, "--rebuild")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "2 differences fixed" in r.stdout
+
+    r = _check(data)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "OK" in r.stdout
+
+
+@pytest.mark.rules("L1-1")
+async def test_L1_1_check_beside_a_live_daemon_reports_no_differences_on_a_consistent_store(make_daemon):
+    """docs/storage.md "Checking": without ``--rebuild`` the check reads only,
+    "so it can run beside a live daemon". Every committed action keeps the derived
+    rows equal to the rebuild from the log, so a check taken while actions commit
+    must still find no differences."""
+    d = make_daemon("[limits]\nactions_per_minute = 1000000\n")
+    clients = []
+    for i in range(8):
+        async with await Client.connect(d.url) as anon:
+            r = await anon.act("agent.register", {"content": {"name": f"busy{i}"}})
+        clients.append(await Client.connect(d.url, r["key"]))
+    acks = 0
+    stop = asyncio.Event()
+
+    async def load(c: Client, lane: int) -> None:
+        nonlocal acks
+        n = 0
+        while not stop.is_set():
+            n += 1
+            await c.act("memory.create", {"content": {"n": n}}, key=f"l{lane}-{n}")
+            acks += 1
+
+    tasks = [asyncio.create_task(load(c, i)) for i, c in enumerate(clients)]
+    try:
+        while acks < 1500:  # enough facts that a check takes a few milliseconds
+            await asyncio.sleep(0.05)
+        results = []
+        for _ in range(5):
+            seen = acks
+            p = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "kungfud", "check", "--data-dir", str(d.data_dir),
+                cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            )
+            out, err = await p.communicate()
+            assert acks > seen, "the load stopped; the check did not run beside live writes"
+            results.append((p.returncode, out.decode()[-600:] + err.decode()[-600:]))
+    finally:
+        stop.set()
+        await asyncio.gather(*tasks)
+        for c in clients:
+            await c.close()
+    assert d.terminate() == 0
+    assert _check(d.data_dir).returncode == 0, "the store itself is consistent once the daemon stopped"
+    assert [rc for rc, _ in results] == [0] * 5, "\n".join(text for _, text in results)
