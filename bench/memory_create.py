@@ -117,9 +117,22 @@ async def _register(url: str, n: int) -> list[str]:
     return keys
 
 
-async def measure(url: str, keys: list[str | None], seconds: float, warmup: float, tag: str) -> dict:
-    """Each connection sends ``memory.create`` sequentially; round trips that
-    start within [warmup, warmup + seconds) are counted."""
+def _create_args(c: int, n: int) -> dict:
+    return {"content": {"title": "bench", "n": n}}
+
+
+async def measure(
+    url: str,
+    keys: list[str | None],
+    seconds: float,
+    warmup: float,
+    tag: str,
+    op: str = "memory.create",
+    args_for=_create_args,
+) -> dict:
+    """Each connection sends ``op`` (args from ``args_for(connection, n)``)
+    sequentially; round trips that start within [warmup, warmup + seconds) are
+    counted."""
     conns = [
         await connect(url, compression=None, max_size=None, additional_headers={"Authorization": f"Bearer {k}"} if k else None)
         for k in keys
@@ -137,7 +150,7 @@ async def measure(url: str, keys: list[str | None], seconds: float, warmup: floa
             sent = time.perf_counter()
             if sent >= end:
                 return
-            frame = {"id": n, "op": "memory.create", "key": f"{tag}-{c}-{n}", "args": {"content": {"title": "bench", "n": n}}}
+            frame = {"id": n, "op": op, "key": f"{tag}-{c}-{n}", "args": args_for(c, n)}
             await ws.send(_enc.encode(frame).decode())
             resp = _dec.decode(await ws.recv())
             done = time.perf_counter()

@@ -34,7 +34,8 @@ class DeadlineClock:
         self.rt = runtime
         self._cond = threading.Condition()
         self._stopped = False
-        self._told: dict[str, int] = {}  # actor key -> when it was last told (ms)
+        # actor key -> (latest due it was told about, when it was told), both ms
+        self._told: dict[str, tuple[int, int]] = {}
         self._thread = threading.Thread(target=self._run, name="kungfud-clock", daemon=True)
         self.expiries_told = 0
 
@@ -78,17 +79,20 @@ class DeadlineClock:
             except Exception:
                 log.exception("reading deadlines failed")
                 due, next_due = [], None
-            for _, owner in due:
-                last = self._told.get(owner)
-                if last is not None and now - last < RESEND_MS:
-                    continue
-                self._told[owner] = now
-                self.expiries_told += 1
-                from .object_actor import Expire
+            from .object_actor import Expire
 
+            for at, owner in due:
+                told = self._told.get(owner)
+                # Tell an owner about each newly due deadline at once; repeat for
+                # one still in the index only after RESEND_MS (its actor may be
+                # busy, or the write may have failed).
+                if told is not None and at <= told[0] and now - told[1] < RESEND_MS:
+                    continue
+                self._told[owner] = (max(at, told[0]) if told else at, now)
+                self.expiries_told += 1
                 self.rt.registry.tell(owner, Expire())
             if len(self._told) > 10_000:
-                self._told = {k: v for k, v in self._told.items() if now - v < RESEND_MS}
+                self._told = {k: v for k, v in self._told.items() if now - v[1] < RESEND_MS}
             if due:
                 wait_s = 0.02 if next_due is None or next_due <= now else min((next_due - now) / 1000, 0.05)
             else:
