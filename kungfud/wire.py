@@ -8,6 +8,7 @@ built once.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal, NamedTuple
 
 import msgspec
@@ -383,7 +384,9 @@ class Envelope(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     id: ReqId
     op: str
     args: msgspec.Raw = msgspec.Raw(b"{}")
-    key: Any = None  # validated per op kind below, so the error can name it
+    # Validated per op kind below, so the error can name it; UNSET tells a read
+    # that carries `"key": null` (bad_request) from one without the field.
+    key: Any = msgspec.UNSET
 
 
 class FrameError(Exception):
@@ -401,11 +404,25 @@ _args_decs = {op: msgspec.json.Decoder(spec.args) for op, spec in OPS.items()}
 _key_dec = msgspec.json.Decoder(IdemKey)
 
 
+_LEADING_ID = re.compile(r'^\s*\{\s*"id"\s*:\s*("(?:[^"\\\x00-\x1f]|\\.){0,64}"|-?[0-9]{1,18})\s*[,}]')
+
+
 def _readable_id(text: str | bytes) -> ReqId | None:
     """Best effort: the request id of a frame that failed to decode."""
     try:
         obj = _loose_dec.decode(text)
-    except (msgspec.DecodeError, RecursionError, ValueError):
+    except RecursionError:
+        # Too deep to decode at all: an id written first can still be read.
+        head = text[:200] if isinstance(text, str) else text[:200].decode("utf-8", "replace")
+        m = _LEADING_ID.match(head)
+        if m is None:
+            return None
+        try:
+            rid = _loose_dec.decode(m.group(1))
+        except msgspec.DecodeError:
+            return None
+        return rid if isinstance(rid, (int, str)) and not isinstance(rid, bool) else None
+    except (msgspec.DecodeError, ValueError):
         return None
     if isinstance(obj, dict):
         rid = obj.get("id")
@@ -425,7 +442,7 @@ def decode_envelope(text: str | bytes) -> Envelope:
     try:
         env = _envelope_dec.decode(text)
     except RecursionError:
-        raise FrameError("frame is nested too deeply") from None
+        raise FrameError("frame is nested too deeply", _readable_id(text)) from None
     except (msgspec.DecodeError, msgspec.ValidationError) as e:
         raise FrameError(f"invalid request frame: {_why(e)}", _readable_id(text)) from None
     if isinstance(env.id, bool) or (isinstance(env.id, str) and len(env.id) > 64):
@@ -436,14 +453,14 @@ def decode_envelope(text: str | bytes) -> Envelope:
     if spec is None:
         raise FrameError(f"unknown op `{env.op[:64]}`", env.id)
     if spec.kind == "A":
-        if env.key is None:
+        if env.key is None or env.key is msgspec.UNSET:
             raise FrameError(f"op {env.op} is an action and needs an idempotency `key`", env.id)
         if not isinstance(env.key, str) or not (1 <= len(env.key) <= 128) or not all(
             " " <= c <= "~" for c in env.key
         ):
             raise FrameError("`key` must be 1-128 printable ASCII characters", env.id)
-    elif env.key is not None:
-        raise FrameError(f"op {env.op} is a read and takes no `key`", env.id)
+    elif env.key is not msgspec.UNSET:
+        raise FrameError(f"op {env.op} is a read and takes no `key` field", env.id)
     return env
 
 

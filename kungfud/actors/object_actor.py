@@ -1,16 +1,26 @@
-"""The actor that owns one object: an Agent (its account and Memories) or a Thread
-(everything inside it).
+"""The actor that owns one object: an Agent (its account and Memories), a Thread
+(everything inside it) or a Task (its contract and engagements).
 
-Each job: open one LMDB view; if the object is a Thread with deadlines due now,
-record those expiries first (L4-3, DECISIONS.md B5); read the receipt; decide with
-the pure core, which reads objects through ``ctx.get`` while the actor records
-the version of everything read; hand the facts to the writer with those versions;
-wait for the commit; reply. If an object moved before the write
-(:class:`~kungfud.store.Stale`) the job is decided again on fresh state.
+Each job: open one LMDB view; if the object owns deadlines due now, record those
+expiries first (L4-3, DECISIONS.md B5); read the receipt; decide with the pure
+core, which reads objects through ``ctx.get`` while the actor records the version
+of everything read; hand the facts to the writer with those versions.
+
+Pipelining. The actor does not wait for a commit before deciding its next job:
+it keeps an *overlay* of the states (and versions) its in-flight actions will
+have written, and decides on top of it, so many actions of one busy object share
+one group commit. The writer still checks every version, so nothing rests on
+state that was not committed: if an in-flight action is not written (a stale
+read, a replay, a storage fault), every action decided on top of it fails its
+version check too; the actor then *drains* — defers new jobs until nothing is in
+flight, drops the overlay, and decides the failed and deferred jobs again on
+committed state. Replies are sent only after the commit (DESIGN.md "Durability");
+a rejection decided on overlay state is held until the actions it read commit.
 """
 
 from __future__ import annotations
 
+import collections
 import logging
 import threading
 import time
@@ -20,7 +30,7 @@ import pykka
 
 from ..core import assignment, engagement
 from ..errors import Rejection
-from ..store import Failed, Item, Outcome, Replayed, Stale
+from ..store import Committed, Failed, Item, Outcome, Replayed, Stale
 from ..store.store import View
 from ..store.writer import mismatch
 from .ops import ACTIONS, DEADLINE, DEADLINE_TASK
@@ -58,32 +68,63 @@ class Slot:
         self.busy = False
 
 
+class _Run:
+    """A job (or a deadline sweep, ``job is None``) and how often it was decided."""
+
+    __slots__ = ("job", "attempt")
+
+    def __init__(self, job: "Job | None", attempt: int = 0):
+        self.job = job
+        self.attempt = attempt
+
+
+class _Done:
+    """The writer's outcome for one action of this actor (sent back as a message)."""
+
+    __slots__ = ("run", "outcome", "versions")
+
+    def __init__(self, run: _Run, outcome: Outcome, versions: dict[str, int]):
+        self.run = run
+        self.outcome = outcome
+        self.versions = versions
+
+
 class _Reads:
-    """``ctx.get`` over one view, recording every version read (L5) and the
-    earliest deadline among the Threads and Tasks read (B5)."""
+    """``ctx.get`` over one view and the actor's overlay, recording every version
+    read (L5) and the earliest deadline among the Threads and Tasks read (B5)."""
 
-    __slots__ = ("view", "expect", "states", "valid_until", "threads")
+    __slots__ = ("view", "overlay", "expect", "states", "valid_until", "owners", "used_overlay")
 
-    def __init__(self, view: View):
+    def __init__(self, view: View, overlay: dict[str, tuple[int, Any]] | None = None):
         self.view = view
+        self.overlay = overlay or {}
         self.expect: dict[str, int] = {}
         self.states: dict[str, Any] = {}
         self.valid_until: int | None = None
-        self.threads: list[str] = []  # Threads and Tasks read that have a running deadline
+        self.owners: list[str] = []  # Threads and Tasks read that have a running deadline
+        self.used_overlay = False
 
     def get(self, obj: str) -> Any:
         if obj in self.states:
             return self.states[obj]
-        try:
-            version, state = self.view.obj(obj)
-        except KeyError:  # an id of no known kind names nothing
-            return None
+        if obj in self.overlay:
+            version, state = self.overlay[obj]
+            self.used_overlay = True
+        else:
+            try:
+                version, state = self.view.obj(obj)
+            except KeyError:  # an id of no known kind names nothing
+                return None
         self.expect[obj] = version
         self.states[obj] = state
         if state is not None and obj[:3] in _EXPIRY and "." not in obj and (due := state.next_due()) is not None:
             self.valid_until = due if self.valid_until is None else min(self.valid_until, due)
-            self.threads.append(obj)
+            self.owners.append(obj)
         return state
+
+
+def _unavailable(reason: str) -> Failed:
+    return Failed(Rejection.unavailable(reason))
 
 
 class ObjectActor(pykka.ThreadingActor):
@@ -92,87 +133,171 @@ class ObjectActor(pykka.ThreadingActor):
         self.runtime = runtime
         self.key = key
         self.slot = slot
+        self.owns_deadlines = key[:3] in _EXPIRY
+        # Pipelining state; touched only on this actor's thread.
+        self.overlay: dict[str, tuple[int, Any]] = {}
+        self.inflight = 0
+        self.submitted = 0
+        self.done = 0
+        self.draining = False
+        self.epoch = 0  # bumped at each drain: held rejections of an older epoch are re-decided
+        self.deferred: collections.deque[Any] = collections.deque()
+        self.held: list[tuple[int, int, _Run, Rejection]] = []  # (barrier, epoch, run, rejection)
 
-    # Runs on the actor's own thread.
+    # --- messages (all on the actor's own thread) ------------------------------
+
     def on_receive(self, message: Any) -> None:
         self.slot.busy = True
         try:
-            if isinstance(message, Expire):
-                if self.key[:3] in _EXPIRY:
-                    self._expire_due(self.key, self.runtime.clock())
-                return
-            message.reply(self._handle(message))
+            if isinstance(message, _Done):
+                self._on_done(message)
+            elif self.draining:
+                self.deferred.append(message if isinstance(message, (Expire, _Run)) else _Run(message))
+            else:
+                self._dispatch(message)
         except Exception:
             log.exception("actor %s failed on %s", self.key, getattr(message, "op", message))
-            if not isinstance(message, Expire):
+            job = message.job if isinstance(message, _Run) else message if hasattr(message, "reply") else None
+            if job is not None and job.reply is not None:
                 try:
-                    message.reply(
-                        Failed(Rejection("internal", "the daemon failed on this request; nothing was written", "retry"))
-                    )
+                    job.reply(Failed(Rejection("internal", "the daemon failed on this request; nothing was written", "retry")))
                 except Exception:
                     log.exception("reply failed")
         finally:
             self.slot.last_used = time.monotonic()
-            self.slot.busy = False
+            self.slot.busy = self.inflight > 0 or self.draining or bool(self.held) or bool(self.deferred)
 
-    def _expire_due(self, owner: str, now: int) -> None:
-        """Record every expiry of a Thread or Task due at ``now``. Usually its own
-        actor does this; any actor may, since the write is version-checked."""
-        due_ids, command, op = _EXPIRY[owner[:3]]
-        for _ in range(MAX_ATTEMPTS):
-            with self.runtime.store.read() as view:
-                reads = _Reads(view)
-                state = reads.get(owner)
-                if state is None or not due_ids(state, now):
-                    return
-                decision = ACTIONS[op].decide(command(owner), self.runtime.ctx(None, now, reads.get))
-            if isinstance(decision, Rejection):
-                return
-            outcome = self._write(None, b"", decision, reads.expect, None)
-            if not isinstance(outcome, Stale):
-                if isinstance(outcome, Failed):
-                    log.warning("recording expiries of %s failed: %s", self.key, outcome.rejection)
-                return
+    def _dispatch(self, message: Any) -> None:
+        if isinstance(message, Expire):
+            if self.owns_deadlines:
+                self._expire_own(self.runtime.clock())
+        elif isinstance(message, _Run):
+            self._run(message)
+        else:
+            self._run(_Run(message))
 
-    def _handle(self, job: "Job") -> Outcome:
+    def _on_done(self, d: _Done) -> None:
+        self.inflight -= 1
+        self.done += 1
+        if isinstance(d.outcome, Committed):
+            for obj, version in d.versions.items():
+                if self.overlay.get(obj, (None,))[0] == version:
+                    del self.overlay[obj]  # the store has it now
+        else:
+            # Not written: the overlay holds states that will never exist.
+            self._start_drain()
+            if isinstance(d.outcome, Stale):
+                self.deferred.append(_Run(d.run.job, d.run.attempt + 1))
+        self._release_held()
+        if self.draining and self.inflight == 0:
+            self.overlay.clear()
+            self.draining = False
+            while self.deferred and not self.draining:
+                self._dispatch(self.deferred.popleft())
+
+    def _start_drain(self) -> None:
+        if not self.draining:
+            self.draining = True
+            self.epoch += 1
+        # Rejections decided on the overlay may rest on what was not written.
+        for _, _, run, _ in self.held:
+            self.deferred.append(_Run(run.job, run.attempt + 1))
+        self.held.clear()
+
+    def _release_held(self) -> None:
+        keep = []
+        for barrier, epoch, run, rejection in self.held:
+            if self.done >= barrier and epoch == self.epoch:
+                self._reply(run, Failed(rejection))
+            else:
+                keep.append((barrier, epoch, run, rejection))
+        self.held = keep
+
+    @staticmethod
+    def _reply(run: _Run, outcome: Outcome) -> None:
+        if run.job is not None and run.job.reply is not None:
+            run.job.reply(outcome)
+
+    # --- deciding --------------------------------------------------------------
+
+    def _expire_own(self, now: int) -> None:
+        """Record (pipelined) every expiry of this actor's object due at ``now``."""
+        due_ids, command, op = _EXPIRY[self.key[:3]]
+        with self.runtime.store.read() as view:
+            reads = _Reads(view, self.overlay)
+            state = reads.get(self.key)
+            if state is None or not due_ids(state, now):
+                return
+            decision = ACTIONS[op].decide(command(self.key), self.runtime.ctx(None, now, reads.get))
+        if not isinstance(decision, Rejection):
+            self._submit(_Run(None), None, b"", decision, reads.expect, None)
+
+    def _run(self, run: _Run) -> None:
+        job = run.job
+        if job is None:  # a deadline sweep that was not written: sweep again
+            if self.owns_deadlines and run.attempt < MAX_ATTEMPTS:
+                self._expire_own(self.runtime.clock())
+            return
+        if run.attempt >= MAX_ATTEMPTS:
+            self._reply(run, _unavailable("the object changed concurrently too often; retry"))
+            return
         spec = ACTIONS[job.op]
         rt = self.runtime
-        for _ in range(MAX_ATTEMPTS):
+        while True:
             now = rt.clock()
-            if self.key[:3] in _EXPIRY:
-                self._expire_due(self.key, now)  # L4-3: the deadline wins over this action
+            if self.owns_deadlines:
+                self._expire_own(now)  # L4-3: the deadline wins over this action
             with rt.store.read() as view:
                 if job.scope is not None and (rec := view.receipt(job.scope)) is not None:
-                    return Replayed(rec.result) if rec.req_hash == job.req_hash else Failed(mismatch())
-                reads = _Reads(view)
+                    self._reply(run, Replayed(rec.result) if rec.req_hash == job.req_hash else Failed(mismatch()))
+                    return
+                reads = _Reads(view, self.overlay)
                 caller = reads.get(job.caller) if job.caller is not None else None
                 decision = spec.decide(job.command, rt.ctx(caller, now, reads.get))
             if reads.valid_until is not None and reads.valid_until <= now:
-                # The decision read another Thread with a deadline due (e.g. a
-                # deactivation): record those expiries first, then decide again.
-                for thread_id in reads.threads:
-                    self._expire_due(thread_id, now)
+                # The decision read another Thread or Task with a deadline due
+                # (e.g. a deactivation): record those expiries, then decide again.
+                for owner in reads.owners:
+                    if owner != self.key:
+                        self._expire_other(owner, now)
+                if run.attempt >= MAX_ATTEMPTS:
+                    self._reply(run, _unavailable("deadlines kept falling due; retry"))
+                    return
+                run = _Run(job, run.attempt + 1)
                 continue
-            if isinstance(decision, Rejection):
-                return Failed(decision)
-            for obj in decision.states:
-                reads.expect.setdefault(obj, 0)  # created by this action: must not exist yet
-            outcome = self._write(job.scope, job.req_hash, decision, reads.expect, reads.valid_until)
+            break
+        if isinstance(decision, Rejection):
+            if reads.used_overlay and self.inflight > 0:
+                self.held.append((self.submitted, self.epoch, run, decision))
+            else:
+                self._reply(run, Failed(decision))
+            return
+        for obj in decision.states:
+            reads.expect.setdefault(obj, 0)  # created by this action: must not exist yet
+        self._submit(run, job.scope, job.req_hash, decision, reads.expect, reads.valid_until)
+
+    def _submit(
+        self, run: _Run, scope: bytes | None, req_hash: bytes, decision: Any, expect: dict[str, int], valid_until: int | None
+    ) -> None:
+        counts: dict[str, int] = {}
+        for fact in decision.facts:
+            for obj in fact.objects():
+                counts[obj] = counts.get(obj, 0) + 1
+        versions = {obj: expect[obj] + n for obj, n in counts.items()}
+        for obj, version in versions.items():
+            self.overlay[obj] = (version, decision.states[obj])
+        self.inflight += 1
+        self.submitted += 1
+        ref = self.actor_ref
+
+        def finished(outcome: Outcome) -> None:  # on the writer thread
             if not isinstance(outcome, Stale):
-                return outcome
-            if outcome.obj == "deadline":
-                time.sleep(0.001)  # the writer's clock passed a deadline ours had not yet
-        return Failed(Rejection.unavailable("the object changed concurrently too often; retry"))
-
-    def _write(
-        self, scope: bytes | None, req_hash: bytes, decision: Any, expect: dict[str, int], valid_until: int | None
-    ) -> Outcome:
-        done = threading.Event()
-        box: list[Outcome] = []
-
-        def finished(outcome: Outcome) -> None:
-            box.append(outcome)
-            done.set()
+                self._reply(run, outcome)  # the commit is durable: answer now
+            try:
+                ref.tell(_Done(run, outcome, versions))
+            except pykka.ActorDeadError:
+                if isinstance(outcome, Stale):
+                    self._reply(run, _unavailable("the daemon is shutting down; retry against the restarted daemon"))
 
         self.runtime.writer.submit(
             Item(
@@ -186,7 +311,29 @@ class ObjectActor(pykka.ThreadingActor):
                 valid_until=valid_until,
             )
         )
-        done.wait()
-        return box[0]
 
-
+    def _expire_other(self, owner: str, now: int) -> None:
+        """Record the expiries of another Thread or Task due at ``now`` and wait
+        for the commit (rare: a decision that reads many objects). Safe from any
+        actor, since the write is version-checked."""
+        due_ids, command, op = _EXPIRY[owner[:3]]
+        for _ in range(MAX_ATTEMPTS):
+            with self.runtime.store.read() as view:
+                reads = _Reads(view)
+                state = reads.get(owner)
+                if state is None or not due_ids(state, now):
+                    return
+                decision = ACTIONS[op].decide(command(owner), self.runtime.ctx(None, now, reads.get))
+            if isinstance(decision, Rejection):
+                return
+            done = threading.Event()
+            box: list[Outcome] = []
+            self.runtime.writer.submit(
+                Item(
+                    scope=None, req_hash=b"", facts=decision.facts, states=decision.states, expect=reads.expect,
+                    result=decision.result, done=lambda o: (box.append(o), done.set()),
+                )
+            )
+            done.wait()
+            if not isinstance(box[0], Stale):
+                return

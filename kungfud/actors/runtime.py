@@ -4,6 +4,7 @@ the one entry point the server calls for actions."""
 from __future__ import annotations
 
 import secrets
+import threading
 import time
 from typing import Any, Callable
 
@@ -47,6 +48,8 @@ class Runtime:
         self.store = store
         self.limits = limits
         self.clock = clock
+        self._id_lock = threading.Lock()
+        self._last_id: dict[str, tuple[int, int]] = {}
         self.registry = Registry(self, idle_stop_s=idle_stop_s)
         self.clock_thread = DeadlineClock(self)
         self.writer = Writer(
@@ -72,7 +75,17 @@ class Runtime:
             sink(events)
 
     def new_id(self, prefix: str) -> str:
-        return time_ordered(prefix, self.clock(), secrets.randbits(80))
+        """Time-ordered and, within one millisecond, strictly increasing (like a
+        monotonic ULID), so listings ordered by id are creation order."""
+        now = self.clock()
+        with self._id_lock:
+            last = self._last_id.get(prefix)
+            if last is not None and last[0] >= now:
+                now, rand = last[0], last[1] + 1
+            else:
+                rand = secrets.randbits(79)  # headroom to count up within a millisecond
+            self._last_id[prefix] = (now, rand)
+        return time_ordered(prefix, now, rand)
 
     @staticmethod
     def new_secret() -> str:

@@ -74,6 +74,10 @@ def require_active(ctx: "Ctx") -> Rejection | None:
 def decide_register(cmd: Register, ctx: "Ctx", *, bootstrap: bool = False) -> Decision | Rejection:
     if not bootstrap and not ctx.limits.open_registration:
         return Rejection.forbidden("open registration is disabled on this daemon; ask its operator for an agent")
+    if len(cmd.content) > ctx.limits.max_content_bytes:
+        return Rejection(
+            "too_large", f"content is {len(cmd.content)} bytes encoded; the limit is {ctx.limits.max_content_bytes}", "revise"
+        )
     agent = ctx.new_id("ag_")
     key = ctx.new_secret()
     fact = AgentRegistered(

@@ -102,7 +102,9 @@ class Server:
 
     async def stop(self, grace_s: float = 10.0) -> None:
         """Stop accepting, let in-flight requests finish (bounded), close."""
-        self._server.close(close_connections=False)
+        # Close only the listening sockets first: websockets' own close() runs
+        # once, so it is kept for the final close of every connection.
+        self._server.server.close()
         deadline = time.monotonic() + grace_s
         while any(c.in_flight for c in self.connections) and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
