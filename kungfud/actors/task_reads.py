@@ -45,17 +45,11 @@ def contract_view(c: ContractState) -> dict[str, Any]:
     }
 
 
-def _engagement_brief(e: EngagementState, now: int, adoptions: int) -> dict[str, Any]:
-    return {
-        "engagement": e.engagement,
-        "agent": e.agent,
-        "contract_version": e.contract_version,
-        "state": effective(e, now, adoptions),
-    }
+def _engagement_brief(e: EngagementState, state: str) -> dict[str, Any]:
+    return {"engagement": e.engagement, "agent": e.agent, "contract_version": e.contract_version, "state": state}
 
 
-def _obligations(e: EngagementState, me: str, now: int, adoptions: int) -> list[dict[str, Any]]:
-    state = effective(e, now, adoptions)
+def _obligations(e: EngagementState, me: str, state: str) -> list[dict[str, Any]]:
     ref = {"task": e.task, "engagement": e.engagement}
     if state == "taken" and e.agent == me:
         return [{"obligation_id": ob_id("deliver", e.engagement, me), "obligation": "deliver", "ref": ref,
@@ -66,15 +60,24 @@ def _obligations(e: EngagementState, me: str, now: int, adoptions: int) -> list[
     return []
 
 
-def _engagement_ids(view: View, prefix: bytes, limit: int) -> list[str]:
+def _engagement_ids(view: View, prefix: bytes, limit: int, newest: bool = False) -> list[str]:
+    """Engagement ids under ``prefix``: the oldest ``limit``, or the newest."""
     out: list[str] = []
     with view.txn.cursor(db=view.dbs["engagements"]) as cur:
-        if cur.set_range(prefix):
-            for key in cur.iternext(values=False):
-                if not key.startswith(prefix) or len(out) >= limit:
-                    break
-                out.append(key.rsplit(b"\x00", 1)[1].decode())
-    return out
+        if newest:
+            # Step back from the first key past the prefix range.
+            ok = cur.prev() if cur.set_range(prefix + b"\xff") else cur.last()
+            step = cur.prev
+        else:
+            ok = cur.set_range(prefix)
+            step = cur.next
+        while ok and len(out) < limit:
+            key = cur.key()
+            if not key.startswith(prefix):
+                break
+            out.append(key.rsplit(b"\x00", 1)[1].decode())
+            ok = step()
+    return out[::-1] if newest else out
 
 
 def task_get(view: View, me: str, task_id: str, version: int | None, now: int) -> dict | Rejection:
@@ -96,14 +99,17 @@ def task_get(view: View, me: str, task_id: str, version: int | None, now: int) -
         "adoption_limit": t.limit,
         "created_at": rfc3339(t.created_at),
     }
-    # The caller's own engagements (R9-16); the author and judges see the live ones.
-    mine = [view.state(e) for e in _engagement_ids(view, me.encode() + b"\x00" + task_id.encode() + b"\x00", MAX_LISTED)]
+    # The caller's own engagements (R9-16); the author and judges see the newest
+    # of every engagement of the Task.
     if me == t.author or me in t.judges:
-        seen = {e.engagement for e in mine}
-        mine += [view.state(e) for e in sorted(t.live)[:MAX_LISTED] if e not in seen]
-    parties = [e for e in mine if is_party(e, me)]
-    out["engagements"] = [_engagement_brief(e, now, t.adoptions) for e in parties]
-    out["obligations"] = [ob for e in parties for ob in _obligations(e, me, now, t.adoptions)]
+        ids = _engagement_ids(view, task_id.encode() + b"\x00", MAX_LISTED, newest=True)
+    else:
+        ids = _engagement_ids(view, me.encode() + b"\x00" + task_id.encode() + b"\x00", MAX_LISTED)
+    parties = [e for e in (view.state(i) for i in ids) if is_party(e, me)]
+    states = {e.engagement: effective(e, now, t, view.state) for e in parties}
+    out["engagements"] = [_engagement_brief(e, states[e.engagement]) for e in parties]
+    out["engagement_count"] = t.engagements
+    out["obligations"] = [ob for e in parties for ob in _obligations(e, me, states[e.engagement])]
     # R9-17, T3: adopted content for the declared readers.
     adopted = []
     prefix = task_id.encode() + b"\x00"
@@ -175,6 +181,7 @@ def engagement_get(view: View, me: str, en: str, now: int) -> dict | Rejection:
     if e is None or not is_party(e, me):
         return Rejection.not_found("engagement", en)
     t: TaskState = view.state(e.task)
+    state = effective(e, now, t, view.state)
     out: dict[str, Any] = {
         "engagement": en,
         "task": e.task,
@@ -182,7 +189,7 @@ def engagement_get(view: View, me: str, en: str, now: int) -> dict | Rejection:
         "author": e.author,
         "judge": e.judge,
         "contract_version": e.contract_version,
-        "state": effective(e, now, t.adoptions),
+        "state": state,
         "taken_at": rfc3339(e.taken_at),
         "deliver_by": rfc3339(e.deliver_by),
         "on_no_judgment": e.on_no_judgment,
@@ -207,7 +214,7 @@ def engagement_get(view: View, me: str, en: str, now: int) -> dict | Rejection:
         out["judgment"] = judgment
     if e.ended_at is not None:
         out["ended_at"] = rfc3339(e.ended_at)
-    out["obligations"] = _obligations(e, me, now, t.adoptions)
+    out["obligations"] = _obligations(e, me, state)
     return out
 
 

@@ -172,7 +172,9 @@ def effective(state: AssignmentState, now: int) -> StateName:
 
 
 def due_expiries(thread: "ThreadState", now: int) -> list[str]:
-    return sorted(a for a, lv in thread.live.items() if lv.due is not None and lv.due <= now)
+    """Assignments whose deadline is due at ``now``, in the order they fell due."""
+    due = [(lv.due, a) for a, lv in thread.live.items() if lv.due is not None and lv.due <= now]
+    return [a for _, a in sorted(due)]
 
 
 def _load(cmd_assignment: str, ctx: "Ctx") -> tuple[AssignmentState | None, "ThreadState | None", Rejection | None]:

@@ -11,7 +11,7 @@ Terminal states: adopted, rejected, undecided, dropped, timed out (R7.3-24).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
@@ -46,6 +46,7 @@ __all__ = [
     "is_party",
     "effective",
     "due_expiries",
+    "expiry_outcomes",
     "decide_take",
     "decide_deliver",
     "decide_drop",
@@ -56,6 +57,7 @@ __all__ = [
 ]
 
 StateName = Literal["taken", "delivered", "adopted", "rejected", "undecided", "dropped", "timed_out"]
+ExpiryOutcome = Literal["timed_out", "undecided", "adopted"]
 TERMINAL = frozenset({"adopted", "rejected", "undecided", "dropped", "timed_out"})
 
 
@@ -112,20 +114,36 @@ def is_party(e: EngagementState, reader: str) -> bool:
     return reader in (e.author, e.agent, e.judge)
 
 
-def effective(e: EngagementState, now: int, adoptions: int) -> str:
-    """The state as of ``now``: a passed deadline wins (L4-3) even before its
-    expiry fact is recorded. ``adoptions`` is the Task's current count, which
-    decides an ``on_no_judgment: adopt`` result (B21)."""
-    if e.state == "taken" and e.deliver_by <= now:
-        return "timed_out"
-    if e.state == "delivered" and e.judge_by is not None and e.judge_by <= now:
-        fits = e.adoption_limit is None or adoptions < e.adoption_limit
-        return "adopted" if e.on_no_judgment == "adopt" and fits else "undecided"
-    return e.state
-
-
 def due_expiries(task: TaskState, now: int) -> list[str]:
-    return sorted(e for e, lv in task.live.items() if lv.due <= now)
+    """Engagements whose deadline is due at ``now``, in the order they fell due
+    (first come first served for the adoption limit, R7.4-2, B21)."""
+    return [e for _, e in sorted((lv.due, e) for e, lv in task.live.items() if lv.due <= now)]
+
+
+def expiry_outcomes(task: TaskState, now: int, get: Any) -> list[tuple[str, ExpiryOutcome]]:
+    """How every deadline due at ``now`` ends, in the order they fell due: a
+    delivery deadline → timed out (R7.3-10); a judgment deadline → the contract's
+    result (R7.3-18), adopted only while the adoption limit allows (B21)."""
+    out: list[tuple[str, ExpiryOutcome]] = []
+    adoptions = task.adoptions
+    for e_id in due_expiries(task, now):
+        if task.live[e_id].state == "taken":
+            out.append((e_id, "timed_out"))
+            continue
+        e: EngagementState = get(e_id)
+        fits = e.adoption_limit is None or adoptions < e.adoption_limit
+        outcome: ExpiryOutcome = "adopted" if e.on_no_judgment == "adopt" and fits else "undecided"
+        adoptions += outcome == "adopted"
+        out.append((e_id, outcome))
+    return out
+
+
+def effective(e: EngagementState, now: int, task: TaskState, get: Any) -> str:
+    """The state as of ``now``: a passed deadline wins (L4-3) even before its
+    expiry fact is recorded, and shows exactly what will be recorded."""
+    if e.engagement in task.live and task.live[e.engagement].due <= now:
+        return dict(expiry_outcomes(task, now, get))[e.engagement]
+    return e.state
 
 
 def _eligible(task: TaskState, contract: ContractState, me: str) -> Rejection | None:
@@ -323,18 +341,10 @@ def decide_expire(cmd: ExpireTask, ctx: "Ctx") -> Decision | Rejection:
     task: TaskState | None = ctx.get(cmd.task)
     if task is None:
         return Rejection.not_found("task", cmd.task)
-    facts: list[Fact] = []
-    adoptions = task.adoptions
-    for e_id in due_expiries(task, ctx.now):
-        lv = task.live[e_id]
-        if lv.state == "taken":
-            outcome: Literal["timed_out", "undecided", "adopted"] = "timed_out"
-        else:
-            e: EngagementState = ctx.get(e_id)
-            fits = e.adoption_limit is None or adoptions < e.adoption_limit
-            outcome = "adopted" if e.on_no_judgment == "adopt" and fits else "undecided"
-            adoptions += outcome == "adopted"
-        facts.append(EngagementExpired(at=ctx.now, by=None, engagement=e_id, task=cmd.task, outcome=outcome))
+    facts: list[Fact] = [
+        EngagementExpired(at=ctx.now, by=None, engagement=e_id, task=cmd.task, outcome=outcome)
+        for e_id, outcome in expiry_outcomes(task, ctx.now, ctx.get)
+    ]
     if not facts:
         return Rejection.conflict(f"no deadline of task {cmd.task} is due")
     return make(facts, {"task": cmd.task, "expired": [f.engagement for f in facts]}, ctx)  # type: ignore[attr-defined]

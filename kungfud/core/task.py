@@ -96,6 +96,7 @@ class TaskState(msgspec.Struct, frozen=True):
     open_by_agent: dict[str, str]  # agent -> its open engagement (R7.3-8)
     live: dict[str, LiveEngagement]  # non-terminal engagements
     limit: int | None = None  # adoption limit of the current version
+    engagements: int = 0  # engagements ever confirmed
 
     def next_due(self) -> int | None:
         return min((lv.due for lv in self.live.values()), default=None)
@@ -250,6 +251,7 @@ def apply(state: TaskState | None, fact: Fact) -> TaskState:
     if isinstance(fact, EngagementConfirmed):
         return rep(
             state,
+            engagements=state.engagements + 1,
             open_by_agent={**state.open_by_agent, fact.agent: fact.engagement},
             live={**state.live, fact.engagement: LiveEngagement(fact.agent, "taken", fact.deliver_by)},
         )

@@ -87,6 +87,8 @@ def state_rows(obj: str, state: Any) -> Iterator[Row]:
         due = state.deliver_by if state.state == "taken" else state.judge_by if state.state == "delivered" else None
         if due is not None:
             yield "deadlines", u64(due) + state.engagement.encode(), state.task.encode()
-        yield "engagements", state.agent.encode() + b"\x00" + state.task.encode() + b"\x00" + state.engagement.encode(), b""
+        en, tk = state.engagement.encode(), state.task.encode()
+        yield "engagements", state.agent.encode() + b"\x00" + tk + b"\x00" + en, b""  # an agent's, per Task
+        yield "engagements", tk + b"\x00" + en, b""  # every engagement of a Task
         if state.state == "adopted":
             yield "adopted", state.task.encode() + b"\x00" + state.engagement.encode(), b""
