@@ -31,6 +31,7 @@ from ..store.layout import receipt_scope
 from ..store.writer import mismatch
 from .dispatch import run_read, to_command
 from .limits import SlidingWindow
+from .metrics import Metrics
 
 __all__ = ["Server"]
 
@@ -74,6 +75,7 @@ class Server:
         )
         self._server: Any = None
         self.subscribers: dict[str, set[Conn]] = {}
+        self.metrics = Metrics()
         self.max_pending_events = max_pending_events
 
     # --- lifecycle ---------------------------------------------------------
@@ -121,7 +123,14 @@ class Server:
     # --- handshake -----------------------------------------------------------
 
     def _process_request(self, connection: ServerConnection, request: Any) -> Any:
-        if request.path.split("?", 1)[0] != self.cfg.server.path:
+        path = request.path.split("?", 1)[0]
+        if path == "/healthz":
+            return connection.respond(http.HTTPStatus.OK, "ok\n")
+        if path == "/metrics":
+            response = connection.respond(http.HTTPStatus.OK, self.metrics.render(self))
+            response.headers["Content-Type"] = "text/plain; version=0.0.4; charset=utf-8"
+            return response
+        if path != self.cfg.server.path:
             return connection.respond(http.HTTPStatus.NOT_FOUND, f"not found; connect to {self.cfg.server.path}\n")
         if len(self.connections) >= self.cfg.server.max_connections:
             return connection.respond(http.HTTPStatus.SERVICE_UNAVAILABLE, "too many connections; retry later\n")
@@ -177,6 +186,7 @@ class Server:
             conn.outbox.put_nowait(data)
 
     def _reject(self, conn: Conn, req_id: Any, rejection: Rejection) -> None:
+        self.metrics.rejected(rejection.code)
         self._send(conn, wire.encode_error(req_id, rejection))
 
     # --- frames ------------------------------------------------------------------
@@ -272,10 +282,12 @@ class Server:
                     # reason; it recovers with `subscribe {since}` or `turn`.
                     self._unsubscribe(conn)
                     conn.closed = True
+                    self.metrics.slow_subscribers_dropped += 1
                     asyncio.ensure_future(
                         conn.ws.close(1008, "subscriber fell behind; reconnect and subscribe with since, or read turn")
                     )
                     continue
+                self.metrics.events_sent += 1
                 self._send(conn, _event_frame(seq, event))
 
     def _read(self, conn: Conn, req_id: Any, op: str, args: Any) -> None:
@@ -285,6 +297,7 @@ class Server:
         if isinstance(result, Rejection):
             self._reject(conn, req_id, result)
         else:
+            self.metrics.reads += 1
             self._send(conn, wire.encode_ok(req_id, wire.encode(result)))
 
     def _act(self, conn: Conn, req_id: Any, op: str, key: str, args: Any) -> None:
@@ -303,6 +316,7 @@ class Server:
                 actor_key = ACTIONS[op].route(command, caller, view)
         if rec is not None:
             if rec.req_hash == req_hash:
+                self.metrics.replays += 1
                 self._send(conn, wire.encode_ok(req_id, rec.result, replayed=True))
             else:
                 self._reject(conn, req_id, mismatch())
@@ -328,18 +342,27 @@ class Server:
         assert loop is not None
         counts_failed_join = op == "thread.join" and caller is not None
 
+        started = time.perf_counter()
+
         def reply(outcome: Outcome) -> None:  # any thread
-            loop.call_soon_threadsafe(self._finish, conn, req_id, outcome, caller if counts_failed_join else None)
+            loop.call_soon_threadsafe(
+                self._finish, conn, req_id, op, started, outcome, caller if counts_failed_join else None
+            )
 
         self.rt.submit(Job(op, caller, scope, req_hash, command, reply), actor_key)
 
-    def _finish(self, conn: Conn, req_id: Any, outcome: Outcome, joiner: str | None = None) -> None:
+    def _finish(
+        self, conn: Conn, req_id: Any, op: str, started: float, outcome: Outcome, joiner: str | None = None
+    ) -> None:
         conn.in_flight -= 1
+        self.metrics.latency((time.perf_counter() - started) * 1000)
         if joiner is not None and isinstance(outcome, Failed) and outcome.rejection.code in _FAILED_JOIN:
             self.failed_joins.hit(joiner)
         if isinstance(outcome, Committed):
+            self.metrics.action(op)
             self._send(conn, wire.encode_ok(req_id, outcome.result))
         elif isinstance(outcome, Replayed):
+            self.metrics.replays += 1
             self._send(conn, wire.encode_ok(req_id, outcome.result, replayed=True))
         elif isinstance(outcome, Failed):
             self._reject(conn, req_id, outcome.rejection)
