@@ -1,4 +1,4 @@
-"""``kungfud`` command line: ``serve`` and ``check``."""
+"""``kungfud`` command line: ``serve``, ``check`` and ``mcp``."""
 
 from __future__ import annotations
 
@@ -25,11 +25,20 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--config")
     c.add_argument("--data-dir")
     c.add_argument("--rebuild", action="store_true", help="write the rebuilt indexes (daemon must be stopped)")
+    # --- mcp: stdio MCP server bridging to a running daemon (optional extra `mcp`) ---
+    from .mcp_bridge import add_arguments as mcp_arguments  # does not import the MCP SDK
+
+    mcp_arguments(sub.add_parser("mcp", help="stdio MCP server exposing the daemon's ops as tools (needs kungfud[mcp])"))
+    # --- end mcp ---
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.cmd == "mcp":  # needs no config or data directory; imports the MCP SDK lazily
+        from .mcp_bridge import main as mcp_main
+
+        return mcp_main(args)
     try:
         cfg = load(args.config, data_dir=args.data_dir, listen=getattr(args, "listen", None))
     except ConfigError as e:

@@ -46,6 +46,8 @@ class LimitsConfig(_Section, frozen=True):
     failed_joins_per_window: Pos = 20
     failed_join_window_s: Pos = 900
     max_content_bytes: Pos = 262_144
+    max_members_per_thread: Pos = 10_000
+    max_threads_per_agent: Pos = 10_000
 
 
 class DefaultsConfig(_Section, frozen=True):

@@ -29,6 +29,8 @@ def limits_of(cfg: Config) -> Limits:
         deliver_within_s=cfg.defaults.deliver_within_s,
         judge_within_s=cfg.defaults.judge_within_s,
         open_registration=cfg.server.open_registration,
+        max_members_per_thread=cfg.limits.max_members_per_thread,
+        max_threads_per_agent=cfg.limits.max_threads_per_agent,
     )
 
 

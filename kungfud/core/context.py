@@ -23,6 +23,8 @@ class Limits(msgspec.Struct, frozen=True):
     deliver_within_s: int = 86_400
     judge_within_s: int = 86_400
     open_registration: bool = True
+    max_members_per_thread: int = 10_000
+    max_threads_per_agent: int = 10_000  # current memberships, open or closed
 
 
 def _nothing(obj: str) -> Any:

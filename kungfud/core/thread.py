@@ -304,11 +304,25 @@ def close_facts(state: ThreadState, ctx: "Ctx") -> tuple[list[Fact], list[str]]:
 # --- decisions --------------------------------------------------------------------
 
 
+def _capacity(agent: str, ctx: "Ctx") -> Rejection | None:
+    """L4-5, §12: capacity limits; exceeding one writes nothing (L4-6)."""
+    from .facts import threads_obj
+
+    mine: AgentThreads | None = ctx.get(threads_obj(agent))
+    if mine is not None and len(mine.threads) >= ctx.limits.max_threads_per_agent:
+        return Rejection.rate_limited(
+            f"you are a member of {len(mine.threads)} threads, the most this daemon allows; leave one first"
+        )
+    return None
+
+
 def decide_create(cmd: Create, ctx: "Ctx") -> Decision | Rejection:
     """R6.1-1, R6.1-2: any active agent; the creator becomes governor; open."""
     if (r := require_active(ctx)) is not None:
         return r
     assert ctx.caller is not None
+    if (r := _capacity(ctx.caller.agent, ctx)) is not None:
+        return r
     if cmd.content is not None and len(cmd.content) > ctx.limits.max_content_bytes:
         return Rejection("too_large", f"content is over {ctx.limits.max_content_bytes} bytes encoded", "revise")
     thread = ctx.new_id("th_")
@@ -369,6 +383,10 @@ def decide_join(cmd: Join, ctx: "Ctx") -> Decision | Rejection:
         m = state.members[me]
         # L2-5: the one no-effect success; no fact, no receipt drift.
         return Decision([], {"thread": cmd.thread, "role": m.role, "joined_at": rfc3339(m.joined_at), "existing": True}, {})
+    if len(state.members) >= ctx.limits.max_members_per_thread:
+        return Rejection.rate_limited(f"thread {cmd.thread} has the most members this daemon allows")
+    if (r := _capacity(me, ctx)) is not None:
+        return r
     fact = MemberJoined(at=ctx.now, by=me, thread=cmd.thread, agent=me, role=state.grant.role, admission=state.grant.admission)
     return make([fact], {"thread": cmd.thread, "role": state.grant.role, "joined_at": rfc3339(ctx.now), "existing": False}, ctx)
 

@@ -42,3 +42,25 @@ async def test_ops_metrics_count_actions_rejections_replays_and_gauges(daemon):
     # admin bootstrap + register + memory.create: three facts.
     assert lines["kungfud_facts_total"] == 3
     await c.close()
+
+
+@pytest.mark.rules("L4-5", "L4-6", "R12-11")
+async def test_L4_5_capacity_limits_reject_with_wait_and_no_effect(make_daemon):
+    d = make_daemon("[limits]\nmax_members_per_thread = 2\nmax_threads_per_agent = 2\n")
+    a, _ = await agent_client(d.url, "a")
+    b, _ = await agent_client(d.url, "b")
+    c, _ = await agent_client(d.url, "c")
+    t1 = (await a.act("thread.create", {}))["thread"]
+    token = (await a.act("thread.admit", {"thread": t1}))["token"]
+    await b.act("thread.join", {"token": token})
+    r = await c.request("thread.join", {"token": token}, key="full")
+    assert r["error"]["code"] == "rate_limited" and r["error"]["next"] == "wait"
+    with_c = await c.request("thread.get", {"thread": t1})
+    assert with_c["error"]["code"] == "not_found"  # nothing took effect (L4-6)
+    assert len((await a.read("thread.get", {"thread": t1}))["members"]) == 2
+    await a.act("thread.create", {})
+    r = await a.request("thread.create", {}, key="third")
+    assert r["error"]["code"] == "rate_limited" and r["error"]["next"] == "wait"
+    assert len((await a.read("thread.list", {}))["items"]) == 2
+    for x in (a, b, c):
+        await x.close()
