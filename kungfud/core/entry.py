@@ -125,10 +125,11 @@ def decide_post(cmd: Post, ctx: "Ctx") -> Decision | Rejection:
     if (r := readable_thread(state, cmd.thread, me)) is not None:
         return r
     assert state is not None
-    if not state.open:
-        return Rejection.conflict(f"thread {cmd.thread} is closed; a closed thread is read-only (§6.5)")
+    # D5: permission before state.
     if not may_speak(state, me):
         return Rejection.forbidden(f"you are an observer in thread {cmd.thread}; only speakers and governors post (R6.3-1)")
+    if not state.open:
+        return Rejection.conflict(f"thread {cmd.thread} is closed; a closed thread is read-only (§6.5)")
     facts: list[Fact] = []
     pinned = resolve_pin(cmd.pin, ctx, "entry")
     if isinstance(pinned, Rejection):

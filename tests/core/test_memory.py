@@ -396,11 +396,11 @@ def test_L2_7_publishing_a_public_or_unpublishing_a_private_memory_is_conflict(w
 def test_L2_4_every_memory_rejection_has_a_code_a_reason_and_a_next_step(w):
     """One of each refusal the Memory core makes; each is well formed (B7) and
     writes nothing. Expected codes follow WIRE.md "Which code"."""
+    lazarus = w.register("lazarus")  # before the small limit: registration content counts too
     w.limits = Limits(max_content_bytes=16)
     mine = w.new_memory(w.alice, public=True)
     gone = w.new_memory(w.alice)
     accepted(w.withdraw(w.alice, gone))
-    lazarus = w.register("lazarus")
     accepted(w.set_status(w.admin, lazarus, "deactivated"))
     cases = [
         (lambda: w.create(lazarus), "forbidden"),

@@ -49,8 +49,9 @@ class AgentModel:
 class MemoryAndAgentCore(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
-        self.w = World(Limits(max_content_bytes=LIMIT))
+        self.w = World(Limits())
         self.agent_ids = [self.w.register("root", admin=True), self.w.register("alice"), self.w.register("bob")]
+        self.w.limits = Limits(max_content_bytes=LIMIT)  # agents registered; now the small content limit
         self.agents = {a: AgentModel(admin=(i == 0)) for i, a in enumerate(self.agent_ids)}
         self.memories: dict[str, MemoryModel] = {}
         self.withdrawn_at: dict[str, int] = {}  # memory -> number of its facts when withdrawn
