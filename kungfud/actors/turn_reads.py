@@ -19,6 +19,7 @@ from ..core.clock import rfc3339
 from ..core.obligations import NEXT, Obligation
 from ..core.thread import ThreadState
 from ..errors import Rejection
+from ..store.events import opportunity_item
 from ..store.store import View
 
 __all__ = ["turn", "opportunities", "SCAN_BUDGET"]
@@ -104,31 +105,10 @@ def opportunities(view: View, me: str, cursor: str | None, limit: int) -> dict |
                 if ident.startswith("tk_"):
                     tk = view.state(ident)
                     if tk is not None:
-                        items.append(
-                            {
-                                "opportunity": "task",
-                                "ref": {"task": ident},
-                                "author": tk.author,
-                                "created_at": rfc3339(tk.created_at),
-                                "accepting": tk.accepting,
-                                "contract_version": tk.latest,
-                            }
-                        )
+                        items.append(opportunity_item(tk))
                     continue
-                thread = value.decode()
-                t: ThreadState | None = view.state(thread)
+                t: ThreadState | None = view.state(value.decode())
                 if t is None or me not in t.members or not t.open:
                     continue
-                asg = key[len(prefix):].decode()
-                a = view.state(asg)
-                items.append(
-                    {
-                        "opportunity": "assignment",
-                        "ref": {"thread": thread, "assignment": asg},
-                        "creator": a.creator,
-                        "created_at": rfc3339(a.created_at),
-                        "deliver_within_s": a.deliver_within_s,
-                        "judge_within_s": a.judge_within_s,
-                    }
-                )
+                items.append(opportunity_item(view.state(ident)))
     return {"items": items, "cursor": last[len(prefix):].hex() if more and last is not None else None}

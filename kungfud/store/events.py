@@ -39,7 +39,7 @@ from ..core.obligations import NEXT, Obligation, of_state
 from ..core.task import TaskState
 from .layout import u64
 
-__all__ = ["Feed", "why_ended", "turn_item", "event_key"]
+__all__ = ["Feed", "why_ended", "turn_item", "event_key", "opportunity_item"]
 
 _json = msgspec.json.Encoder()
 
@@ -90,12 +90,33 @@ def turn_item(ob: Obligation) -> dict[str, Any]:
     return item
 
 
+def opportunity_item(state: Any) -> dict[str, Any]:
+    """An opportunity as the ``opportunities`` read and the event show it."""
+    if isinstance(state, AssignmentState):
+        return {
+            "opportunity": "assignment",
+            "ref": {"thread": state.thread, "assignment": state.assignment},
+            "creator": state.creator,
+            "created_at": rfc3339(state.created_at),
+            "deliver_within_s": state.deliver_within_s,
+            "judge_within_s": state.judge_within_s,
+        }
+    assert isinstance(state, TaskState)
+    return {
+        "opportunity": "task",
+        "ref": {"task": state.task},
+        "author": state.author,
+        "created_at": rfc3339(state.created_at),
+        "accepting": state.accepting,
+        "contract_version": state.latest,
+    }
+
+
 def _opportunities(state: Any) -> dict[tuple[str, str], dict[str, Any]]:
     if isinstance(state, AssignmentState) and state.state == "open":
-        ref = {"thread": state.thread, "assignment": state.assignment}
-        return {(state.to, state.assignment): {"opportunity": "assignment", "ref": ref, "created_at": rfc3339(state.created_at)}}
+        return {(state.to, state.assignment): opportunity_item(state)}
     if isinstance(state, TaskState) and state.audience is not None:
-        item = {"opportunity": "task", "ref": {"task": state.task}, "created_at": rfc3339(state.created_at)}
+        item = opportunity_item(state)
         return {(a, state.task): item for a in state.audience}
     return {}
 
