@@ -953,10 +953,12 @@ class Out:
     def result(self, op: str, result: Any) -> None:
         if self.as_json:
             print(json.dumps(result, ensure_ascii=False), flush=True)
-        else:
-            for line in render(op, result):
-                print(line)
-            sys.stdout.flush()
+            return
+        for line in render(op, result):
+            print(line)
+        sys.stdout.flush()
+        if isinstance(result, dict) and result.get("cursor") is not None and "items" in result:
+            self.note(f"more: add --cursor {shlex.quote(str(result['cursor']))} (or --all)")
 
     def note(self, text: str) -> None:
         print(f"kungfu: {text}", file=sys.stderr)
@@ -1017,34 +1019,32 @@ async def _request(client, op: str, args: dict, key: str | None) -> dict:
 
 async def _send(st: Settings, call: Call, out: Out) -> tuple[dict, Any]:
     """Send ``call`` (paging with ``follow``); returns (response, client to close).
-    An action lost with its connection is resent once, with the same key (L3)."""
+    A request lost with its connection is resent once on a new connection; an
+    action keeps its idempotency key, so the resend never does it twice (L3)."""
     from websockets.exceptions import ConnectionClosed
 
     key = st.key if call.needs_agent else None
+    idem = (call.key or _new_key()) if call.is_action else call.key
     client = await _connect(st.url, key)
-    if not call.is_action:
-        try:
-            resp = await _request(client, call.op, call.args, call.key)
-            if call.follow and resp.get("ok"):
-                resp = await _follow(client, call, resp)
-        except (ConnectionError, ConnectionClosed, OSError, asyncio.TimeoutError) as e:
-            await client.close()
-            raise Failed("cannot_connect", f"the connection was lost before the reply ({e or type(e).__name__}); retry", "retry") from None
-        return resp, client
-    idem = call.key or _new_key()
     for attempt in (1, 2):
         try:
-            return await _request(client, call.op, call.args, idem), client
+            resp = await _request(client, call.op, call.args, idem)
+            if call.follow and resp.get("ok"):
+                resp = await _follow(client, call, resp)
+            return resp, client
         except (ConnectionError, ConnectionClosed, OSError, asyncio.TimeoutError) as e:
             await client.close()
-            if attempt == 2:
+            why = f"the connection was lost before the reply ({e or type(e).__name__})"
+            if attempt == 2 and call.is_action:
                 raise Failed(
                     "cannot_connect",
-                    f"the connection was lost before the reply ({e or type(e).__name__}); the action may or may not "
-                    f"have happened: retry it with --key {idem} (the same key never does it twice)",
+                    f"{why}; the action may or may not have happened: retry it with --key {idem} "
+                    "(the same key never does it twice)",
                     "retry",
                 ) from None
-            out.note(f"connection lost; retrying once with the same key {idem}")
+            if attempt == 2:
+                raise Failed("cannot_connect", f"{why}; retry", "retry") from None
+            out.note(f"connection lost; resending once{f' with the same key {idem}' if call.is_action else ''}")
             await asyncio.sleep(0.2)
             client = await _connect(st.url, key)
     raise AssertionError("unreachable")
@@ -1132,8 +1132,11 @@ def _write_state(path: Path | None, seq: int) -> None:
     if path is None:
         return
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(f"{seq}\n")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(f"{seq}\n")
+        os.replace(tmp, path)
+    except OSError as e:
+        raise UsageError(f"cannot write state file {path}: {e.strerror or e}") from None
 
 
 async def _run_watch(st: Settings, ns: argparse.Namespace, out: Out) -> int:
@@ -1170,39 +1173,49 @@ async def _run_watch(st: Settings, ns: argparse.Namespace, out: Out) -> int:
             await asyncio.sleep(min(backoff, left() or backoff))
             backoff = min(backoff * 2, 5.0)
             continue
-        try:
-            async with ws:
-                connected_once, backoff = True, 0.2
-                args = {} if since is None else {"since": since}
+        async with ws:
+            backoff = 0.2
+            args = {} if since is None else {"since": since}
+            try:
                 await ws.send(json.dumps({"id": "watch", "op": "subscribe", "args": args}))
-                while True:
-                    try:
-                        frame = await asyncio.wait_for(ws.recv(), left())
-                    except asyncio.TimeoutError:
+            except (ConnectionClosed, OSError):
+                pass  # seen by recv below
+            subscribed = False
+            while True:
+                try:
+                    # --timeout counts from the subscription, not from start-up.
+                    frame = await asyncio.wait_for(ws.recv(), left() if subscribed else REPLY_TIMEOUT_S)
+                except asyncio.TimeoutError:
+                    if not subscribed:
+                        raise Failed("cannot_connect", f"no reply to subscribe from {st.url}", "retry") from None
+                    return 0
+                except (ConnectionClosed, OSError) as e:
+                    out.note(f"connection lost ({e}); resubscribing after seq {since}")
+                    break
+                msg = json.loads(frame)
+                if "event" in msg:
+                    if out.as_json:
+                        print(json.dumps(msg, ensure_ascii=False), flush=True)
+                    else:
+                        print("\n".join(render_event(msg)), flush=True)
+                    since = msg["seq"]
+                    _write_state(state, since)
+                    last = time.monotonic()
+                    seen += 1
+                    if ns.count is not None and seen >= ns.count:
                         return 0
-                    msg = json.loads(frame)
-                    if "event" in msg:
-                        if out.as_json:
-                            print(json.dumps(msg, ensure_ascii=False), flush=True)
-                        else:
-                            print("\n".join(render_event(msg)), flush=True)
-                        since = msg["seq"]
-                        _write_state(state, since)
+                elif msg.get("id") == "watch":
+                    if not msg.get("ok"):
+                        return out.error(msg.get("error") or {})
+                    if not connected_once:
                         last = time.monotonic()
-                        seen += 1
-                        if ns.count is not None and seen >= ns.count:
-                            return 0
-                    elif msg.get("id") == "watch":
-                        if not msg.get("ok"):
-                            return out.error(msg.get("error") or {})
-                        if since is None:
-                            # Nothing to replay: resume from the newest seq next time.
-                            since = msg["result"]["seq"]
-                            _write_state(state, since)
-                        out.note(f"subscribed; newest seq {msg['result']['seq']}, resuming after {since}")
-        except (ConnectionClosed, OSError) as e:
-            out.note(f"connection lost ({e}); resubscribing after seq {since}")
-            await asyncio.sleep(backoff)
+                    connected_once = subscribed = True
+                    if since is None:
+                        # Nothing to replay: resume from the newest seq next time.
+                        since = msg["result"]["seq"]
+                        _write_state(state, since)
+                    out.note(f"subscribed; newest seq {msg['result']['seq']}, resuming after {since}")
+        await asyncio.sleep(min(backoff, left() or backoff))
 
 
 async def _run(ns: argparse.Namespace, call: Call | None, out: Out) -> int:
@@ -1234,6 +1247,10 @@ def main(argv: list[str] | None = None) -> int:
         return out.error(e.error)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader of stdout went away (`kungfu watch | head`): stop quietly.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 
 from . import __version__
@@ -21,10 +20,15 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--data-dir", help="data directory (overrides the config)")
     s.add_argument("--listen", help="HOST:PORT to listen on; port 0 picks a free one")
     s.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR")
+    s.add_argument("--log-format", choices=("text", "json"), default="text", help="text for people, json for collectors")
     c = sub.add_parser("check", help="rebuild every derived index from the facts and report differences")
     c.add_argument("--config")
     c.add_argument("--data-dir")
     c.add_argument("--rebuild", action="store_true", help="write the rebuilt indexes (daemon must be stopped)")
+    b = sub.add_parser("backup", help="hot, consistent, compacted copy of the data directory's store")
+    b.add_argument("dest", help="an empty directory to write the backup into")
+    b.add_argument("--config")
+    b.add_argument("--data-dir")
     # --- mcp: stdio MCP server bridging to a running daemon (optional extra `mcp`) ---
     from .mcp_bridge import add_arguments as mcp_arguments  # does not import the MCP SDK
 
@@ -45,14 +49,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kungfud: {e}", file=sys.stderr)
         return 2
     if args.cmd == "serve":
-        logging.basicConfig(
-            level=getattr(logging, str(args.log_level).upper(), logging.INFO),
-            format="%(asctime)s %(levelname)s %(name)s %(message)s",
-            stream=sys.stderr,
-        )
         from .daemon import run
+        from .logs import setup
+
+        setup(str(args.log_level), args.log_format)
 
         return run(cfg)
+    if args.cmd == "backup":
+        from .backup import run_backup
+
+        return run_backup(cfg.data_dir, args.dest)
     from .store.check import run_check
 
     return run_check(cfg.data_dir, rebuild=args.rebuild, map_size_mb=cfg.storage.map_size_mb)

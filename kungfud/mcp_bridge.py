@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import msgspec
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
 
 from . import __version__
 from .client import Client, new_key
@@ -416,8 +417,6 @@ class Bridge:
         await self._drop(self._client)
 
     async def call(self, name: str, arguments: dict[str, Any] | None) -> Outcome:
-        from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
-
         tool = self.tools.get(name)
         if tool is None:
             return _failure("bad_request", f"unknown tool `{name}`; list the tools to see those offered", "revise")
@@ -429,10 +428,12 @@ class Bridge:
                 key = new_key()
         resp: dict | None = None
         problem = ""
+        sent = False
         for attempt in range(2):  # one reconnect; an action keeps its key, so a retry is safe (L3)
             c: Client | None = None
             try:
                 c = await self._connection()
+                sent = True
                 resp = await asyncio.wait_for(c.request(tool.op, args, key=key), self.timeout)
                 break
             except InvalidStatus as e:
@@ -453,11 +454,13 @@ class Bridge:
             log.warning("call %s failed (attempt %d): %s", tool.op, attempt + 1, problem)
         if resp is None:
             reason = f"kungfud bridge: no answer from the daemon at {self.url} ({problem})"
-            if tool.kind == "A":
+            if tool.kind == "A" and sent:
                 reason += (
                     f"; the action may or may not have been done: call again with idempotency_key "
                     f"{_json(key)} and the same arguments to find out without doing it twice"
                 )
+            elif tool.kind == "A":
+                reason += f"; the action was not sent (to stay retry-safe, call again with idempotency_key {_json(key)})"
             return _failure("unavailable", reason, "retry")
         if resp.get("ok"):
             result = resp.get("result")

@@ -1,13 +1,11 @@
 """Operations surface (issue 8.5): health check and Prometheus metrics on the
-daemon's port, backup and restore."""
+daemon's port, capacity limits, backup and restore, JSON logs."""
 
 import urllib.request
 
 import pytest
 
 from tests.e2e.helpers import agent_client
-
-
 
 
 def _http(daemon, path: str) -> tuple[int, str, str]:
@@ -64,3 +62,69 @@ async def test_L4_5_capacity_limits_reject_with_wait_and_no_effect(make_daemon):
     assert len((await a.read("thread.list", {}))["items"]) == 2
     for x in (a, b, c):
         await x.close()
+
+
+@pytest.mark.rules("L1-1", "L1-4")
+async def test_ops_backup_while_serving_restores_to_an_identical_checked_store(daemon, tmp_path):
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT, Daemon
+
+    c, _ = await agent_client(daemon.url, "backup")
+    made = [await c.act("memory.create", {"content": {"n": i}}) for i in range(20)]
+
+    async def writer() -> None:  # keep writing while the backup runs
+        for i in range(50):
+            await c.act("memory.create", {"content": {"later": i}})
+
+    import asyncio
+
+    task = asyncio.create_task(writer())
+    r = subprocess.run(
+        [sys.executable, "-m", "kungfud", "backup", str(tmp_path / "bk"), "--data-dir", str(daemon.data_dir)],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )
+    await task
+    assert r.returncode == 0, r.stderr
+    again = subprocess.run(
+        [sys.executable, "-m", "kungfud", "backup", str(tmp_path / "bk"), "--data-dir", str(daemon.data_dir)],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )
+    assert again.returncode != 0 and "already holds a backup" in again.stderr
+    await c.close()
+    # Restore = a data directory whose lmdb is the backup's; it passes check and serves.
+    check = subprocess.run(
+        [sys.executable, "-m", "kungfud", "check", "--data-dir", str(tmp_path / "bk")],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )
+    assert check.returncode == 0, check.stdout + check.stderr
+    restored = Daemon(tmp_path / "bk").start()
+    try:
+        agent_key = c.key
+        from kungfud.client import Client
+
+        async with await Client.connect(restored.url, agent_key) as again_c:
+            page = await again_c.read("memory.list", {"limit": 100})
+            ids = {m["memory"] for m in page["items"]}
+            assert {m["memory"] for m in made} <= ids  # everything acknowledged before the backup
+            got = await again_c.read("memory.get", {"memory": made[7]["memory"]})
+            assert got["content"] == {"n": 7}
+    finally:
+        restored.stop()
+
+
+def test_ops_json_logs_are_one_object_per_line_and_never_hold_the_admin_key(tmp_path):
+    import json as _json
+
+    from tests.conftest import Daemon
+
+    d = Daemon(tmp_path / "jl", extra=["--log-format", "json"]).start()
+    key = d.admin_key
+    d.terminate()
+    lines = [line for line in d.stderr_path.read_text().splitlines() if line.strip()]
+    assert lines, "the daemon logged nothing"
+    for line in lines:
+        record = _json.loads(line)
+        assert {"ts", "level", "logger", "msg"} <= set(record)
+    assert key not in d.stderr_path.read_text()
