@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import http
 import logging
+import threading
 import time
 from typing import Any
 
@@ -76,6 +77,9 @@ class Server:
         self._server: Any = None
         self.subscribers: dict[str, set[Conn]] = {}
         self.metrics = Metrics()
+        self._replies: list[tuple] = []
+        self._replies_lock = threading.Lock()
+        self._replies_scheduled = False
         self.max_pending_events = max_pending_events
 
     # --- lifecycle ---------------------------------------------------------
@@ -338,18 +342,31 @@ class Server:
             self._reject(conn, req_id, Rejection.rate_limited(f"too many failed joins; retry in {wait:.0f} s"))
             return
         conn.in_flight += 1
-        loop = self.loop
-        assert loop is not None
-        counts_failed_join = op == "thread.join" and caller is not None
-
+        joiner = caller if op == "thread.join" and caller is not None else None
         started = time.perf_counter()
 
         def reply(outcome: Outcome) -> None:  # any thread
-            loop.call_soon_threadsafe(
-                self._finish, conn, req_id, op, started, outcome, caller if counts_failed_join else None
-            )
+            self._reply_soon((conn, req_id, op, started, outcome, joiner))
 
         self.rt.submit(Job(op, caller, scope, req_hash, command, reply), actor_key)
+
+    def _reply_soon(self, item: tuple) -> None:
+        """Queue a finished action for the event loop. Replies arriving together
+        (a group commit answers many at once) wake the loop once."""
+        with self._replies_lock:
+            self._replies.append(item)
+            if self._replies_scheduled:
+                return
+            self._replies_scheduled = True
+        assert self.loop is not None
+        self.loop.call_soon_threadsafe(self._drain_replies)
+
+    def _drain_replies(self) -> None:
+        with self._replies_lock:
+            items, self._replies = self._replies, []
+            self._replies_scheduled = False
+        for item in items:
+            self._finish(*item)
 
     def _finish(
         self, conn: Conn, req_id: Any, op: str, started: float, outcome: Outcome, joiner: str | None = None
