@@ -1,0 +1,152 @@
+"""Scale benchmarks: ``turn`` with many open obligations, Task cycles, and the
+daemon's memory with many idle connections.
+
+    python bench/scale_bench.py [--obligations 10000] [--cycles-seconds 5] [--idle 10000]
+
+Prints JSON lines:
+- ``turn``: an agent with N open respond obligations (asked by N entries); p50/p99
+  of reading one page of 100, and of a full traversal;
+- ``task cycle``: take+deliver (one action) then judge, on 32 connections, cycles/s;
+- ``idle connections``: daemon RSS before and after opening K authenticated idle
+  connections (the process raises its open-files limit as far as allowed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from memory_create import HOST, _memory_kb, _register, _start, _stop  # noqa: E402
+from websockets.asyncio.client import connect  # noqa: E402
+
+from kungfud.client import Client  # noqa: E402
+
+
+def _pct(xs: list[float], q: float) -> float | None:
+    xs = sorted(xs)
+    return round(xs[min(len(xs) - 1, int(q * len(xs)))], 3) if xs else None
+
+
+async def turn_bench(url: str, keys: list[str], n: int) -> None:
+    asker = await Client.connect(url, keys[0])
+    owner = await Client.connect(url, keys[1])
+    third = await Client.connect(url, keys[2])
+    me = (await owner.read("agent.whoami", {}))["agent"]
+    t = (await asker.act("thread.create", {}))["thread"]
+    token = (await asker.act("thread.admit", {"thread": t}))["token"]
+    await owner.act("thread.join", {"token": token})
+    await third.act("thread.join", {"token": token})
+    for start in range(0, n, 50):
+        await asyncio.gather(*(asker.act("thread.post", {"thread": t, "ask": [me], "content": {"n": i}})
+                               for i in range(start, min(n, start + 50))))
+    page = []
+    for _ in range(200):
+        t0 = time.perf_counter()
+        r = await owner.read("turn", {"limit": 100})
+        page.append((time.perf_counter() - t0) * 1000)
+    assert len(r["items"]) == 100
+    full = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        cursor, seen = None, 0
+        while True:
+            r = await owner.read("turn", {"limit": 100, "cursor": cursor} if cursor else {"limit": 100})
+            seen += len(r["items"])
+            cursor = r["cursor"]
+            if cursor is None:
+                break
+        full.append((time.perf_counter() - t0) * 1000)
+    print(json.dumps({"bench": "turn", "obligations": seen, "page_100_p50_ms": _pct(page, 0.5),
+                      "page_100_p99_ms": _pct(page, 0.99), "full_traversal_ms": _pct(full, 0.5)}), flush=True)
+    for c in (asker, owner, third):
+        await c.close()
+
+
+async def task_cycles(url: str, keys: list[str], seconds: float) -> None:
+    author = await Client.connect(url, keys[0])
+    tk = (await author.act("task.create", {"audience": "open",
+                                           "contract": {"content": {"output": "x", "criteria": "y"}}}))["task"]
+    workers = [await Client.connect(url, k) for k in keys[3:35]]
+    lat: list[float] = []
+    end = time.perf_counter() + seconds
+
+    async def run(w: Client) -> None:
+        while time.perf_counter() < end:
+            t0 = time.perf_counter()
+            e = await w.act("task.take", {"task": tk, "deliver": {"content": {"answer": 1}}})
+            await author.act("task.judge", {"engagement": e["engagement"], "verdict": "adopt"})
+            lat.append((time.perf_counter() - t0) * 1000)
+
+    await asyncio.gather(*(run(w) for w in workers))
+    print(json.dumps({"bench": "task cycle (take+deliver, judge)", "connections": len(workers),
+                      "cycles_per_s": round(len(lat) / seconds, 1), "p50_ms": _pct(lat, 0.5), "p99_ms": _pct(lat, 0.99)}),
+          flush=True)
+    for c in (author, *workers):
+        await c.close()
+
+
+async def idle(url: str, key: str, pid: int, n: int) -> None:
+    before = _memory_kb(pid)["VmRSS"]
+    conns = []
+    try:
+        for i in range(n):
+            conns.append(await connect(url, compression=None, additional_headers={"Authorization": f"Bearer {key}"}))
+    except OSError as e:
+        print(json.dumps({"bench": "idle connections", "note": f"stopped at {len(conns)}: {e}"}), flush=True)
+    await asyncio.sleep(1.0)
+    after = _memory_kb(pid)["VmRSS"]
+    print(json.dumps({"bench": "idle connections", "connections": len(conns), "rss_before_kb": before,
+                      "rss_after_kb": after, "kb_per_connection": round((after - before) / max(1, len(conns)), 1)}),
+          flush=True)
+    for c in conns:
+        await c.close()
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--obligations", type=int, default=10000)
+    p.add_argument("--cycles-seconds", type=float, default=5.0)
+    p.add_argument("--idle", type=int, default=10000)
+    args = p.parse_args()
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = min(hard, args.idle + 1000)
+    if soft < want:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    tmp = tempfile.mkdtemp(prefix="kungfud-bench-")
+    cfg = os.path.join(tmp, "bench.toml")
+    with open(cfg, "w") as f:
+        f.write("[limits]\nactions_per_minute = 1000000000\n[server]\nmax_connections = 100000\n")
+    stderr = open(os.path.join(tmp, "daemon.stderr"), "wb")
+    daemon = None
+    try:
+        daemon, url = _start(
+            [sys.executable, "-m", "kungfud", "serve", "--data-dir", os.path.join(tmp, "data"),
+             "--listen", f"{HOST}:0", "--config", cfg, "--log-level", "WARNING"],
+            "kungfud listening on ", stderr)
+
+        async def run() -> None:
+            keys = await _register(url, 40)
+            await turn_bench(url, keys, args.obligations)
+            await task_cycles(url, keys, args.cycles_seconds)
+            await idle(url, keys[39], daemon.pid, args.idle)
+
+        asyncio.run(run())
+    finally:
+        if daemon is not None:
+            _stop(daemon)
+        stderr.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
