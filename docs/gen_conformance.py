@@ -39,6 +39,15 @@ NOT_TESTABLE = {
     "R11-6": "the specification's change process",
     "R11-7": "the specification's change process",
     "R12-2": "client-side behaviour (agents SHOULD treat content as data)",
+    "R10-1": "defines conformance; this statement is its application",
+    "R10.1-1": "about how claims are read; this statement names its profiles",
+    "R10.1-4": "profile definition (this statement claims it with the evidence below)",
+    "R10.1-5": "profile definition (this statement claims it with the evidence below)",
+    "R10.1-6": "profile definition (this statement claims it with the evidence below)",
+    "R10.2-8": "about what counts as evidence; every test here observes behaviour over the wire or the pure core",
+    "R10.3-2": "about reference implementations; kungfud is not one",
+    "R10.4-2": "kungfud ships no adapter to another implementation",
+    "R11-8": "documentation review: docs/decisions.md records choices only where the spec is silent",
 }
 
 
@@ -93,7 +102,11 @@ def render() -> str:
         "|---|---|",
         f"| Specification | Kungfu protocol {SPEC_VERSION} (v1.0 Release Candidate 1) |",
         f"| Implementation | kungfud {__version__} (commit: see `git log -1` of this file) |",
-        "| Profiles claimed | Memory, Thread, Task (the Full profile is claimed only when no rule below is unmet) |",
+        (
+            "| Profiles claimed | Full (Memory, Thread, Task, restricted Tasks, discovery of opportunities) |"
+            if not unmet
+            else "| Profiles claimed | Memory, Thread, Task — not Full: the rules listed below have no test yet (R10.1-2, R10.1-3) |"
+        ),
         f"| Rules | {len(rs)} in `spec/rules.md`: {len(met)} evidenced by tests, {len(untestable)} not black-box testable, {len(unmet)} without a test yet |",
         "| Evidence | the tests named below, run by `.ci/run` on every submission |",
         "",

@@ -362,7 +362,7 @@ async def test_wire_content_over_max_content_bytes_is_too_large_with_no_effect(m
         assert (await alice.act("memory.update", {"memory": m, "content": sized(10)}))["version"] == 2
 
 
-@pytest.mark.rules("L6-1", "L6-2", "L6-3", "L6-4", "R0-4", "R12-1")
+@pytest.mark.rules("L6-1", "L6-2", "L6-3", "L6-4", "R0-4", "R12-1", "R10.2-6")
 async def test_L6_content_that_imitates_structure_is_stored_verbatim_and_triggers_nothing(daemon):
     alice, bob = await _pair(daemon)
     async with alice, bob:
