@@ -7,6 +7,8 @@ Prints JSON lines:
 - ``turn``: an agent with N open respond obligations (asked by N entries); p50/p99
   of reading one page of 100, and of a full traversal;
 - ``task cycle``: take+deliver (one action) then judge, on 32 connections, cycles/s;
+- ``event delivery``: a post that asks a subscribed agent, to the ``turn`` event
+  arriving (and from the post's durable reply to the event);
 - ``idle connections``: daemon RSS before and after opening K authenticated idle
   connections (the process raises its open-files limit as far as allowed).
 """
@@ -95,6 +97,35 @@ async def task_cycles(url: str, keys: list[str], seconds: float) -> None:
         await c.close()
 
 
+async def event_latency(url: str, keys: list[str], n: int) -> None:
+    """Time from sending an action to its turn event reaching a subscriber, and
+    from the action's durable reply to the event (commit → push)."""
+    poster = await Client.connect(url, keys[35])
+    sub = await Client.connect(url, keys[36])
+    third = await Client.connect(url, keys[37])
+    me = (await sub.read("agent.whoami", {}))["agent"]
+    t = (await poster.act("thread.create", {}))["thread"]
+    token = (await poster.act("thread.admit", {"thread": t}))["token"]
+    await sub.act("thread.join", {"token": token})
+    await third.act("thread.join", {"token": token})
+    await sub.read("subscribe", {})
+    events = sub.events()
+    total, after_reply = [], []
+    for i in range(n):
+        t0 = time.perf_counter()
+        await poster.act("thread.post", {"thread": t, "ask": [me], "content": {"n": i}})
+        t1 = time.perf_counter()
+        await events.__anext__()
+        t2 = time.perf_counter()
+        total.append((t2 - t0) * 1000)
+        after_reply.append((t2 - t1) * 1000)
+    print(json.dumps({"bench": "event delivery", "events": n, "action_to_event_p50_ms": _pct(total, 0.5),
+                      "action_to_event_p99_ms": _pct(total, 0.99), "reply_to_event_p50_ms": _pct(after_reply, 0.5),
+                      "reply_to_event_p99_ms": _pct(after_reply, 0.99)}), flush=True)
+    for c in (poster, sub, third):
+        await c.close()
+
+
 async def idle(url: str, key: str, pid: int, n: int) -> None:
     before = _memory_kb(pid)["VmRSS"]
     conns = []
@@ -117,6 +148,7 @@ def main() -> None:
     p.add_argument("--obligations", type=int, default=10000)
     p.add_argument("--cycles-seconds", type=float, default=5.0)
     p.add_argument("--idle", type=int, default=10000)
+    p.add_argument("--events", type=int, default=1000)
     args = p.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     want = min(hard, args.idle + 1000)
@@ -138,6 +170,7 @@ def main() -> None:
             keys = await _register(url, 40)
             await turn_bench(url, keys, args.obligations)
             await task_cycles(url, keys, args.cycles_seconds)
+            await event_latency(url, keys, args.events)
             await idle(url, keys[39], daemon.pid, args.idle)
 
         asyncio.run(run())
