@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -15,6 +16,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# Every daemon log written during the session, scanned at the end for secrets.
+DAEMON_LOGS: list[Path] = []
+# Agent keys (kf_…) and admission tokens (kt_…) are 43 base64url characters.
+SECRET_SHAPE = re.compile(rb"k[ft]_[A-Za-z0-9_-]{43}")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -37,6 +43,7 @@ class Daemon:
         self.proc: subprocess.Popen | None = None
         self.url = ""
         self.stderr_path = data_dir.parent / f"{data_dir.name}.stderr"
+        DAEMON_LOGS.append(self.stderr_path)
 
     def start(self, listen: str = "127.0.0.1:0", timeout: float = 20.0) -> "Daemon":
         cmd = [sys.executable, "-m", "kungfud", "serve", "--data-dir", str(self.data_dir), "--listen", listen]
@@ -114,3 +121,16 @@ def make_daemon(tmp_path):
 
 def pytest_configure(config):
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """§12, issue 6.9: no daemon ever logs a key or a token. Every log of every
+    daemon the suite started is searched for anything shaped like a secret."""
+    leaks = []
+    for path in DAEMON_LOGS:
+        if path.exists():
+            for m in SECRET_SHAPE.finditer(path.read_bytes()):
+                leaks.append(f"{path}: {m.group()[:8]}…")
+    if leaks:
+        print("\nSECRETS FOUND IN DAEMON LOGS (§12):\n" + "\n".join(leaks[:20]))
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
