@@ -428,7 +428,7 @@ def _readable_id(text: str | bytes) -> ReqId | None:
         rid = obj.get("id")
         if isinstance(rid, bool):
             return None
-        if isinstance(rid, int) or (isinstance(rid, str) and len(rid) <= 64):
+        if (isinstance(rid, int) and -(2**63) <= rid < 2**63) or (isinstance(rid, str) and len(rid) <= 64):
             return rid
     return None
 
@@ -464,7 +464,40 @@ def decode_envelope(text: str | bytes) -> Envelope:
     return env
 
 
+MAX_DEPTH = 64  # nesting of arrays and objects inside `args`
+
+
+def _too_deep(raw: bytes, limit: int) -> bool:
+    """True if JSON text nests arrays/objects deeper than ``limit``. Cheap when
+    the text has few brackets; otherwise one pass that skips strings."""
+    if raw.count(b"[") + raw.count(b"{") <= limit:
+        return False
+    depth = 0
+    in_string = escaped = False
+    for byte in raw:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x5B, 0x7B):
+            depth += 1
+            if depth > limit:
+                return True
+        elif byte in (0x5D, 0x7D):
+            depth -= 1
+    return False
+
+
 def decode_args(env: Envelope) -> Any:
+    # A fixed limit, checked before anything recurses over the value, so the
+    # same request is accepted or refused the same way every time (L3-2).
+    if _too_deep(bytes(env.args), MAX_DEPTH):
+        raise FrameError(f"`args` nests arrays and objects deeper than {MAX_DEPTH} levels", env.id)
     try:
         return _args_decs[env.op].decode(env.args)
     except RecursionError:

@@ -39,6 +39,8 @@ __all__ = ["Server"]
 log = logging.getLogger("kungfud.server")
 
 _HELLO_HINT = Hint("hello", {"key": "<your agent key>"})
+OUTBOX_HIGH = 8 * 1024 * 1024  # stop reading a connection's frames above this backlog …
+OUTBOX_LOW = 2 * 1024 * 1024  # … until it drains below this
 _FAILED_JOIN = frozenset({"not_found", "forbidden", "conflict"})
 
 
@@ -50,7 +52,7 @@ def _event_frame(seq: int, event: bytes) -> bytes:
 class Conn:
     """Per-connection state, touched only on the event loop."""
 
-    __slots__ = ("ws", "agent", "in_flight", "outbox", "closed", "floor")
+    __slots__ = ("ws", "agent", "in_flight", "outbox", "closed", "floor", "pending_bytes", "writable")
 
     def __init__(self, ws: ServerConnection, agent: str | None):
         self.ws = ws
@@ -59,6 +61,13 @@ class Conn:
         self.outbox: asyncio.Queue[bytes] = asyncio.Queue()
         self.closed = False
         self.floor: int | None = None  # subscribed: live events must have seq > floor
+        # Bytes queued for this client but not yet handed to its socket. Above
+        # OUTBOX_HIGH the connection stops reading frames until the client
+        # catches up (below OUTBOX_LOW): a client that never reads costs a
+        # bounded amount of memory and is dropped by the send timeout.
+        self.pending_bytes = 0
+        self.writable = asyncio.Event()
+        self.writable.set()
 
 
 class Server:
@@ -165,10 +174,13 @@ class Server:
                     await ws.close(1003, "binary frames are not accepted; send JSON text frames")
                     break
                 self._on_frame(conn, message)
+                if conn.pending_bytes > OUTBOX_HIGH:
+                    await conn.writable.wait()  # backpressure: read nothing more until it reads
         except ConnectionClosed:
             pass
         finally:
             conn.closed = True
+            conn.writable.set()
             self.connections.discard(conn)
             self._unsubscribe(conn)
             sender.cancel()
@@ -179,14 +191,22 @@ class Server:
             while True:
                 data = await conn.outbox.get()
                 await asyncio.wait_for(ws.send(data.decode()), self.send_timeout_s)
+                conn.pending_bytes -= len(data)
+                if conn.pending_bytes < OUTBOX_LOW:
+                    conn.writable.set()
         except asyncio.TimeoutError:
             log.info("closing a connection that did not read its replies for %ss", self.send_timeout_s)
+            conn.closed = True
+            conn.writable.set()
             ws.transport.abort()
         except (ConnectionClosed, asyncio.CancelledError):
             pass
 
     def _send(self, conn: Conn, data: bytes) -> None:
         if not conn.closed:
+            conn.pending_bytes += len(data)
+            if conn.pending_bytes > OUTBOX_HIGH:
+                conn.writable.clear()
             conn.outbox.put_nowait(data)
 
     def _reject(self, conn: Conn, req_id: Any, rejection: Rejection) -> None:
