@@ -117,10 +117,8 @@ class Writer:
         # Called after a commit that added deadline rows, with the earliest one,
         # so the clock can wake for it.
         self.on_deadline = on_deadline
-        self._earliest_new_due: int | None = None
         # Called after each commit with the events it recorded (agent, seq, JSON).
         self.on_events = on_events
-        self._events: list[tuple[str, int, bytes]] = []
         self.max_batch = max_batch
         self._q: queue.SimpleQueue[Item | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="kungfud-writer", daemon=True)
@@ -168,38 +166,92 @@ class Writer:
                 return
 
     def _write_batch(self, batch: list[Item]) -> None:
+        """Fast path: every action straight into one batch transaction. Checks
+        happen before an action's first write, so a refused action writes
+        nothing; only a storage failure in the middle of an action's writes
+        (a full map, an injected fault) poisons the batch — then the batch is
+        aborted and written again with one nested transaction per action, the
+        action that failed refused without being retried."""
         env = self.store.env
+        try:
+            txn = env.begin(write=True)
+        except lmdb.Error as e:
+            self._fail_all(batch, e)
+            return
         outcomes: list[Outcome] = []
-        self._earliest_new_due = None
-        self._events = []
+        events: list[tuple[str, int, bytes]] = []
+        dues: list[int] = []
+        failed: tuple[int, BaseException] | None = None
+        try:
+            for i, item in enumerate(batch):
+                plan = self._plan_or_outcome(txn, item)
+                if not isinstance(plan, _Plan):
+                    outcomes.append(plan)
+                    continue
+                try:
+                    outcomes.append(self._execute(txn, plan))
+                except Exception as e:
+                    failed = (i, e)
+                    raise
+                events += plan.events
+                dues += plan.dues
+            if self._fault:
+                self._fault("commit")
+            txn.commit()
+        except Exception as e:
+            try:
+                txn.abort()
+            except Exception:
+                pass
+            if failed is None:  # the commit itself failed: nothing is durable
+                self._fail_all(batch, e)
+            else:
+                self._write_batch_isolated(batch, failed)
+            return
+        self._finish_batch(batch, outcomes, events, dues)
+
+    def _write_batch_isolated(self, batch: list[Item], failed: tuple[int, BaseException]) -> None:
+        env = self.store.env
+        bad, error = failed
+        if not isinstance(error, lmdb.Error) and not getattr(error, "injected", False):
+            log.error("unexpected error writing an action", exc_info=error)
+        outcomes: list[Outcome] = []
+        events: list[tuple[str, int, bytes]] = []
+        dues: list[int] = []
         try:
             txn = env.begin(write=True)
         except lmdb.Error as e:
             self._fail_all(batch, e)
             return
         try:
-            for item in batch:
-                outcomes.append(self._write_item(txn, item))
+            for i, item in enumerate(batch):
+                if i == bad:
+                    outcomes.append(Failed(Rejection.unavailable(_storage_reason(error))))
+                else:
+                    outcomes.append(self._write_item_nested(txn, item, events, dues))
             if self._fault:
                 self._fault("commit")
             txn.commit()
-        except Exception as e:  # commit failed (disk full, I/O error): nothing is durable
+        except Exception as e:
             try:
                 txn.abort()
             except Exception:
                 pass
             self._fail_all(batch, e)
             return
+        self._finish_batch(batch, outcomes, events, dues)
+
+    def _finish_batch(self, batch: list[Item], outcomes: list[Outcome], events: list, dues: list[int]) -> None:
         self.batches += 1
         self.items += len(batch)
-        if self._events and self.on_events is not None:
+        if events and self.on_events is not None:
             try:
-                self.on_events(self._events)
+                self.on_events(events)
             except Exception:
                 log.exception("event notification failed")
-        if self._earliest_new_due is not None and self.on_deadline is not None:
+        if dues and self.on_deadline is not None:
             try:
-                self.on_deadline(self._earliest_new_due)
+                self.on_deadline(min(dues))
             except Exception:
                 log.exception("deadline notification failed")
         for item, outcome in zip(batch, outcomes):
@@ -218,30 +270,41 @@ class Writer:
         except Exception:  # a reply path must never take the writer down
             log.exception("reporting an outcome failed")
 
-    def _write_item(self, parent: Any, item: Item) -> Outcome:
-        dbs = self.store.dbs
-        txn = self.store.env.begin(write=True, parent=parent)
-        events: list[tuple[str, int, bytes]] = []
+    def _plan_or_outcome(self, txn: Any, item: Item) -> "_Plan | Outcome":
         try:
-            outcome = self._apply_item(txn, dbs, item, events)
+            return self._plan(txn, self.store.dbs, item)
         except _Mismatch as m:
-            txn.abort()
             return m.outcome
+        except Exception:  # a bug in planning: nothing was written for this action
+            log.exception("unexpected error preparing an action")
+            return Failed(Rejection("internal", "the daemon failed on this request; nothing was written", "retry"))
+
+    def _write_item_nested(self, parent: Any, item: Item, events: list, dues: list[int]) -> Outcome:
+        txn = self.store.env.begin(write=True, parent=parent)
+        try:
+            plan = self._plan_or_outcome(txn, item)
+            if not isinstance(plan, _Plan):
+                txn.abort()
+                return plan
+            outcome = self._execute(txn, plan)
         except Exception as e:
             txn.abort()
             if not isinstance(e, lmdb.Error) and not getattr(e, "injected", False):
                 log.exception("unexpected error writing an action")
             return Failed(Rejection.unavailable(_storage_reason(e)))
         txn.commit()
-        self._events += events  # published only if the batch commits too
+        events += plan.events  # published only if the batch commits too
+        dues += plan.dues
         return outcome
 
-    def _apply_item(self, txn: Any, dbs: dict[str, Any], item: Item, events: list) -> Outcome:
-        fault = self._fault
+    def _plan(self, txn: Any, dbs: dict[str, Any], item: Item) -> "_Plan":
+        """Every check and every computed row of one action, writing nothing:
+        receipt (L3), deadline (B5), versions (L5), and the fold of its facts,
+        which must equal the decision's states (L1-1)."""
         if item.scope is not None:
             raw = txn.get(item.scope, db=dbs["receipts"])
             if raw is not None:
-                rec = msgspec.msgpack.decode(raw, type=Receipt)
+                rec = _receipt_dec.decode(raw)
                 if rec.req_hash == item.req_hash:
                     raise _Mismatch(Replayed(rec.result))
                 raise _Mismatch(Failed(mismatch()))
@@ -251,66 +314,100 @@ class Writer:
         old: dict[str, Any] = {}
         for obj, expected in item.expect.items():
             raw = txn.get(obj.encode(), db=dbs["objects"])
-            current, state = (0, None) if raw is None else decode_object(raw, state_type(obj))
-            if current != expected:
+            version, state = (0, None) if raw is None else decode_object(raw, state_type(obj))
+            if version != expected:
                 raise _Mismatch(Stale(obj))
             old[obj] = state
         raw_seq = txn.get(b"seq", db=dbs["meta"])
         seq = from_u64(raw_seq) if raw_seq else 0
+        plan = _Plan(item)
         touched: dict[str, int] = {}  # object -> facts of this action touching it
         current = dict(old)
         for fact in item.facts:
             seq += 1
-            if fault:
-                fault("log")
-            txn.put(u64(seq), encode_fact(fact), db=dbs["log"], overwrite=False)
             feed = Feed()
-            for obj in fact.objects():
+            objs = fact.objects()
+            for obj in objs:
                 touched[obj] = touched.get(obj, 0) + 1
-                txn.put(stream_key(obj, seq), b"", db=dbs["stream"])
                 before = current.get(obj)
                 current[obj] = after = apply_to(obj, before, fact)
                 feed.observe(obj, before, after, fact)
-            for db, key, value in fact_rows(fact, seq):
-                txn.put(key, value, db=dbs[db])
-            for agent, event in feed.rendered():
-                txn.put(event_key(agent, seq), _mp.encode([event]), db=dbs["events"])
-                events.append((agent, seq, event))
+            plan.facts.append((seq, fact, objs, list(fact_rows(fact, seq)), feed.rendered()))
         if touched.keys() != item.states.keys() or any(current[o] != item.states[o] for o in touched):
             # L1-1: what is stored is exactly the fold of the facts recorded.
             raise AssertionError(f"decision states disagree with the fold of its facts for {sorted(touched)}")
         for obj, n in touched.items():
-            if fault:
-                fault("objects")
             new_state = current[obj]
+            before_rows = set(state_rows(obj, old[obj]))
+            after_rows = set(state_rows(obj, new_state))
             # An object's version counts the facts that touched it, so a rebuild
             # from the log alone reproduces it.
-            txn.put(obj.encode(), encode_object(item.expect[obj] + n, new_state), db=dbs["objects"])
-            before = set(state_rows(obj, old[obj]))
-            after = set(state_rows(obj, new_state))
-            for db, key, _ in before - after:
-                if fault:
-                    fault("index")
-                txn.delete(key, db=dbs[db])
-            for db, key, value in after - before:
-                if fault:
-                    fault("index")
-                txn.put(key, value, db=dbs[db])
-                if db == "deadlines":
-                    due = from_u64(key[:8])
-                    self._earliest_new_due = due if self._earliest_new_due is None else min(due, self._earliest_new_due)
-        if item.facts:
-            txn.put(b"seq", u64(seq), db=dbs["meta"])
+            plan.objects.append(
+                (obj, encode_object(item.expect[obj] + n, new_state), before_rows - after_rows, after_rows - before_rows)
+            )
+            plan.dues += [from_u64(key[:8]) for db, key, _ in after_rows - before_rows if db == "deadlines"]
+        plan.seq = seq
         result = item.result
         if "seq" in result and result["seq"] is None:
             result = {**result, "seq": seq}
-        first = _json.encode(result)
+        plan.first = _json.encode(result)
         if item.scope is not None:
+            plan.receipt = _mp.encode(Receipt(item.req_hash, _json.encode(redact(result)), seq))
+        return plan
+
+    def _execute(self, txn: Any, plan: "_Plan") -> Outcome:
+        """Write a planned action. Only storage can fail here."""
+        dbs = self.store.dbs
+        fault = self._fault
+        for seq, fact, objs, rows, rendered in plan.facts:
+            if fault:
+                fault("log")
+            txn.put(u64(seq), encode_fact(fact), db=dbs["log"], overwrite=False)
+            for obj in objs:
+                txn.put(stream_key(obj, seq), b"", db=dbs["stream"])
+            for db, key, value in rows:
+                txn.put(key, value, db=dbs[db])
+            for agent, event in rendered:
+                txn.put(event_key(agent, seq), _mp.encode([event]), db=dbs["events"])
+                plan.events.append((agent, seq, event))
+        for obj, encoded, gone, added in plan.objects:
+            if fault:
+                fault("objects")
+            txn.put(obj.encode(), encoded, db=dbs["objects"])
+            for db, key, _ in gone:
+                if fault:
+                    fault("index")
+                txn.delete(key, db=dbs[db])
+            for db, key, value in added:
+                if fault:
+                    fault("index")
+                txn.put(key, value, db=dbs[db])
+        if plan.facts:
+            txn.put(b"seq", u64(plan.seq), db=dbs["meta"])
+        if plan.receipt is not None:
             if fault:
                 fault("receipt")
-            stored = _json.encode(redact(result))
-            txn.put(item.scope, _mp.encode(Receipt(item.req_hash, stored, seq)), db=dbs["receipts"])
-        return Committed(first, seq)
+            txn.put(plan.item.scope, plan.receipt, db=dbs["receipts"])
+        return Committed(plan.first, plan.seq)
+
+
+class _Plan:
+    """What one action will write, computed before any of it is written."""
+
+    __slots__ = ("item", "facts", "objects", "seq", "first", "receipt", "events", "dues")
+
+    def __init__(self, item: Item):
+        self.item = item
+        self.facts: list[tuple[int, Any, tuple[str, ...], list, list]] = []
+        self.objects: list[tuple[str, bytes, set, set]] = []
+        self.seq = 0
+        self.first = b""
+        self.receipt: bytes | None = None
+        self.events: list[tuple[str, int, bytes]] = []
+        self.dues: list[int] = []
+
+
+_receipt_dec = msgspec.msgpack.Decoder(Receipt)
 
 
 def mismatch() -> Rejection:
