@@ -122,7 +122,7 @@ class World:
         mine = [m for m in self.memories[a] if ("memory", m) not in self.busy]
         if mine:
             options.append((2, lambda a, k: self._memory_update(a, k, mine)))
-        if any(e for (e, who) in self.respond if who == a and ("resp", e, a) not in self.busy):
+        if self._handleable(a):
             options.append((2, self._handle))
         for op, states, who in (
             ("assignment.take", {"open"}, "to"),
@@ -182,8 +182,20 @@ class World:
             args["assign"] = {"to": self.ids[to], "content": {"criteria": f"criteria {key}"}}
         return Req(a, "thread.post", key, args)
 
+    def _handleable(self, a: int) -> list[int]:
+        """Entries ``a`` may handle now: neither its response nor the assignment
+        the entry carries is claimed by a request in flight (claims are a set,
+        so two requests must never hold the same one)."""
+        return sorted(
+            e
+            for (e, who) in self.respond
+            if who == a
+            and ("resp", e, a) not in self.busy
+            and (e not in self.entry_asg or ("asg", self.entry_asg[e]) not in self.busy)
+        )
+
     def _handle(self, a: int, key: str) -> Req:
-        e = self.rng.choice(sorted(e for (e, who) in self.respond if who == a and ("resp", e, a) not in self.busy))
+        e = self.rng.choice(self._handleable(a))
         args: dict[str, Any] = {"thread": self.thread, "entry": e}
         if self.rng.random() < 0.5:
             args["content"] = {"note": f"seen {key}"}
