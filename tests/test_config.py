@@ -1,0 +1,46 @@
+"""WIRE.md "Configuration": config/kungfud.toml documents every setting with its
+built-in default; the daemon needs no file; unknown keys are errors naming them."""
+
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from kungfud.config import Config, ConfigError, load
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _keys(struct: msgspec.Struct, prefix: str = "") -> set[str]:
+    out = set()
+    for name in struct.__struct_fields__:
+        value = getattr(struct, name)
+        if isinstance(value, msgspec.Struct):
+            out |= _keys(value, f"{prefix}{name}.")
+        else:
+            out.add(prefix + name)
+    return out
+
+
+def test_wire_config_example_file_lists_every_setting_with_its_default():
+    documented = load(str(ROOT / "config" / "kungfud.toml"))
+    assert documented == Config()  # every value shown is the built-in default
+    import tomllib
+
+    raw = tomllib.loads((ROOT / "config" / "kungfud.toml").read_text())
+    listed = {f"{section}.{key}" for section, table in raw.items() for key in table}
+    assert listed == _keys(Config())  # and every setting is listed
+
+
+def test_wire_config_unknown_key_is_an_error_naming_it(tmp_path):
+    f = tmp_path / "bad.toml"
+    f.write_text("[limits]\nactions_per_minutes = 5\n")
+    with pytest.raises(ConfigError, match="actions_per_minutes"):
+        load(str(f))
+
+
+def test_wire_config_flags_override_the_file(tmp_path):
+    f = tmp_path / "c.toml"
+    f.write_text('[server]\nlisten = "127.0.0.1:9999"\n[storage]\ndata_dir = "/nowhere"\n')
+    cfg = load(str(f), data_dir=str(tmp_path), listen="127.0.0.1:0")
+    assert cfg.listen_addr() == ("127.0.0.1", 0) and cfg.data_dir == str(tmp_path)
