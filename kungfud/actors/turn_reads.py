@@ -11,15 +11,14 @@ between pages are simply not there, and none that still exists is skipped
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import msgspec
 
-from ..core.clock import rfc3339
-from ..core.obligations import NEXT, Obligation
+from ..core.obligations import Obligation
 from ..core.thread import ThreadState
 from ..errors import Rejection
-from ..store.events import opportunity_item
+from ..store.events import opportunity_item, turn_item
 from ..store.store import View
 
 __all__ = ["turn", "opportunities", "SCAN_BUDGET"]
@@ -44,7 +43,14 @@ def _start(prefix: bytes, cursor: str | None) -> bytes | Rejection:
     return prefix + pos + b"\x00"  # the first key after the cursor's
 
 
-def turn(view: View, me: str, cursor: str | None, limit: int, now: int) -> dict | Rejection:
+def _page(
+    view: View, db: str, me: str, cursor: str | None, limit: int, item: Callable[[bytes, bytes], "dict | None"]
+) -> dict | Rejection:
+    """One page of the caller's rows of ``db``, in key order, from after the
+    cursor. ``item`` turns a row (key suffix, value) into an item or None (not
+    shown). The cursor is the last row examined, so rows that end between pages
+    are simply absent and none that still exists is skipped (R8-10); a page
+    examines at most SCAN_BUDGET rows (R8-13)."""
     prefix = me.encode() + b"\x00"
     start = _start(prefix, cursor)
     if isinstance(start, Rejection):
@@ -53,7 +59,7 @@ def turn(view: View, me: str, cursor: str | None, limit: int, now: int) -> dict 
     last: bytes | None = None
     scanned = 0
     more = False
-    with view.txn.cursor(db=view.dbs["obligations"]) as cur:
+    with view.txn.cursor(db=view.dbs[db]) as cur:
         if cur.set_range(start):
             for key, value in cur.iternext():
                 if not key.startswith(prefix):
@@ -63,52 +69,35 @@ def turn(view: View, me: str, cursor: str | None, limit: int, now: int) -> dict 
                     break
                 scanned += 1
                 last = key
-                ob = _ob_dec.decode(value)
-                if ob.due is not None and ob.due <= now:
-                    continue  # L4-3: the deadline won; its expiry fact is on its way
-                item: dict[str, Any] = {
-                    "obligation_id": ob.obligation_id,
-                    "obligation": ob.obligation,
-                    "ref": ob.ref,
-                    "created_at": rfc3339(ob.created_at),
-                }
-                if ob.due is not None:
-                    item["due"] = rfc3339(ob.due)
-                item["next"] = NEXT[ob.obligation]
-                items.append(item)
+                shown = item(key[len(prefix):], value)
+                if shown is not None:
+                    items.append(shown)
     return {"items": items, "cursor": last[len(prefix):].hex() if more and last is not None else None}
+
+
+def turn(view: View, me: str, cursor: str | None, limit: int, now: int) -> dict | Rejection:
+    def item(_: bytes, value: bytes) -> dict | None:
+        ob = _ob_dec.decode(value)
+        if ob.due is not None and ob.due <= now:
+            return None  # L4-3: the deadline won; its expiry fact is on its way
+        return turn_item(ob)
+
+    return _page(view, "obligations", me, cursor, limit, item)
 
 
 def opportunities(view: View, me: str, cursor: str | None, limit: int) -> dict | Rejection:
     """R8-3…R8-5, B24: untaken assignments addressed to the caller, while it is a
     member of their open Thread, and restricted Tasks naming it. They bind no one
     and are never in the turn."""
-    prefix = me.encode() + b"\x00"
-    start = _start(prefix, cursor)
-    if isinstance(start, Rejection):
-        return start
-    items: list[dict[str, Any]] = []
-    last: bytes | None = None
-    scanned = 0
-    more = False
-    with view.txn.cursor(db=view.dbs["opportunities"]) as cur:
-        if cur.set_range(start):
-            for key, value in cur.iternext():
-                if not key.startswith(prefix):
-                    break
-                if len(items) == limit or scanned == SCAN_BUDGET:
-                    more = True
-                    break
-                scanned += 1
-                last = key
-                ident = key[len(prefix):].decode()
-                if ident.startswith("tk_"):
-                    tk = view.state(ident)
-                    if tk is not None:
-                        items.append(opportunity_item(tk))
-                    continue
-                t: ThreadState | None = view.state(value.decode())
-                if t is None or me not in t.members or not t.open:
-                    continue
-                items.append(opportunity_item(view.state(ident)))
-    return {"items": items, "cursor": last[len(prefix):].hex() if more and last is not None else None}
+
+    def item(ident_raw: bytes, value: bytes) -> dict | None:
+        ident = ident_raw.decode()
+        if ident.startswith("tk_"):
+            tk = view.state(ident)
+            return None if tk is None else opportunity_item(tk)
+        t: ThreadState | None = view.state(value.decode())
+        if t is None or me not in t.members or not t.open:
+            return None
+        return opportunity_item(view.state(ident))
+
+    return _page(view, "opportunities", me, cursor, limit, item)

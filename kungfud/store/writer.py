@@ -172,63 +172,54 @@ class Writer:
         (a full map, an injected fault) poisons the batch — then the batch is
         aborted and written again with one nested transaction per action, the
         action that failed refused without being retried."""
-        env = self.store.env
-        try:
-            txn = env.begin(write=True)
-        except lmdb.Error as e:
-            self._fail_all(batch, e)
-            return
-        outcomes: list[Outcome] = []
-        events: list[tuple[str, int, bytes]] = []
-        dues: list[int] = []
-        failed: tuple[int, BaseException] | None = None
-        try:
-            for i, item in enumerate(batch):
-                plan = self._plan_or_outcome(txn, item)
-                if not isinstance(plan, _Plan):
-                    outcomes.append(plan)
-                    continue
-                try:
-                    outcomes.append(self._execute(txn, plan))
-                except Exception as e:
-                    failed = (i, e)
-                    raise
-                events += plan.events
-                dues += plan.dues
-            if self._fault:
-                self._fault("commit")
-            txn.commit()
-        except Exception as e:
-            try:
-                txn.abort()
-            except Exception:
-                pass
-            if failed is None:  # the commit itself failed: nothing is durable
-                self._fail_all(batch, e)
-            else:
-                self._write_batch_isolated(batch, failed)
-            return
-        self._finish_batch(batch, outcomes, events, dues)
+        failed: list[tuple[int, BaseException]] = []
 
-    def _write_batch_isolated(self, batch: list[Item], failed: tuple[int, BaseException]) -> None:
-        env = self.store.env
-        bad, error = failed
-        if not isinstance(error, lmdb.Error) and not getattr(error, "injected", False):
-            log.error("unexpected error writing an action", exc_info=error)
+        def direct(txn: Any, i: int, item: Item, events: list, dues: list[int]) -> Outcome:
+            plan = self._plan_or_outcome(txn, item)
+            if not isinstance(plan, _Plan):
+                return plan
+            try:
+                outcome = self._execute(txn, plan)
+            except Exception as e:
+                failed.append((i, e))
+                raise
+            events += plan.events
+            dues += plan.dues
+            return outcome
+
+        error = self._in_one_transaction(batch, direct)
+        if error is None:
+            return
+        if not failed:  # the commit itself failed: nothing is durable
+            self._fail_all(batch, error)
+            return
+        bad, cause = failed[0]
+        if not isinstance(cause, lmdb.Error) and not getattr(cause, "injected", False):
+            log.error("unexpected error writing an action", exc_info=cause)
+
+        def isolated(txn: Any, i: int, item: Item, events: list, dues: list[int]) -> Outcome:
+            if i == bad:
+                return Failed(Rejection.unavailable(_storage_reason(cause)))
+            return self._write_item_nested(txn, item, events, dues)
+
+        error = self._in_one_transaction(batch, isolated)
+        if error is not None:
+            self._fail_all(batch, error)
+
+    def _in_one_transaction(self, batch: list[Item], write: Callable[..., Outcome]) -> BaseException | None:
+        """Write ``batch`` with ``write`` in one transaction and commit (fsync);
+        report every outcome once durable. On failure nothing is written or
+        reported, and the error is returned."""
+        try:
+            txn = self.store.env.begin(write=True)
+        except lmdb.Error as e:
+            return e
         outcomes: list[Outcome] = []
         events: list[tuple[str, int, bytes]] = []
         dues: list[int] = []
         try:
-            txn = env.begin(write=True)
-        except lmdb.Error as e:
-            self._fail_all(batch, e)
-            return
-        try:
             for i, item in enumerate(batch):
-                if i == bad:
-                    outcomes.append(Failed(Rejection.unavailable(_storage_reason(error))))
-                else:
-                    outcomes.append(self._write_item_nested(txn, item, events, dues))
+                outcomes.append(write(txn, i, item, events, dues))
             if self._fault:
                 self._fault("commit")
             txn.commit()
@@ -237,9 +228,9 @@ class Writer:
                 txn.abort()
             except Exception:
                 pass
-            self._fail_all(batch, e)
-            return
+            return e
         self._finish_batch(batch, outcomes, events, dues)
+        return None
 
     def _finish_batch(self, batch: list[Item], outcomes: list[Outcome], events: list, dues: list[int]) -> None:
         self.batches += 1
