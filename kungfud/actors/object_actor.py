@@ -31,6 +31,7 @@ import pykka
 from ..core import assignment, engagement
 from ..errors import Rejection
 from ..store import Committed, Failed, Item, Outcome, Replayed, Stale
+from ..store.layout import encode_object
 from ..store.store import View
 from ..store.writer import mismatch
 from .ops import ACTIONS, DEADLINE, DEADLINE_TASK
@@ -93,12 +94,16 @@ class _Reads:
     """``ctx.get`` over one view and the actor's overlay, recording every version
     read (L5) and the earliest deadline among the Threads and Tasks read (B5)."""
 
-    __slots__ = ("view", "overlay", "expect", "states", "valid_until", "owners", "used_overlay")
+    __slots__ = ("view", "overlay", "expect", "assumed", "states", "valid_until", "owners", "used_overlay")
 
-    def __init__(self, view: View, overlay: dict[str, tuple[int, Any]] | None = None):
+    def __init__(self, view: View, overlay: dict[str, tuple[int, Any, bytes]] | None = None):
         self.view = view
         self.overlay = overlay or {}
         self.expect: dict[str, int] = {}
+        # Overlay objects read: the exact stored form the decision assumes. A
+        # version number alone is not enough: another actor can reach the same
+        # version with another state just as our own in-flight write fails.
+        self.assumed: dict[str, bytes] = {}
         self.states: dict[str, Any] = {}
         self.valid_until: int | None = None
         self.owners: list[str] = []  # Threads and Tasks read that have a running deadline
@@ -108,7 +113,9 @@ class _Reads:
         if obj in self.states:
             return self.states[obj]
         if obj in self.overlay:
-            version, state = self.overlay[obj]
+            entry = self.overlay[obj]
+            version, state = entry[0], entry[1]
+            self.assumed[obj] = entry[2]
             self.used_overlay = True
         else:
             try:
@@ -135,7 +142,7 @@ class ObjectActor(pykka.ThreadingActor):
         self.slot = slot
         self.owns_deadlines = key[:3] in _EXPIRY
         # Pipelining state; touched only on this actor's thread.
-        self.overlay: dict[str, tuple[int, Any]] = {}
+        self.overlay: dict[str, tuple[int, Any, bytes]] = {}  # obj -> (version, state, stored form)
         self.inflight = 0
         self.submitted = 0
         self.done = 0
@@ -208,10 +215,22 @@ class ObjectActor(pykka.ThreadingActor):
         keep = []
         for barrier, epoch, run, rejection in self.held:
             if self.done >= barrier and epoch == self.epoch:
-                self._reply(run, Failed(rejection))
+                self._reply(run, self._held_outcome(run, rejection))
             else:
                 keep.append((barrier, epoch, run, rejection))
         self.held = keep
+
+    def _held_outcome(self, run: _Run, rejection: Rejection) -> Outcome:
+        """A held rejection may have been decided while the first attempt of the
+        same request was in flight: once that committed, the answer is its
+        receipt (L3-2) or a mismatch (L3-3), not the rejection."""
+        job = run.job
+        if job is not None and job.scope is not None:
+            with self.runtime.store.read() as view:
+                rec = view.receipt(job.scope)
+            if rec is not None:
+                return Replayed(rec.result) if rec.req_hash == job.req_hash else Failed(mismatch())
+        return Failed(rejection)
 
     @staticmethod
     def _reply(run: _Run, outcome: Outcome) -> None:
@@ -230,7 +249,7 @@ class ObjectActor(pykka.ThreadingActor):
                 return
             decision = ACTIONS[op].decide(command(self.key), self.runtime.ctx(None, now, reads.get))
         if not isinstance(decision, Rejection):
-            self._submit(_Run(None), None, b"", decision, reads.expect, None)
+            self._submit(_Run(None), None, b"", decision, reads, None)
 
     def _run(self, run: _Run) -> None:
         job = run.job
@@ -274,18 +293,20 @@ class ObjectActor(pykka.ThreadingActor):
             return
         for obj in decision.states:
             reads.expect.setdefault(obj, 0)  # created by this action: must not exist yet
-        self._submit(run, job.scope, job.req_hash, decision, reads.expect, reads.valid_until)
+        self._submit(run, job.scope, job.req_hash, decision, reads, reads.valid_until)
 
     def _submit(
-        self, run: _Run, scope: bytes | None, req_hash: bytes, decision: Any, expect: dict[str, int], valid_until: int | None
+        self, run: _Run, scope: bytes | None, req_hash: bytes, decision: Any, reads: _Reads, valid_until: int | None
     ) -> None:
+        expect = reads.expect
         counts: dict[str, int] = {}
         for fact in decision.facts:
             for obj in fact.objects():
                 counts[obj] = counts.get(obj, 0) + 1
         versions = {obj: expect[obj] + n for obj, n in counts.items()}
         for obj, version in versions.items():
-            self.overlay[obj] = (version, decision.states[obj])
+            state = decision.states[obj]
+            self.overlay[obj] = (version, state, encode_object(version, state))
         self.inflight += 1
         self.submitted += 1
         ref = self.actor_ref
@@ -309,6 +330,7 @@ class ObjectActor(pykka.ThreadingActor):
                 result=decision.result,
                 done=finished,
                 valid_until=valid_until,
+                assumed=reads.assumed or None,
             )
         )
 

@@ -70,7 +70,7 @@ Outcome = Committed | Replayed | Stale | Failed
 class Item:
     """One action ready to write: its facts, new states and receipt."""
 
-    __slots__ = ("scope", "req_hash", "facts", "states", "expect", "result", "done", "valid_until")
+    __slots__ = ("scope", "req_hash", "facts", "states", "expect", "result", "done", "valid_until", "assumed")
 
     def __init__(
         self,
@@ -83,6 +83,7 @@ class Item:
         result: dict,
         done: Callable[[Outcome], None],
         valid_until: int | None = None,
+        assumed: dict[str, bytes] | None = None,
     ):
         self.scope = scope
         self.req_hash = req_hash
@@ -94,6 +95,9 @@ class Item:
         # B5: the write must happen before this instant (the earliest deadline
         # among the objects the decision read), else the action is decided again.
         self.valid_until = valid_until
+        # Objects the decision read from its actor's overlay of in-flight
+        # writes: the exact stored form it assumed (compared byte for byte).
+        self.assumed = assumed or {}
 
 
 class _Mismatch(Exception):
@@ -305,6 +309,9 @@ class Writer:
         old: dict[str, Any] = {}
         for obj, expected in item.expect.items():
             raw = txn.get(obj.encode(), db=dbs["objects"])
+            assumed = item.assumed.get(obj)
+            if assumed is not None and raw != assumed:
+                raise _Mismatch(Stale(obj))  # same version maybe, but not the state decided on
             version, state = (0, None) if raw is None else decode_object(raw, state_type(obj))
             if version != expected:
                 raise _Mismatch(Stale(obj))
