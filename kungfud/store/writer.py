@@ -117,6 +117,7 @@ class Writer:
         on_events: Callable[[list[tuple[str, int, bytes]]], None] | None = None,
     ):
         self.store = store
+        self._tx = _TxState(0)  # replaced at the start of every transaction
         self.clock = clock or (lambda: time.time_ns() // 1_000_000)
         # Called after a commit that added deadline rows, with the earliest one,
         # so the clock can wake for it.
@@ -187,6 +188,7 @@ class Writer:
             except Exception as e:
                 failed.append((i, e))
                 raise
+            self._advance(plan)
             events += plan.events
             dues += plan.dues
             return outcome
@@ -222,8 +224,12 @@ class Writer:
         events: list[tuple[str, int, bytes]] = []
         dues: list[int] = []
         try:
+            raw_seq = txn.get(b"seq", db=self.store.dbs["meta"])
+            self._tx = _TxState(from_u64(raw_seq) if raw_seq else 0)
             for i, item in enumerate(batch):
                 outcomes.append(write(txn, i, item, events, dues))
+            if self._tx.seq != self._tx.first_seq:
+                txn.put(b"seq", u64(self._tx.seq), db=self.store.dbs["meta"])
             if self._fault:
                 self._fault("commit")
             txn.commit()
@@ -288,6 +294,7 @@ class Writer:
                 log.exception("unexpected error writing an action")
             return Failed(Rejection.unavailable(_storage_reason(e)))
         txn.commit()
+        self._advance(plan)
         events += plan.events  # published only if the batch commits too
         dues += plan.dues
         return outcome
@@ -307,8 +314,10 @@ class Writer:
             # B5: a deadline the decision did not apply has come due; decide again.
             raise _Mismatch(Stale("deadline"))
         old: dict[str, Any] = {}
+        tx = self._tx
         for obj, expected in item.expect.items():
-            raw = txn.get(obj.encode(), db=dbs["objects"])
+            # Objects written earlier in this transaction are known; others are read.
+            raw = tx.written[obj] if obj in tx.written else txn.get(obj.encode(), db=dbs["objects"])
             assumed = item.assumed.get(obj)
             if assumed is not None and raw != assumed:
                 raise _Mismatch(Stale(obj))  # same version maybe, but not the state decided on
@@ -316,8 +325,7 @@ class Writer:
             if version != expected:
                 raise _Mismatch(Stale(obj))
             old[obj] = state
-        raw_seq = txn.get(b"seq", db=dbs["meta"])
-        seq = from_u64(raw_seq) if raw_seq else 0
+        seq = tx.seq
         plan = _Plan(item)
         touched: dict[str, int] = {}  # object -> facts of this action touching it
         current = dict(old)
@@ -353,6 +361,14 @@ class Writer:
             plan.receipt = _mp.encode(Receipt(item.req_hash, _json.encode(redact(result)), seq))
         return plan
 
+    def _advance(self, plan: "_Plan") -> None:
+        """Record a written action in the transaction state."""
+        tx = self._tx
+        if plan.facts:
+            tx.seq = plan.seq
+        for obj, encoded, _, _ in plan.objects:
+            tx.written[obj] = encoded
+
     def _execute(self, txn: Any, plan: "_Plan") -> Outcome:
         """Write a planned action. Only storage can fail here."""
         dbs = self.store.dbs
@@ -380,13 +396,24 @@ class Writer:
                 if fault:
                     fault("index")
                 txn.put(key, value, db=dbs[db])
-        if plan.facts:
-            txn.put(b"seq", u64(plan.seq), db=dbs["meta"])
         if plan.receipt is not None:
             if fault:
                 fault("receipt")
             txn.put(plan.item.scope, plan.receipt, db=dbs["receipts"])
         return Committed(plan.first, plan.seq)
+
+
+class _TxState:
+    """What the writer knows of the transaction it is writing: the sequence
+    counter (read once, written once at the end) and the stored form of every
+    object written so far (so later actions of the batch need not read them)."""
+
+    __slots__ = ("first_seq", "seq", "written")
+
+    def __init__(self, seq: int):
+        self.first_seq = seq
+        self.seq = seq
+        self.written: dict[str, bytes] = {}
 
 
 class _Plan:
