@@ -32,7 +32,7 @@ from .facts import (
 )
 from .obligations import ob_id
 from .pins import Pin, resolve_pin
-from .thread import ThreadState, may_speak, readable_thread
+from .thread import ThreadState, may_speak, member_thread, readable_thread
 
 if TYPE_CHECKING:
     from .context import Ctx
@@ -114,6 +114,18 @@ def _entry(ctx: "Ctx", state: ThreadState, n: int) -> tuple[EntryState | None, R
     if not 1 <= n <= state.entries:
         return None, Rejection.not_found("entry", f"{n} in thread {state.thread}")
     return ctx.get(entry_obj(state.thread, n)), None
+
+
+def _member_entry(
+    ctx: "Ctx", thread: str, n: int
+) -> tuple[ThreadState | None, EntryState | None, Rejection | None]:
+    """An active caller, a Thread it may read (R9-9) and entry ``n`` of it."""
+    state, r = member_thread(ctx, thread)
+    if r is not None:
+        return None, None, r
+    assert state is not None
+    entry, r = _entry(ctx, state, n)
+    return state, entry, r
 
 
 def decide_post(cmd: Post, ctx: "Ctx") -> Decision | Rejection:
@@ -203,17 +215,11 @@ def decide_post(cmd: Post, ctx: "Ctx") -> Decision | Rejection:
 
 def decide_handle(cmd: Handle, ctx: "Ctx") -> Decision | Rejection:
     """R6.3-16: a responder ends its pending response without posting."""
-    if (r := require_active(ctx)) is not None:
-        return r
-    assert ctx.caller is not None
-    me = ctx.caller.agent
-    state: ThreadState | None = ctx.get(cmd.thread)
-    if (r := readable_thread(state, cmd.thread, me)) is not None:
-        return r
-    assert state is not None
-    entry, r = _entry(ctx, state, cmd.entry)
+    state, entry, r = _member_entry(ctx, cmd.thread, cmd.entry)
     if r is not None:
         return r
+    assert state is not None and ctx.caller is not None
+    me = ctx.caller.agent
     if cmd.entry not in state.pending.get(me, []):
         return Rejection.conflict(f"you have no pending response to entry {cmd.entry} of thread {cmd.thread}")
     if cmd.note is not None and len(cmd.note) > ctx.limits.max_content_bytes:
@@ -226,18 +232,11 @@ def decide_handle(cmd: Handle, ctx: "Ctx") -> Decision | Rejection:
 def decide_retract(cmd: Retract, ctx: "Ctx") -> Decision | Rejection:
     """R6.3-18, R6.3-19: the entry's author, while a member (B13), ends every
     pending response the entry created; responses already given stand."""
-    if (r := require_active(ctx)) is not None:
-        return r
-    assert ctx.caller is not None
-    me = ctx.caller.agent
-    state: ThreadState | None = ctx.get(cmd.thread)
-    if (r := readable_thread(state, cmd.thread, me)) is not None:
-        return r
-    assert state is not None
-    entry, r = _entry(ctx, state, cmd.entry)
+    state, entry, r = _member_entry(ctx, cmd.thread, cmd.entry)
     if r is not None:
         return r
-    assert entry is not None
+    assert entry is not None and ctx.caller is not None
+    me = ctx.caller.agent
     if entry.author != me:
         return Rejection.forbidden(f"only the author of entry {cmd.entry} may retract its request (R6.3-18)")
     agents = [a for a, resp in entry.responses.items() if resp.state == "pending"]

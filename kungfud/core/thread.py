@@ -69,6 +69,7 @@ __all__ = [
     "may_speak",
     "readable_thread",
     "member_of",
+    "member_thread",
     "membership_end_facts",
     "close_facts",
     "decide_create",
@@ -206,7 +207,8 @@ def readable_thread(state: ThreadState | None, ident: str, reader: str) -> Rejec
     return None
 
 
-def _member_thread(ctx: "Ctx", thread: str) -> tuple[ThreadState | None, Rejection | None]:
+def member_thread(ctx: "Ctx", thread: str) -> tuple[ThreadState | None, Rejection | None]:
+    """An active caller (R4-1) and a Thread it may read (R9-9), or the rejection."""
     if (r := require_active(ctx)) is not None:
         return None, r
     assert ctx.caller is not None
@@ -218,7 +220,7 @@ def _member_thread(ctx: "Ctx", thread: str) -> tuple[ThreadState | None, Rejecti
 
 def _governing(ctx: "Ctx", thread: str, verb: str) -> tuple[ThreadState | None, Rejection | None]:
     """An open Thread whose caller is a governor (R6.2-17…R6.2-22, B16)."""
-    state, r = _member_thread(ctx, thread)
+    state, r = member_thread(ctx, thread)
     if r is not None:
         return None, r
     assert state is not None and ctx.caller is not None
@@ -395,7 +397,7 @@ def decide_leave(cmd: Leave, ctx: "Ctx") -> Decision | Rejection:
     """R6.2-1: a member may leave at any time — a sole governor of an open Thread
     hands over or closes first (R6.2-4, R6.2-5); leaving a closed one is allowed
     (R6.5-10)."""
-    state, r = _member_thread(ctx, cmd.thread)
+    state, r = member_thread(ctx, cmd.thread)
     if r is not None:
         return r
     assert state is not None and ctx.caller is not None
