@@ -76,16 +76,53 @@ def bootstrap_admin(rt: Runtime) -> str | None:
     return d.result["agent"]
 
 
+class InjectedFault(Exception):
+    """A storage failure injected for tests (``injected``: no traceback logged)."""
+
+    injected = True
+
+
+class NthCallFault:
+    """Test-only storage fault: the writer's fault hook raises at its Nth call
+    after arming (``KUNGFUD_FAULT_NTH=N``; unset in production). Every write path
+    passes the hook — each fact, object, index row, receipt and the commit — so
+    N = 1, 2, … walks a fault through all of them."""
+
+    def __init__(self, n: int):
+        self.n = n
+        self.calls = 0
+        self.armed = False
+
+    def arm(self) -> None:
+        self.armed = True
+
+    def __call__(self, point: str) -> None:
+        if not self.armed:
+            return
+        self.calls += 1
+        if self.calls == self.n:
+            log.warning("injecting a storage fault at call %d (%s)", self.n, point)
+            raise InjectedFault(f"injected storage fault at call {self.n} ({point})")
+
+
+def _fault_from_env() -> NthCallFault | None:
+    raw = os.environ.get("KUNGFUD_FAULT_NTH")
+    return NthCallFault(int(raw)) if raw and raw.isdigit() and int(raw) > 0 else None
+
+
 def run(cfg: Config) -> int:
     try:
         store = Store(cfg.data_dir, map_size_mb=cfg.storage.map_size_mb)
     except Exception as e:  # StoreLocked, permissions, lmdb errors
         print(f"kungfud: {e}", file=sys.stderr)
         return 2
-    rt = Runtime(store, limits_of(cfg))
+    fault = _fault_from_env()
+    rt = Runtime(store, limits_of(cfg), fault=fault)
     rt.start()
     try:
         admin = bootstrap_admin(rt)
+        if fault is not None:
+            fault.arm()  # faults hit client actions only, never the bootstrap
         if admin:
             log.info("created admin agent %s; its key is in %s", admin, os.path.join(cfg.data_dir, "admin.key"))
         return asyncio.run(_serve(rt, cfg))

@@ -36,8 +36,11 @@ def pytest_pyfunc_call(pyfuncitem):
 class Daemon:
     """A kungfud process on a data directory; restartable on the same directory."""
 
-    def __init__(self, data_dir: Path, config: Path | None = None, extra: list[str] | None = None):
+    def __init__(
+        self, data_dir: Path, config: Path | None = None, extra: list[str] | None = None, env: dict | None = None
+    ):
         self.data_dir = data_dir
+        self.env = env
         self.config = config
         self.extra = extra or []
         self.proc: subprocess.Popen | None = None
@@ -51,7 +54,10 @@ class Daemon:
             cmd += ["--config", str(self.config)]
         cmd += self.extra
         self._stderr = open(self.stderr_path, "ab")
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._stderr, cwd=ROOT, text=True)
+        self.proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=self._stderr, cwd=ROOT, text=True,
+            env=None if self.env is None else {**os.environ, **self.env},
+        )
         deadline = time.monotonic() + timeout
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()

@@ -44,6 +44,7 @@ class Runtime:
         clock: Callable[[], int] = wall_ms,
         idle_stop_s: float = 60.0,
         max_batch: int = 256,
+        fault: Callable[[str], None] | None = None,
     ):
         self.store = store
         self.limits = limits
@@ -53,7 +54,12 @@ class Runtime:
         self.registry = Registry(self, idle_stop_s=idle_stop_s)
         self.clock_thread = DeadlineClock(self)
         self.writer = Writer(
-            store, max_batch=max_batch, clock=clock, on_deadline=self.clock_thread.wake_for, on_events=self._publish
+            store,
+            max_batch=max_batch,
+            clock=clock,
+            on_deadline=self.clock_thread.wake_for,
+            on_events=self._publish,
+            fault=fault,  # tests only (storage fault injection)
         )
         # Set by the server: receives each commit's events (writer thread).
         self.event_sink: Callable[[list[tuple[str, int, bytes]]], None] | None = None
