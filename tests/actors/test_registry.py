@@ -1,0 +1,55 @@
+"""DESIGN.md "actors are virtual": an actor starts on first use from LMDB, stops
+after an idle period, and the next job starts a fresh one that sees everything
+committed (L1-1: its state is a cache of the facts)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from kungfud.actors import Job, Runtime
+from kungfud.core import memory
+from kungfud.daemon import bootstrap_admin
+from kungfud.store import Committed, Store
+from kungfud.store.layout import receipt_scope
+from kungfud.wire import MemoryCreateArgs, canonical_hash
+
+
+def _submit(rt: Runtime, agent: str, key: str, content: bytes) -> Committed:
+    done = threading.Event()
+    box: list = []
+    args = MemoryCreateArgs({"k": key})
+    job = Job(
+        "memory.create", agent, receipt_scope(agent, "memory.create", key), canonical_hash("memory.create", args),
+        memory.Create(content), lambda o: (box.append(o), done.set()),
+    )
+    rt.submit(job, agent)
+    assert done.wait(10), "no reply"
+    assert isinstance(box[0], Committed), box[0]
+    return box[0]
+
+
+@pytest.mark.rules("L1-1")
+def test_actors_start_on_demand_stop_when_idle_and_restart_from_the_store(tmp_path):
+    store = Store(str(tmp_path / "data"))
+    rt = Runtime(store, idle_stop_s=0.2)
+    rt.start()
+    try:
+        admin = bootstrap_admin(rt)
+        assert admin is not None and rt.registry.live() == 0  # nothing started before use
+        first = _submit(rt, admin, "k1", b'{"n":1}')
+        assert rt.registry.live() == 1
+        deadline = time.monotonic() + 10
+        while rt.registry.live() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert rt.registry.live() == 0, "the idle actor was not stopped"
+        second = _submit(rt, admin, "k2", b'{"n":2}')  # a fresh actor, started from LMDB
+        assert second.last_seq > first.last_seq
+        with store.read() as view:
+            listed = list(view.memories_of(admin, None))
+        assert len(listed) == 2
+    finally:
+        rt.stop()
+        store.close()
