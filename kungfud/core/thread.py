@@ -14,7 +14,7 @@ responder, non-terminal assignments), so its size does not grow with history.
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 import msgspec
 

@@ -29,7 +29,6 @@ from kungfud.core.engagement import EngagementState
 from kungfud.core.facts import (
     Contract,
     Decision,
-    EngagementConfirmed,
     EngagementExpired,
     EntryPosted,
     TaskAcceptingSet,

@@ -2,7 +2,7 @@
 
 import pytest
 
-from kungfud.client import Client, Rejected
+from kungfud.client import Rejected
 from tests.e2e.helpers import agent_client
 
 
