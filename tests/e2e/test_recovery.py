@@ -164,6 +164,23 @@ class Party:
         return await self.c.read(op, args or {})
 
 
+def _recover_in_a_new_process(url: str, key: str) -> list[tuple[str, str, dict]]:
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = (
+        "import asyncio, json, sys\n"
+        "from tests.e2e.test_recovery import recover\n"
+        "print(json.dumps(asyncio.run(recover(sys.argv[1], sys.argv[2]))))\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    r = subprocess.run([sys.executable, "-c", code, url, key], cwd=root, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return [tuple(x) for x in json.loads(r.stdout.strip().splitlines()[-1])]
+
+
 async def party(url: str, name: str) -> Party:
     agent, key = await register(url, name)
     return Party(agent, key, await Client.connect(url, key))
@@ -219,7 +236,8 @@ async def test_R8_17_R10_2_5_a_client_with_only_its_key_discharges_every_obligat
     daemon.restart()
     url = daemon.url
 
-    done = await recover(url, rex_key)
+    # A new process, a new connection, only the key (issue 5: client state thrown away entirely).
+    done = _recover_in_a_new_process(url, rex_key)
 
     # every obligation was discharged, of every kind, including the one that arose while away
     kinds = sorted((k, "task" in ref) for k, _, ref in done)
