@@ -1,4 +1,5 @@
-"""pykka actors: one per live object, activated on demand, stopped when idle.
+"""pykka actors: one per live Thread and Task, and a few shared by all agents
+(by a stable hash of the agent id), activated on demand, stopped when idle.
 
 An actor serializes the commands of its object (L5), decides them with the pure
 core against state read from one consistent LMDB view, and hands the result to

@@ -1,5 +1,5 @@
-"""The actor that owns one object: an Agent (its account and Memories), a Thread
-(everything inside it) or a Task (its contract and engagements).
+"""The actor that owns objects: a shard of agents (their accounts and Memories),
+a Thread (everything inside it) or a Task (its contract and engagements).
 
 Each job: open one LMDB view; if the object owns deadlines due now, record those
 expiries first (L4-3, DECISIONS.md B5); read the receipt; decide with the pure
