@@ -42,6 +42,7 @@ _HELLO_HINT = Hint("hello", {"key": "<your agent key>"})
 OUTBOX_HIGH = 8 * 1024 * 1024  # stop reading a connection's frames above this backlog …
 OUTBOX_LOW = 2 * 1024 * 1024  # … until it drains below this
 _FAILED_JOIN = frozenset({"not_found", "forbidden", "conflict"})
+_ALL = "*"  # the key of the daemon-wide failed-join window
 
 
 def _event_frame(seq: int, event: bytes) -> bytes:
@@ -82,6 +83,12 @@ class Server:
         self.actions_limit = SlidingWindow(config.limits.actions_per_minute, 60.0, time.monotonic)
         self.failed_joins = SlidingWindow(
             config.limits.failed_joins_per_window, float(config.limits.failed_join_window_s), time.monotonic
+        )
+        # Daemon-wide budget of failed joins (D25): an admission token names no
+        # Thread until it matches, so "per Thread" is enforced as one budget all
+        # Threads share, which bounds the guesses against any one of them too.
+        self.failed_joins_all = SlidingWindow(
+            config.limits.failed_joins_total_per_window, float(config.limits.failed_join_window_s), time.monotonic
         )
         self._server: Any = None
         self.subscribers: dict[str, set[Conn]] = {}
@@ -356,11 +363,20 @@ class Server:
                 ),
             )
             return
-        if op == "thread.join" and caller is not None and self.failed_joins.full(caller):
+        if op == "thread.join" and caller is not None:
             # §12 R12-7: after too many failed joins every join waits, valid token or not.
-            wait = self.failed_joins.retry_after(caller)
-            self._reject(conn, req_id, Rejection.rate_limited(f"too many failed joins; retry in {wait:.0f} s"))
-            return
+            if self.failed_joins.full(caller):
+                wait = self.failed_joins.retry_after(caller)
+                self._reject(conn, req_id, Rejection.rate_limited(f"too many failed joins; retry in {wait:.0f} s"))
+                return
+            if self.failed_joins_all.full(_ALL):
+                wait = self.failed_joins_all.retry_after(_ALL)
+                self._reject(
+                    conn,
+                    req_id,
+                    Rejection.rate_limited(f"too many failed joins on this daemon; retry in {wait:.0f} s"),
+                )
+                return
         conn.in_flight += 1
         joiner = caller if op == "thread.join" and caller is not None else None
         started = time.perf_counter()
@@ -395,6 +411,7 @@ class Server:
         self.metrics.latency((time.perf_counter() - started) * 1000)
         if joiner is not None and isinstance(outcome, Failed) and outcome.rejection.code in _FAILED_JOIN:
             self.failed_joins.hit(joiner)
+            self.failed_joins_all.hit(_ALL)
         if isinstance(outcome, Committed):
             self.metrics.action(op)
             self._send(conn, wire.encode_ok(req_id, outcome.result))

@@ -18,10 +18,13 @@ class SlidingWindow:
         self.window_s = window_s
         self.clock = clock
         self._hits: dict[str, collections.deque[float]] = {}
+        self._sweep_at = 1024
 
     def _prune(self, who: str) -> collections.deque[float]:
         q = self._hits.get(who)
         if q is None:
+            if len(self._hits) >= self._sweep_at:
+                self._sweep()
             q = self._hits[who] = collections.deque()
         horizon = self.clock() - self.window_s
         while q and q[0] <= horizon:
@@ -43,6 +46,16 @@ class SlidingWindow:
     def hit(self, who: str) -> None:
         """Count one event for ``who`` unconditionally."""
         self._prune(who).append(self.clock())
+
+    def _sweep(self) -> None:
+        """Forget whoever has no hit inside the window, so the table stays as
+        large as the set of recently active callers (connections come and go)."""
+        horizon = self.clock() - self.window_s
+        self._hits = {who: q for who, q in self._hits.items() if q and q[-1] > horizon}
+        self._sweep_at = max(1024, 2 * len(self._hits))
+
+    def __len__(self) -> int:
+        return len(self._hits)
 
     def retry_after(self, who: str) -> float:
         q = self._prune(who)

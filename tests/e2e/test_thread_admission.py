@@ -201,6 +201,34 @@ async def test_R12_7_failed_joins_are_rate_limited_even_with_a_valid_token(make_
     await close_all(a, b, c)
 
 
+@pytest.mark.rules("R12-7", "L4-5", "L4-6", "R12-9")
+async def test_R12_7_failed_joins_of_many_agents_share_a_daemon_wide_budget(make_daemon):
+    """D25: a guessed token names no Thread, so the per-Thread limit is one
+    budget every Thread shares; registering fresh agents does not get round it,
+    and the answer while it is spent is the same for a valid and an unknown token."""
+    d = make_daemon(
+        "[limits]\nfailed_joins_per_window = 2\nfailed_joins_total_per_window = 4\nfailed_join_window_s = 2\n"
+    )
+    a, b, c, e = await agents(d.url, "alice", "bob", "carol", "erin")
+    t = await new_thread(a)
+    grant = await a.act("thread.admit", {"thread": t})
+    for guesser in (b, c):  # each stays within its own limit of 2
+        for i in range(2):
+            await fails(guesser, "thread.join", {"token": f"kt_guess-{guesser.id}-{i}"}, "not_found")
+    last_failure = time.monotonic()
+    # erin has never failed, yet every join now waits, whatever the token
+    valid = await fails(e, "thread.join", {"token": grant["token"]}, "rate_limited")
+    unknown = await fails(e, "thread.join", {"token": "kt_guess-erin"}, "rate_limited")
+    assert valid["next"] == unknown["next"] == "wait"
+    assert valid["reason"] == unknown["reason"]
+    assert [m["agent"] for m in (await a.read("thread.get", {"thread": t}))["members"]] == [a.id]  # L4-6
+    # other actions are not affected
+    await a.act("thread.post", {"thread": t, "content": {"text": "still open"}})
+    await asyncio.sleep(max(0.0, last_failure + 2.3 - time.monotonic()))
+    assert (await e.act("thread.join", {"token": grant["token"]}))["existing"] is False
+    await close_all(a, b, c, e)
+
+
 @pytest.mark.rules("R6.1-3")
 async def test_R6_1_3_join_with_an_unknown_token_is_not_found(daemon):
     a, b = await agents(daemon.url, "alice", "bob")
