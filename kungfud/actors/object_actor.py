@@ -130,6 +130,17 @@ class _Reads:
         return state
 
 
+class _DoneBatch:
+    """A wake-up: outcomes are waiting in the actor's done box. The writer
+    reports a whole group commit at once; one message per actor per commit,
+    not one per action."""
+
+    __slots__ = ()
+
+
+_DONE_BATCH = _DoneBatch()
+
+
 def _unavailable(reason: str) -> Failed:
     return Failed(Rejection.unavailable(reason))
 
@@ -150,13 +161,27 @@ class ObjectActor(pykka.ThreadingActor):
         self.epoch = 0  # bumped at each drain: held rejections of an older epoch are re-decided
         self.deferred: collections.deque[Any] = collections.deque()
         self.held: list[tuple[int, int, _Run, Rejection]] = []  # (barrier, epoch, run, rejection)
+        # Outcomes from the writer thread, handed over in batches (_DoneBatch).
+        self._done_lock = threading.Lock()
+        self._done_box: list[_Done] = []
+        self._done_told = False
 
     # --- messages (all on the actor's own thread) ------------------------------
 
     def on_receive(self, message: Any) -> None:
+        if type(message) is list:  # jobs submitted together, handled in order
+            for job in message:
+                self.on_receive(job)
+            return
         self.slot.busy = True
         try:
-            if isinstance(message, _Done):
+            if message is _DONE_BATCH:
+                with self._done_lock:
+                    box, self._done_box = self._done_box, []
+                    self._done_told = False
+                for d in box:
+                    self._on_done(d)
+            elif isinstance(message, _Done):
                 self._on_done(message)
             elif self.draining:
                 self.deferred.append(message if isinstance(message, (Expire, _Run)) else _Run(message))
@@ -309,16 +334,11 @@ class ObjectActor(pykka.ThreadingActor):
             self.overlay[obj] = (version, state, encode_object(version, state))
         self.inflight += 1
         self.submitted += 1
-        ref = self.actor_ref
 
         def finished(outcome: Outcome) -> None:  # on the writer thread
             if not isinstance(outcome, Stale):
                 self._reply(run, outcome)  # the commit is durable: answer now
-            try:
-                ref.tell(_Done(run, outcome, versions))
-            except pykka.ActorDeadError:
-                if isinstance(outcome, Stale):
-                    self._reply(run, _unavailable("the daemon is shutting down; retry against the restarted daemon"))
+            self._post_done(_Done(run, outcome, versions))
 
         self.runtime.writer.submit(
             Item(
@@ -333,6 +353,25 @@ class ObjectActor(pykka.ThreadingActor):
                 assumed=reads.assumed or None,
             )
         )
+
+    def _post_done(self, d: _Done) -> None:
+        """Hand an outcome to this actor (writer thread): one wake-up message
+        carries every outcome that arrives before the actor takes them."""
+        with self._done_lock:
+            self._done_box.append(d)
+            if self._done_told:
+                return
+            self._done_told = True
+        try:
+            self.actor_ref.tell(_DONE_BATCH)
+        except pykka.ActorDeadError:
+            # Stopped (shutdown): nobody will decide these again.
+            with self._done_lock:
+                box, self._done_box = self._done_box, []
+                self._done_told = False
+            for lost in box:
+                if isinstance(lost.outcome, Stale):
+                    self._reply(lost.run, _unavailable("the daemon is shutting down; retry against the restarted daemon"))
 
     def _expire_other(self, owner: str, now: int) -> None:
         """Record the expiries of another Thread or Task due at ``now`` and wait

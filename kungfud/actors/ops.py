@@ -18,7 +18,9 @@ from ..core.facts import Decision
 from ..errors import Rejection
 from ..store.store import View
 
-__all__ = ["ActionSpec", "ACTIONS", "REGISTRAR", "DEADLINE", "DEADLINE_TASK", "agent_actor", "AGENT_SHARDS"]
+__all__ = [
+    "ActionSpec", "ACTIONS", "REGISTRAR", "DEADLINE", "DEADLINE_TASK", "agent_actor", "AGENT_SHARDS", "ROUTE_READS",
+]
 
 REGISTRAR = "ag_registrar"  # actor key serializing registrations (no agent yet)
 DEADLINE = "deadline"  # op name of a Thread's deadline jobs (no agent, no receipt)
@@ -109,3 +111,7 @@ ACTIONS: dict[str, ActionSpec] = {
     "task.judge": ActionSpec(_engagement, engagement.decide_judge),
     DEADLINE_TASK: ActionSpec(_task, engagement.decide_expire),
 }
+
+# Ops whose route reads the store (to find the owning Thread or Task); every
+# other route is a function of the command and caller alone.
+ROUTE_READS = frozenset(op for op, spec in ACTIONS.items() if spec.route in (_assignment, _engagement, _join))

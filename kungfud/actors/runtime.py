@@ -106,3 +106,11 @@ class Runtime:
     def submit(self, job: Job, actor_key: str) -> None:
         if not self.registry.tell(actor_key, job):
             job.reply(Failed(Rejection.unavailable("the daemon is shutting down; retry against the restarted daemon")))
+
+    def submit_many(self, jobs: list[Job], actor_key: str) -> None:
+        """Several jobs for one actor in one message (handled in this order)."""
+        if len(jobs) == 1:
+            self.submit(jobs[0], actor_key)
+        elif not self.registry.tell(actor_key, jobs):
+            for job in jobs:
+                job.reply(Failed(Rejection.unavailable("the daemon is shutting down; retry against the restarted daemon")))

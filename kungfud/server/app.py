@@ -19,10 +19,11 @@ from typing import Any
 import msgspec
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
+from websockets.protocol import State
 
 from .. import wire
 from ..actors import Job, Runtime
-from ..actors.ops import ACTIONS
+from ..actors.ops import ACTIONS, ROUTE_READS
 from ..config import Config
 from ..core.agent import key_hash
 from ..core.thread import token_hash as thread_token_hash
@@ -53,7 +54,7 @@ def _event_frame(seq: int, event: bytes) -> bytes:
 class Conn:
     """Per-connection state, touched only on the event loop."""
 
-    __slots__ = ("ws", "agent", "in_flight", "outbox", "closed", "floor", "pending_bytes", "writable")
+    __slots__ = ("ws", "agent", "in_flight", "outbox", "closed", "floor", "pending_bytes", "writable", "sending")
 
     def __init__(self, ws: ServerConnection, agent: str | None):
         self.ws = ws
@@ -69,6 +70,7 @@ class Conn:
         self.pending_bytes = 0
         self.writable = asyncio.Event()
         self.writable.set()
+        self.sending = False  # the sender task holds a frame it has not written yet
 
 
 class Server:
@@ -96,6 +98,8 @@ class Server:
         self._replies: list[tuple] = []
         self._replies_lock = threading.Lock()
         self._replies_scheduled = False
+        self._outgoing: dict[str, list[Job]] = {}  # jobs of this loop turn, by actor
+        self._flush_scheduled = False
         self.max_pending_events = max_pending_events
 
     # --- lifecycle ---------------------------------------------------------
@@ -197,7 +201,9 @@ class Server:
         try:
             while True:
                 data = await conn.outbox.get()
-                await asyncio.wait_for(ws.send(data.decode()), self.send_timeout_s)
+                conn.sending = True
+                await asyncio.wait_for(ws.send(data, text=True), self.send_timeout_s)
+                conn.sending = False
                 conn.pending_bytes -= len(data)
                 if conn.pending_bytes < OUTBOX_LOW:
                     conn.writable.set()
@@ -210,11 +216,20 @@ class Server:
             pass
 
     def _send(self, conn: Conn, data: bytes) -> None:
-        if not conn.closed:
-            conn.pending_bytes += len(data)
-            if conn.pending_bytes > OUTBOX_HIGH:
-                conn.writable.clear()
-            conn.outbox.put_nowait(data)
+        """Hand one frame to the client. While its socket keeps up, the frame is
+        written at once (no task switch); otherwise it waits its turn in the
+        connection's outbox, which its sender task drains with a send timeout."""
+        if conn.closed:
+            return
+        ws = conn.ws
+        if not conn.sending and not ws.paused and conn.outbox.empty() and ws.protocol.state is State.OPEN:
+            ws.protocol.send_text(data)
+            ws.send_data()
+            return
+        conn.pending_bytes += len(data)
+        if conn.pending_bytes > OUTBOX_HIGH:
+            conn.writable.clear()
+        conn.outbox.put_nowait(data)
 
     def _reject(self, conn: Conn, req_id: Any, rejection: Rejection) -> None:
         self.metrics.rejected(rejection.code)
@@ -337,23 +352,11 @@ class Server:
         scope = receipt_scope(caller, op, key)
         req_hash = wire.canonical_hash(op, args)
         command = to_command(op, args)
-        with self.rt.store.read() as view:
-            # Fast path: a replay answers from its receipt without an actor hop (L3-2).
-            rec = view.receipt(scope)
-            if rec is None:
-                if op == "thread.join":
-                    thread = view.thread_for_token(thread_token_hash(command.token))
-                    command = msgspec.structs.replace(command, thread=thread)
-                actor_key = ACTIONS[op].route(command, caller, view)
-        if rec is not None:
-            if rec.req_hash == req_hash:
-                self.metrics.replays += 1
-                self._send(conn, wire.encode_ok(req_id, rec.result, replayed=True))
-            else:
-                self._reject(conn, req_id, mismatch())
-            return
         limiter_key = caller if caller is not None else f"conn:{id(conn)}"
         if not self.actions_limit.allow(limiter_key):
+            # Replays are exempt from the limit (L4-5): answer one from its receipt.
+            if self._replay(conn, req_id, scope, req_hash):
+                return
             wait = self.actions_limit.retry_after(limiter_key)
             self._reject(
                 conn,
@@ -365,26 +368,70 @@ class Server:
             return
         if op == "thread.join" and caller is not None:
             # §12 R12-7: after too many failed joins every join waits, valid token or not.
-            if self.failed_joins.full(caller):
-                wait = self.failed_joins.retry_after(caller)
-                self._reject(conn, req_id, Rejection.rate_limited(f"too many failed joins; retry in {wait:.0f} s"))
+            limited = self.failed_joins.full(caller) or self.failed_joins_all.full(_ALL)
+            if limited and not self._replay(conn, req_id, scope, req_hash):
+                self.actions_limit.refund(limiter_key)
+                if self.failed_joins.full(caller):
+                    wait = self.failed_joins.retry_after(caller)
+                    reason = f"too many failed joins; retry in {wait:.0f} s"
+                else:
+                    wait = self.failed_joins_all.retry_after(_ALL)
+                    reason = f"too many failed joins on this daemon; retry in {wait:.0f} s"
+                self._reject(conn, req_id, Rejection.rate_limited(reason))
                 return
-            if self.failed_joins_all.full(_ALL):
-                wait = self.failed_joins_all.retry_after(_ALL)
-                self._reject(
-                    conn,
-                    req_id,
-                    Rejection.rate_limited(f"too many failed joins on this daemon; retry in {wait:.0f} s"),
-                )
+            if limited:
+                self.actions_limit.refund(limiter_key)
                 return
+        if op in ROUTE_READS:
+            with self.rt.store.read() as view:
+                if op == "thread.join":
+                    thread = view.thread_for_token(thread_token_hash(command.token))
+                    command = msgspec.structs.replace(command, thread=thread)
+                actor_key = ACTIONS[op].route(command, caller, view)
+        else:
+            # A replay is found by the owning actor, which reads the receipt
+            # before anything else (L3-2); the event loop reads nothing here.
+            actor_key = ACTIONS[op].route(command, caller, None)  # type: ignore[arg-type]
         conn.in_flight += 1
         joiner = caller if op == "thread.join" and caller is not None else None
         started = time.perf_counter()
 
         def reply(outcome: Outcome) -> None:  # any thread
-            self._reply_soon((conn, req_id, op, started, outcome, joiner))
+            self._reply_soon((conn, req_id, op, started, outcome, joiner, limiter_key))
 
-        self.rt.submit(Job(op, caller, scope, req_hash, command, reply), actor_key)
+        job = Job(op, caller, scope, req_hash, command, reply)
+        # Jobs of one loop turn go to their actors together: one wake-up per
+        # actor instead of one per job.
+        waiting = self._outgoing.get(actor_key)
+        if waiting is not None:
+            waiting.append(job)
+            return
+        self._outgoing[actor_key] = [job]
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush_jobs)
+
+    def _flush_jobs(self) -> None:
+        self._flush_scheduled = False
+        outgoing, self._outgoing = self._outgoing, {}
+        for actor_key, jobs in outgoing.items():
+            self.rt.submit_many(jobs, actor_key)
+
+    def _replay(self, conn: Conn, req_id: Any, scope: bytes | None, req_hash: bytes) -> bool:
+        """Answer a request whose receipt exists (its replay, or a mismatch);
+        False when there is none."""
+        if scope is None:
+            return False
+        with self.rt.store.read() as view:
+            rec = view.receipt(scope)
+        if rec is None:
+            return False
+        if rec.req_hash == req_hash:
+            self.metrics.replays += 1
+            self._send(conn, wire.encode_ok(req_id, rec.result, replayed=True))
+        else:
+            self._reject(conn, req_id, mismatch())
+        return True
 
     def _reply_soon(self, item: tuple) -> None:
         """Queue a finished action for the event loop. Replies arriving together
@@ -405,10 +452,18 @@ class Server:
             self._finish(*item)
 
     def _finish(
-        self, conn: Conn, req_id: Any, op: str, started: float, outcome: Outcome, joiner: str | None = None
+        self,
+        conn: Conn,
+        req_id: Any,
+        op: str,
+        started: float,
+        outcome: Outcome,
+        joiner: str | None = None,
+        limiter_key: str | None = None,
     ) -> None:
         conn.in_flight -= 1
-        self.metrics.latency((time.perf_counter() - started) * 1000)
+        if not isinstance(outcome, Replayed):  # the histogram is of actions decided
+            self.metrics.latency((time.perf_counter() - started) * 1000)
         if joiner is not None and isinstance(outcome, Failed) and outcome.rejection.code in _FAILED_JOIN:
             self.failed_joins.hit(joiner)
             self.failed_joins_all.hit(_ALL)
@@ -417,6 +472,9 @@ class Server:
             self._send(conn, wire.encode_ok(req_id, outcome.result))
         elif isinstance(outcome, Replayed):
             self.metrics.replays += 1
+            # Replays do not count against the action limit (L4-5).
+            if limiter_key is not None:
+                self.actions_limit.refund(limiter_key)
             self._send(conn, wire.encode_ok(req_id, outcome.result, replayed=True))
         elif isinstance(outcome, Failed):
             self._reject(conn, req_id, outcome.rejection)

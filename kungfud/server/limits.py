@@ -47,6 +47,13 @@ class SlidingWindow:
         """Count one event for ``who`` unconditionally."""
         self._prune(who).append(self.clock())
 
+    def refund(self, who: str) -> None:
+        """Take back the newest hit of ``who`` (a request that turned out to be
+        exempt, such as a replay)."""
+        q = self._hits.get(who)
+        if q:
+            q.pop()
+
     def _sweep(self) -> None:
         """Forget whoever has no hit inside the window, so the table stays as
         large as the set of recently active callers (connections come and go)."""

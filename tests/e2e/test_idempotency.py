@@ -284,3 +284,13 @@ async def test_L4_5_action_rate_limit_answers_wait_and_exempts_replays_and_reads
         assert again["ok"] is True and again["replayed"] is True and again["result"]["memory"] == made[0]
         assert (await alice.read("memory.get", {"memory": made[4]}))["content"] == {"i": 4}
         await bob.act("memory.create", {"content": {"bob": 1}})
+        # replays below the limit do not use it up either: bob replays his first
+        # action many times and still has his remaining four actions
+        bob_key = new_key()
+        first = await bob.act("memory.create", {"content": {"bob": 2}}, key=bob_key)
+        for _ in range(10):
+            r = await call(bob, "memory.create", {"content": {"bob": 2}}, key=bob_key)
+            assert r["ok"] is True and r["replayed"] is True and r["result"]["memory"] == first["memory"]
+        for i in range(3):
+            await bob.act("memory.create", {"content": {"bob": 3 + i}})
+        await rejected(bob, "memory.create", {"content": {"bob": 9}}, "rate_limited")
