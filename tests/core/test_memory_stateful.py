@@ -239,5 +239,5 @@ class MemoryAndAgentCore(RuleBasedStateMachine):
 def test_L1_1_R5_6_memory_and_agent_core_agree_with_a_model():
     run_state_machine_as_test(
         MemoryAndAgentCore,
-        settings=settings(max_examples=300, stateful_step_count=40, derandomize=True, deadline=None),
+        settings=settings(max_examples=2000, stateful_step_count=50, derandomize=True, deadline=None),
     )

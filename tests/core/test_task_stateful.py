@@ -367,5 +367,5 @@ class OneTask(RuleBasedStateMachine):
 )
 def test_one_task_against_a_model():
     run_state_machine_as_test(
-        OneTask, settings=settings(max_examples=200, stateful_step_count=40, derandomize=True, deadline=None)
+        OneTask, settings=settings(max_examples=2000, stateful_step_count=50, derandomize=True, deadline=None)
     )

@@ -593,5 +593,5 @@ class ThreadMachine(RuleBasedStateMachine):
         assert set(self.w.streams) == set(self.w.states)
 
 
-ThreadMachine.TestCase.settings = settings(max_examples=200, stateful_step_count=40, derandomize=True, deadline=None)
+ThreadMachine.TestCase.settings = settings(max_examples=2000, stateful_step_count=50, derandomize=True, deadline=None)
 TestThreadMachine = ThreadMachine.TestCase
