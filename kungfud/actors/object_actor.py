@@ -329,9 +329,11 @@ class ObjectActor(pykka.ThreadingActor):
             for obj in fact.objects():
                 counts[obj] = counts.get(obj, 0) + 1
         versions = {obj: expect[obj] + n for obj, n in counts.items()}
+        encoded = {}
         for obj, version in versions.items():
             state = decision.states[obj]
-            self.overlay[obj] = (version, state, encode_object(version, state))
+            encoded[obj] = stored = encode_object(version, state)
+            self.overlay[obj] = (version, state, stored)
         self.inflight += 1
         self.submitted += 1
 
@@ -351,6 +353,7 @@ class ObjectActor(pykka.ThreadingActor):
                 done=finished,
                 valid_until=valid_until,
                 assumed=reads.assumed or None,
+                encoded=encoded,
             )
         )
 

@@ -35,7 +35,7 @@ class ActionSpec(NamedTuple):
     decide: Decide
 
 
-AGENT_SHARDS = 8
+AGENT_SHARDS = 2
 
 
 def agent_actor(agent: str) -> str:

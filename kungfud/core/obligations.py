@@ -34,13 +34,24 @@ class Obligation(msgspec.Struct, frozen=True):
     due: int | None = None
 
 
-def of_state(obj: str, state: Any) -> list[Obligation]:
-    """The open obligations an object's state implies (ignoring deadlines that
-    passed but were not yet recorded: readers filter those out, L4-3)."""
+_TYPES: tuple[type, type, type] | None = None
+
+
+def _load_types() -> tuple[type, type, type]:
+    # Imported on first use: these modules import this one.
+    global _TYPES
     from .assignment import AssignmentState
     from .engagement import EngagementState
     from .entry import EntryState
 
+    _TYPES = (EntryState, AssignmentState, EngagementState)
+    return _TYPES
+
+
+def of_state(obj: str, state: Any) -> list[Obligation]:
+    """The open obligations an object's state implies (ignoring deadlines that
+    passed but were not yet recorded: readers filter those out, L4-3)."""
+    EntryState, AssignmentState, EngagementState = _TYPES or _load_types()
     if isinstance(state, EntryState):
         return [
             Obligation(

@@ -70,7 +70,7 @@ Outcome = Committed | Replayed | Stale | Failed
 class Item:
     """One action ready to write: its facts, new states and receipt."""
 
-    __slots__ = ("scope", "req_hash", "facts", "states", "expect", "result", "done", "valid_until", "assumed")
+    __slots__ = ("scope", "req_hash", "facts", "states", "expect", "result", "done", "valid_until", "assumed", "encoded")
 
     def __init__(
         self,
@@ -84,6 +84,7 @@ class Item:
         done: Callable[[Outcome], None],
         valid_until: int | None = None,
         assumed: dict[str, bytes] | None = None,
+        encoded: dict[str, bytes] | None = None,
     ):
         self.scope = scope
         self.req_hash = req_hash
@@ -98,6 +99,9 @@ class Item:
         # Objects the decision read from its actor's overlay of in-flight
         # writes: the exact stored form it assumed (compared byte for byte).
         self.assumed = assumed or {}
+        # The stored form of each new state as the decider encoded it (version
+        # included), if it did: equal bytes prove the fold check cheaply.
+        self.encoded = encoded
 
 
 class _Mismatch(Exception):
@@ -317,11 +321,15 @@ class Writer:
         tx = self._tx
         for obj, expected in item.expect.items():
             # Objects written earlier in this transaction are known; others are read.
-            raw = tx.written[obj] if obj in tx.written else txn.get(obj.encode(), db=dbs["objects"])
+            if obj in tx.written:
+                raw = tx.written[obj]
+                version, state = tx.decoded[obj]
+            else:
+                raw = txn.get(obj.encode(), db=dbs["objects"])
+                version, state = (0, None) if raw is None else decode_object(raw, state_type(obj))
             assumed = item.assumed.get(obj)
             if assumed is not None and raw != assumed:
                 raise _Mismatch(Stale(obj))  # same version maybe, but not the state decided on
-            version, state = (0, None) if raw is None else decode_object(raw, state_type(obj))
             if version != expected:
                 raise _Mismatch(Stale(obj))
             old[obj] = state
@@ -339,18 +347,21 @@ class Writer:
                 current[obj] = after = apply_to(obj, before, fact)
                 feed.observe(obj, before, after, fact)
             plan.facts.append((seq, fact, objs, list(fact_rows(fact, seq)), feed.rendered()))
-        if touched.keys() != item.states.keys() or any(current[o] != item.states[o] for o in touched):
-            # L1-1: what is stored is exactly the fold of the facts recorded.
+        if touched.keys() != item.states.keys():
             raise AssertionError(f"decision states disagree with the fold of its facts for {sorted(touched)}")
+        decided = item.encoded or {}
         for obj, n in touched.items():
             new_state = current[obj]
-            before_rows = set(state_rows(obj, old[obj]))
-            after_rows = set(state_rows(obj, new_state))
             # An object's version counts the facts that touched it, so a rebuild
             # from the log alone reproduces it.
-            plan.objects.append(
-                (obj, encode_object(item.expect[obj] + n, new_state), before_rows - after_rows, after_rows - before_rows)
-            )
+            version = item.expect[obj] + n
+            encoded = encode_object(version, new_state)
+            if encoded != decided.get(obj) and new_state != item.states[obj]:
+                # L1-1: what is stored is exactly the fold of the facts recorded.
+                raise AssertionError(f"decision states disagree with the fold of its facts for {obj}")
+            before_rows = set(state_rows(obj, old[obj]))
+            after_rows = set(state_rows(obj, new_state))
+            plan.objects.append((obj, encoded, before_rows - after_rows, after_rows - before_rows, version, new_state))
             plan.dues += [from_u64(key[:8]) for db, key, _ in after_rows - before_rows if db == "deadlines"]
         plan.seq = seq
         result = item.result
@@ -366,8 +377,9 @@ class Writer:
         tx = self._tx
         if plan.facts:
             tx.seq = plan.seq
-        for obj, encoded, _, _ in plan.objects:
+        for obj, encoded, _, _, version, state in plan.objects:
             tx.written[obj] = encoded
+            tx.decoded[obj] = (version, state)
 
     def _execute(self, txn: Any, plan: "_Plan") -> Outcome:
         """Write a planned action. Only storage can fail here."""
@@ -384,7 +396,7 @@ class Writer:
             for agent, event in rendered:
                 txn.put(event_key(agent, seq), _mp.encode([event]), db=dbs["events"])
                 plan.events.append((agent, seq, event))
-        for obj, encoded, gone, added in plan.objects:
+        for obj, encoded, gone, added, _, _ in plan.objects:
             if fault:
                 fault("objects")
             txn.put(obj.encode(), encoded, db=dbs["objects"])
@@ -408,12 +420,13 @@ class _TxState:
     counter (read once, written once at the end) and the stored form of every
     object written so far (so later actions of the batch need not read them)."""
 
-    __slots__ = ("first_seq", "seq", "written")
+    __slots__ = ("first_seq", "seq", "written", "decoded")
 
     def __init__(self, seq: int):
         self.first_seq = seq
         self.seq = seq
         self.written: dict[str, bytes] = {}
+        self.decoded: dict[str, tuple[int, Any]] = {}  # the same objects, decoded
 
 
 class _Plan:
@@ -424,7 +437,7 @@ class _Plan:
     def __init__(self, item: Item):
         self.item = item
         self.facts: list[tuple[int, Any, tuple[str, ...], list, list]] = []
-        self.objects: list[tuple[str, bytes, set, set]] = []
+        self.objects: list[tuple[str, bytes, set, set, int, Any]] = []  # (id, stored, rows gone, added, version, state)
         self.seq = 0
         self.first = b""
         self.receipt: bytes | None = None

@@ -350,3 +350,44 @@ def test_L2_1_filling_the_map_fails_the_item_that_overflows_and_smaller_items_st
         assert compare(store, expected_indexes(store)) == []
     finally:
         store.close()
+
+
+# --- L1-1: the writer stores only the fold of the facts it records ------------------
+
+
+@pytest.mark.rules("L1-1", "L2-1")
+@pytest.mark.parametrize("claimed", ["none", "honest", "lying"])
+def test_L1_1_the_writer_stores_only_the_fold_of_the_facts_it_records(store, claimed):
+    """The writer folds every action's facts itself. A decision carrying another
+    state is refused with nothing written (its batch-mate commits) unless the
+    stored bytes it claims are those of the fold — then the fold is what is
+    stored. Either way the store holds exactly the fold of its facts."""
+    import msgspec
+
+    from kungfud.store.layout import encode_object
+
+    ids = Ids()
+    alice = _agent(store, ids)
+    good = create_item(store, alice, ids, "good", _content(1))
+    bad = create_item(store, alice, ids, "bad", _content(2))
+    (mem,) = [o for o in bad.states if o.startswith("me_")]
+    fold = bad.states[mem]
+    honest = {o: encode_object(bad.expect.get(o, 0) + 1, s) for o, s in bad.states.items()}
+    forged = msgspec.structs.replace(fold, visibility="public")
+    bad.states = {**bad.states, mem: forged}
+    if claimed == "honest":  # the bytes of the true fold
+        bad.encoded = honest
+    elif claimed == "lying":  # bytes that match the forged state
+        bad.encoded = {**honest, mem: encode_object(1, forged)}
+    good_mem = next(o for o in good.states if o.startswith("me_"))
+    before = dump(store)
+    bad_out, good_out = commit(store, [bad, good])
+    assert _memory_of(good_out) == good_mem
+    with store.read() as view:
+        if claimed == "honest":
+            assert isinstance(bad_out, Committed), bad_out
+            assert view.obj(mem) == (1, fold)
+        else:
+            assert isinstance(bad_out, Failed) and bad_out.rejection.code == "internal", bad_out
+            assert view.receipt(bad.scope) is None and view.obj(mem) == (0, None)
+            assert _mentions(_new_rows(before, dump(store)), mem) == []
