@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import tomllib
-from typing import Annotated
+from typing import Annotated, Literal
 
 import msgspec
 
@@ -29,6 +29,9 @@ class ServerConfig(_Section, frozen=True):
     max_connections: Pos = 10_000
     max_in_flight: Pos = 64
     open_registration: bool = True
+    # "auto": uvloop where it is installed (a dependency on Linux and macOS), else
+    # asyncio's own loop; "uvloop" insists on it; "asyncio" never uses it.
+    event_loop: Literal["auto", "asyncio", "uvloop"] = "auto"
 
 
 def default_data_dir() -> str:

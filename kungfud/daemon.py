@@ -8,10 +8,11 @@ import os
 import signal
 import sys
 import threading
+from typing import Callable
 
 from .actors import Runtime
 from .actors.runtime import wall_ms
-from .config import Config
+from .config import Config, ConfigError
 from .core import agent
 from .core.context import Ctx, Limits
 from .core.facts import Decision
@@ -110,7 +111,30 @@ def _fault_from_env() -> NthCallFault | None:
     return NthCallFault(int(raw)) if raw and raw.isdigit() and int(raw) > 0 else None
 
 
+def _loop_factory(choice: str) -> tuple[Callable[[], asyncio.AbstractEventLoop] | None, str]:
+    """The event loop to serve on: uvloop when chosen or, with "auto", when it
+    is installed (it carries the same frames for less CPU: see
+    docs/performance.md); asyncio's own loop otherwise."""
+    if choice != "asyncio":
+        try:
+            import uvloop
+        except ImportError:
+            if choice == "uvloop":
+                raise ConfigError(
+                    "server.event_loop = \"uvloop\" but uvloop is not installed; "
+                    "install it (pip install uvloop) or choose \"auto\" or \"asyncio\""
+                ) from None
+        else:
+            return uvloop.new_event_loop, "uvloop"
+    return None, "asyncio"
+
+
 def run(cfg: Config) -> int:
+    try:
+        factory, loop_name = _loop_factory(cfg.server.event_loop)
+    except ConfigError as e:
+        print(f"kungfud: {e}", file=sys.stderr)
+        return 2
     try:
         store = Store(cfg.data_dir, map_size_mb=cfg.storage.map_size_mb)
     except Exception as e:  # StoreLocked, permissions, lmdb errors
@@ -125,7 +149,9 @@ def run(cfg: Config) -> int:
             fault.arm()  # faults hit client actions only, never the bootstrap
         if admin:
             log.info("created admin agent %s; its key is in %s", admin, os.path.join(cfg.data_dir, "admin.key"))
-        return asyncio.run(_serve(rt, cfg))
+        log.info("event loop: %s", loop_name)
+        with asyncio.Runner(loop_factory=factory) as runner:
+            return runner.run(_serve(rt, cfg))
     finally:
         rt.stop()
         store.close()

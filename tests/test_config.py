@@ -44,3 +44,18 @@ def test_wire_config_flags_override_the_file(tmp_path):
     f.write_text('[server]\nlisten = "127.0.0.1:9999"\n[storage]\ndata_dir = "/nowhere"\n')
     cfg = load(str(f), data_dir=str(tmp_path), listen="127.0.0.1:0")
     assert cfg.listen_addr() == ("127.0.0.1", 0) and cfg.data_dir == str(tmp_path)
+
+
+def test_event_loop_choice_falls_back_or_refuses_clearly_without_uvloop(monkeypatch):
+    """server.event_loop: "auto" serves on asyncio's loop when uvloop is not
+    installed; "uvloop" then refuses to start with a reason that says what to do."""
+    import sys
+
+    from kungfud.config import ConfigError
+    from kungfud.daemon import _loop_factory
+
+    assert _loop_factory("asyncio") == (None, "asyncio")
+    monkeypatch.setitem(sys.modules, "uvloop", None)  # import uvloop -> ImportError
+    assert _loop_factory("auto") == (None, "asyncio")
+    with pytest.raises(ConfigError, match="uvloop is not installed"):
+        _loop_factory("uvloop")

@@ -495,8 +495,9 @@ async def _stalled_subscriber(url: str, key: str) -> Any:
 
 
 @pytest.mark.rules("R8-20", "R8-21")
-async def test_R8_20_a_subscriber_that_stops_reading_is_closed_with_1008_and_no_one_else_waits(make_daemon):
-    d = make_daemon("[limits]\nactions_per_minute = 1000000\n")
+@pytest.mark.parametrize("event_loop", ["auto", "asyncio"])  # uvloop where installed, and asyncio's own
+async def test_R8_20_a_subscriber_that_stops_reading_is_closed_with_1008_and_no_one_else_waits(make_daemon, event_loop):
+    d = make_daemon(f'[server]\nevent_loop = "{event_loop}"\n[limits]\nactions_per_minute = 1000000\n')
     url = d.url
     a = await agent(url, "alice")
     x = await agent(url, "xavier")

@@ -139,13 +139,14 @@ RSS_GROWTH_MB = 256  # what a flood of unread replies may cost the daemon
 
 
 @pytest.mark.rules("R12-11")
-async def test_wire_a_client_that_floods_and_never_reads_is_dropped_without_slowing_others(make_daemon):
+@pytest.mark.parametrize("event_loop", ["auto", "asyncio"])  # uvloop where installed, and asyncio's own
+async def test_wire_a_client_that_floods_and_never_reads_is_dropped_without_slowing_others(make_daemon, event_loop):
     """A raw socket sends up to 12,000 ``memory.get`` of a 50 KB Memory as
     fast as the daemon takes them and never reads a byte. Expected: the daemon
     stops taking its frames or buffers a bounded amount for it (RSS growth at
     most 256 MB), another client is answered within 5 s throughout, and the
     flooder is disconnected (docs/wire.md: after 30 s without reading)."""
-    d = make_daemon(name="flood")
+    d = make_daemon(f'[server]\nevent_loop = "{event_loop}"\n', name="flood")
     owner, owner_key = await register(d.url, "owner")
     async with await Client.connect(d.url, owner_key) as c:
         memory = (await c.act("memory.create", {"content": {"blob": "b" * (REPLY_KB * 1000)}}))["memory"]
@@ -209,12 +210,15 @@ async def test_wire_a_client_that_floods_and_never_reads_is_dropped_without_slow
 
 
 @pytest.mark.rules("L4-5", "L4-6")
-async def test_wire_actions_beyond_the_in_flight_limit_while_not_reading_are_rate_limited(make_daemon):
+@pytest.mark.parametrize("event_loop", ["auto", "asyncio"])
+async def test_wire_actions_beyond_the_in_flight_limit_while_not_reading_are_rate_limited(make_daemon, event_loop):
     """A client pipelines 300 actions on one connection without reading, then
     reads: every request has exactly one reply; those beyond the per-connection
     in-flight limit (8 here) are ``rate_limited`` with ``next: wait`` and had no
     effect; the others took effect once."""
-    d = make_daemon("[server]\nmax_in_flight = 8\n[limits]\nactions_per_minute = 1000000\n", name="inflight")
+    d = make_daemon(
+        f'[server]\nmax_in_flight = 8\nevent_loop = "{event_loop}"\n[limits]\nactions_per_minute = 1000000\n', name="inflight"
+    )
     _, key = await register(d.url, "pipeliner")
     raw = await RawWS.connect(d.url, key)
     try:
