@@ -97,9 +97,40 @@ def _memory_kb(pid: int) -> dict[str, int]:
     with open(f"/proc/{pid}/status") as f:
         for line in f:
             key, _, value = line.partition(":")
-            if key in ("VmRSS", "VmHWM"):
+            if key in ("VmRSS", "VmHWM", "RssAnon"):
                 out[key] = int(value.split()[0])
     return out
+
+
+def cpu_snapshot(url: str) -> dict[str, float]:
+    """The daemon's CPU seconds by thread group and mode, from its /metrics
+    (``kungfud_thread_cpu_seconds``; Linux)."""
+    import urllib.request
+
+    http = url.replace("ws://", "http://", 1).rsplit("/", 1)[0] + "/metrics"
+    with urllib.request.urlopen(http, timeout=10) as r:
+        text = r.read().decode()
+    out = {"actions": 0.0}
+    for line in text.splitlines():
+        if line.startswith("kungfud_actions_total{"):
+            out["actions"] += float(line.rsplit(" ", 1)[1])
+        elif line.startswith("kungfud_thread_cpu_seconds{"):
+            labels, value = line.rsplit(" ", 1)
+            group = labels.split('group="')[1].split('"')[0]
+            mode = labels.split('mode="')[1].split('"')[0]
+            out[f"{group}_{mode}"] = float(value)
+    return out
+
+
+def cpu_per_action(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """Microseconds of daemon CPU per action taken between two snapshots, by
+    thread group and mode (an actor thread started in between counts from zero,
+    which is what it used)."""
+    actions = after["actions"] - before["actions"]
+    per = {k: round((after[k] - before.get(k, 0.0)) / max(1.0, actions) * 1e6, 1) for k in after if k != "actions"}
+    per = {k: v for k, v in per.items() if v > 0}
+    per["total"] = round(sum(per.values()), 1)
+    return per
 
 
 # --- the client pattern -------------------------------------------------------------
@@ -181,7 +212,10 @@ async def bench(args: argparse.Namespace, daemon_url: str, echo_url: str, keys: 
     for c in args.connections:
         rows = {}
         for target, url, ks in (("echo", echo_url, [None] * c), ("kungfud", daemon_url, keys[:c])):
+            before = cpu_snapshot(url) if target == "kungfud" else {}
             row = {"bench": "memory.create", "target": target, **await measure(url, ks, args.seconds, args.warmup, f"{target}{c}")}
+            if target == "kungfud":
+                row["cpu_us_per_action"] = cpu_per_action(before, cpu_snapshot(url))
             rows[target] = row
             print(json.dumps(row), flush=True)
         k, e = rows["kungfud"], rows["echo"]

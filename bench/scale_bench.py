@@ -10,7 +10,9 @@ Prints JSON lines:
 - ``event delivery``: a post that asks a subscribed agent, to the ``turn`` event
   arriving (and from the post's durable reply to the event);
 - ``idle connections``: daemon RSS before and after opening K authenticated idle
-  connections (the process raises its open-files limit as far as allowed).
+  connections (the process raises its open-files limit as far as allowed);
+- ``stored threads``: daemon RSS (total and anonymous) before and after creating
+  ``--stored-threads`` Threads (64 agents, 16 in flight each), and the rate.
 """
 
 from __future__ import annotations
@@ -143,12 +145,34 @@ async def idle(url: str, key: str, pid: int, n: int) -> None:
         await c.close()
 
 
+async def stored_threads(url: str, keys: list[str], pid: int, n: int) -> None:
+    before = _memory_kb(pid)
+    clients = [await Client.connect(url, k) for k in keys]
+    per = -(-n // len(clients))
+    t0 = time.perf_counter()
+
+    async def make(c: Client, count: int) -> None:
+        for start in range(0, count, 16):
+            await asyncio.gather(*(c.act("thread.create", {}) for _ in range(min(16, count - start))))
+
+    await asyncio.gather(*(make(c, min(per, n - i * per)) for i, c in enumerate(clients) if n - i * per > 0))
+    took = time.perf_counter() - t0
+    for c in clients:
+        await c.close()
+    await asyncio.sleep(1.0)
+    after = _memory_kb(pid)
+    print(json.dumps({"bench": "stored threads", "threads": n, "create_per_s": round(n / took, 1),
+                      "rss_before_kb": before["VmRSS"], "rss_after_kb": after["VmRSS"],
+                      "anon_before_kb": before["RssAnon"], "anon_after_kb": after["RssAnon"]}), flush=True)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--obligations", type=int, default=10000)
     p.add_argument("--cycles-seconds", type=float, default=5.0)
     p.add_argument("--idle", type=int, default=10000)
     p.add_argument("--events", type=int, default=1000)
+    p.add_argument("--stored-threads", type=int, default=100000)
     args = p.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     want = min(hard, args.idle + 1000)
@@ -167,11 +191,13 @@ def main() -> None:
             "kungfud listening on ", stderr)
 
         async def run() -> None:
-            keys = await _register(url, 40)
+            keys = await _register(url, 104)
             await turn_bench(url, keys, args.obligations)
             await task_cycles(url, keys, args.cycles_seconds)
             await event_latency(url, keys, args.events)
             await idle(url, keys[39], daemon.pid, args.idle)
+            if args.stored_threads:
+                await stored_threads(url, keys[40:104], daemon.pid, args.stored_threads)
 
         asyncio.run(run())
     finally:

@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from memory_create import HOST, _memory_kb, _register, _start, _stop, measure  # noqa: E402
+from memory_create import HOST, _memory_kb, _register, _start, _stop, cpu_per_action, cpu_snapshot, measure  # noqa: E402
 
 from kungfud.client import Client  # noqa: E402
 from kungfud.core.clock import parse_rfc3339  # noqa: E402
@@ -59,7 +59,9 @@ async def busy_thread(url: str, echo_url: str, keys: list[str], seconds: float) 
     thread = await _setup_thread(url, keys[:64])
     post = lambda c, n: {"thread": thread, "content": {"text": "bench", "n": n}}  # noqa: E731
     echo = await measure(echo_url, [None] * 64, seconds, 0.5, "echo-post", "thread.post", post)
+    before = cpu_snapshot(url)
     kf = await measure(url, keys[:64], seconds, 0.5, "busy", "thread.post", post)
+    kf["cpu_us_per_action"] = cpu_per_action(before, cpu_snapshot(url))
     print(json.dumps({"bench": "thread.post", "target": "echo", **echo}), flush=True)
     print(json.dumps({"bench": "thread.post one thread", "target": "kungfud", **kf}), flush=True)
     print(json.dumps({"bench": "thread.post one thread", "ratio": "kungfud/echo",

@@ -8,6 +8,7 @@ built once.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from typing import Annotated, Any, Literal, NamedTuple
 
@@ -542,6 +543,4 @@ def encode(obj: Any) -> bytes:
 
 def canonical_hash(op: str, args: Any) -> bytes:
     """DECISIONS.md B6: same request = same op and equal canonical args."""
-    import hashlib
-
     return hashlib.sha256(op.encode() + b"\x00" + _sorted_enc.encode(args)).digest()

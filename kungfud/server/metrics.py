@@ -5,6 +5,8 @@ read when scraped."""
 from __future__ import annotations
 
 import bisect
+import os
+import threading
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -13,6 +15,32 @@ if TYPE_CHECKING:
 __all__ = ["Metrics", "BUCKETS_MS"]
 
 BUCKETS_MS = (0.5, 1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000)
+
+
+_GROUPS = {"MainThread": "event_loop", "kungfud-writer": "writer", "kungfud-clock": "clock", "kungfud-reaper": "reaper"}
+
+
+def thread_cpu_seconds() -> dict[tuple[str, str], float]:
+    """CPU seconds used so far by the daemon's live threads, by group (event
+    loop, writer, actors, clock, reaper) and mode (user, system), from
+    /proc/self/task (Linux; empty elsewhere). Where the time goes under load
+    (docs/performance.md)."""
+    try:
+        tick = float(os.sysconf("SC_CLK_TCK"))
+    except (ValueError, OSError, AttributeError):
+        return {}
+    out: dict[tuple[str, str], float] = {}
+    for t in threading.enumerate():
+        try:
+            with open(f"/proc/self/task/{t.native_id}/stat") as f:
+                raw = f.read()
+        except OSError:
+            continue
+        fields = raw[raw.rindex(")") + 2 :].split()
+        group = _GROUPS.get(t.name) or ("actors" if t.name.startswith("ObjectActor") else "other")
+        for mode, value in (("user", fields[11]), ("system", fields[12])):
+            out[(group, mode)] = out.get((group, mode), 0.0) + int(value) / tick
+    return out
 
 
 class Metrics:
@@ -109,5 +137,9 @@ class Metrics:
             "# HELP kungfud_live_actors Actors currently running.",
             "# TYPE kungfud_live_actors gauge",
             f"kungfud_live_actors {rt.registry.live()}",
+            "# HELP kungfud_thread_cpu_seconds CPU seconds used by the live threads of each group.",
+            "# TYPE kungfud_thread_cpu_seconds gauge",
         ]
+        for (group, mode), seconds in sorted(thread_cpu_seconds().items()):
+            out.append(f'kungfud_thread_cpu_seconds{{group="{group}",mode="{mode}"}} {seconds:.2f}')
         return "\n".join(out) + "\n"

@@ -1,6 +1,7 @@
 """Operations surface (issue 8.5): health check and Prometheus metrics on the
 daemon's port, capacity limits, backup and restore, JSON logs."""
 
+import sys
 import urllib.request
 
 import pytest
@@ -37,6 +38,11 @@ async def test_ops_metrics_count_actions_rejections_replays_and_gauges(daemon):
     assert lines["kungfud_action_latency_ms_count"] == 2  # register + create; replays are not in the histogram
     assert lines['kungfud_action_latency_ms_bucket{le="+Inf"}'] == 2
     assert 0 < lines["kungfud_lmdb_map_used_bytes"] < lines["kungfud_lmdb_map_size_bytes"]
+    if sys.platform == "linux":  # where the CPU goes, per thread group (docs/operations.md)
+        groups = {k for k in lines if k.startswith("kungfud_thread_cpu_seconds{")}
+        for group in ("event_loop", "writer", "actors"):
+            assert f'kungfud_thread_cpu_seconds{{group="{group}",mode="user"}}' in groups, groups
+        assert all(lines[k] >= 0 for k in groups)
     # admin bootstrap + register + memory.create: three facts.
     assert lines["kungfud_facts_total"] == 3
     await c.close()
