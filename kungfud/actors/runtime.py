@@ -3,6 +3,7 @@ the one entry point the server calls for actions."""
 
 from __future__ import annotations
 
+import os
 import secrets
 import threading
 import time
@@ -51,6 +52,7 @@ class Runtime:
         self.clock = clock
         self._id_lock = threading.Lock()
         self._last_id: dict[str, tuple[int, int]] = {}
+        self._entropy, self._entropy_at = b"", 0
         self.registry = Registry(self, idle_stop_s=idle_stop_s)
         self.clock_thread = DeadlineClock(self)
         self.writer = Writer(
@@ -89,9 +91,18 @@ class Runtime:
             if last is not None and last[0] >= now:
                 now, rand = last[0], last[1] + 1
             else:
-                rand = secrets.randbits(79)  # headroom to count up within a millisecond
+                rand = self._random_bits() >> 1  # 79 bits: headroom to count up within a millisecond
             self._last_id[prefix] = (now, rand)
         return time_ordered(prefix, now, rand)
+
+    def _random_bits(self) -> int:
+        """80 random bits from the OS, read 4 KiB at a time (one syscall per
+        ~400 ids instead of one per id). Caller holds ``_id_lock``."""
+        if self._entropy_at + 10 > len(self._entropy):
+            self._entropy, self._entropy_at = os.urandom(4000), 0
+        at = self._entropy_at
+        self._entropy_at = at + 10
+        return int.from_bytes(self._entropy[at : at + 10], "big")
 
     @staticmethod
     def new_secret() -> str:

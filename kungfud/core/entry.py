@@ -32,7 +32,7 @@ from .facts import (
 )
 from .obligations import ob_id
 from .pins import Pin, resolve_pin
-from .thread import ThreadState, may_speak, member_thread, readable_thread
+from .thread import SPEAKING, ThreadState, may_speak, member_thread, readable_thread
 
 if TYPE_CHECKING:
     from .context import Ctx
@@ -104,7 +104,12 @@ def responders_for(
         # 2. replying to another member's entry: its author, or nobody if that
         # author can no longer speak (demoted, left, removed, deactivated; B11)
         return [reply_to_author] if may_speak(state, reply_to_author) else []
-    speakers = [a for a in state.members if may_speak(state, a)]
+    speakers = []  # stops at a third: a broadcast costs the same in a Thread of any size
+    for agent, member in state.members.items():
+        if member.role in SPEAKING:
+            speakers.append(agent)
+            if len(speakers) > 2:
+                return []  # 4. a broadcast
     if len(speakers) == 2 and author in speakers:  # 3. exactly two who may speak
         return [a for a in speakers if a != author]
     return []  # 4. a broadcast

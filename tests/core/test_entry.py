@@ -519,3 +519,23 @@ def test_R9_10_own_pins_stay_readable_and_others_only_while_valid_and_public(w):
     assert pin_content(view, w.alice, theirs, 1) is not None
     w.withdraw(w.bob, theirs)
     assert pin_content(view, w.alice, theirs, 1) is None
+
+
+@pytest.mark.rules("R6.3-6")
+@pytest.mark.parametrize(
+    ("speakers", "expected"),
+    [(["a1", "a2"], ["a2"]), (["a1", "a2", "a3"], []), (["a1"], []), (["a2", "a3"], [])],
+)
+def test_R6_3_6_the_two_speaker_rule_counts_speakers_among_many_observers(speakers, expected):
+    """Rule 3 (exactly two who may speak: the other one responds) holds however
+    many observers the Thread has, and wherever the speakers sit among them."""
+    from kungfud.core.thread import Member, ThreadState
+
+    members = {f"o{i}": Member("observer", i, None) for i in range(500)}
+    for i, agent in enumerate(speakers):
+        members[agent] = Member("speaker", 1000 + i, None)
+    members.update({f"p{i}": Member("observer", 2000 + i, None) for i in range(500)})
+    state = ThreadState("th_x", "a1", 0, "open", members, None, 0, {}, {})
+    assert entry_core.responders_for(state, "a1", None, None) == expected
+    # an ask and a reply to another speaker still come first
+    assert entry_core.responders_for(state, "a1", None, ["o3"]) == ["o3"]
