@@ -1,0 +1,43 @@
+"""Run the whole benchmark suite, one benchmark after another, printing every
+figure as a JSON line (issue 7: one command).
+
+    python bench/all.py [--quick]
+
+``--quick`` shortens every measurement (for a smoke run; the figures are then
+noisier). Each benchmark starts its own daemon on a temporary data directory and
+its own echo server; see bench/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+SUITE = [
+    ("memory_create.py", [], ["--seconds", "1"]),
+    ("thread_bench.py", ["--history", "10,10000,100000"], ["--seconds", "1", "--history", "10,1000", "--deadlines", "100"]),
+    ("scale_bench.py", [], ["--obligations", "1000", "--cycles-seconds", "1", "--idle", "1000", "--stored-threads", "5000", "--events", "100"]),
+]
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="short measurements (smoke run)")
+    args = p.parse_args()
+    failed = []
+    for script, full, quick in SUITE:
+        rc = subprocess.call([sys.executable, str(HERE / script), *(quick if args.quick else full)])
+        if rc != 0:
+            failed.append(script)
+    if failed:
+        print(f"bench: failed: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
