@@ -223,8 +223,12 @@ class Server:
             return
         ws = conn.ws
         if not conn.sending and not ws.paused and conn.outbox.empty() and ws.protocol.state is State.OPEN:
-            ws.protocol.send_text(data)
-            ws.send_data()
+            try:
+                ws.protocol.send_text(data)
+                ws.send_data()
+            except Exception:  # the socket went away under us (uvloop raises on a closed transport)
+                conn.closed = True
+                conn.writable.set()
             return
         conn.pending_bytes += len(data)
         if conn.pending_bytes > OUTBOX_HIGH:
@@ -449,7 +453,10 @@ class Server:
             items, self._replies = self._replies, []
             self._replies_scheduled = False
         for item in items:
-            self._finish(*item)
+            try:
+                self._finish(*item)
+            except Exception:  # one connection's failure never costs another its reply
+                log.exception("delivering a reply failed")
 
     def _finish(
         self,
