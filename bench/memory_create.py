@@ -24,7 +24,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator, NamedTuple
 
 import msgspec
 from websockets.asyncio.client import connect
@@ -90,6 +92,46 @@ def _stop(proc: subprocess.Popen) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(5)
+
+
+class Bench(NamedTuple):
+    daemon: subprocess.Popen
+    url: str
+    echo_url: str | None
+    data_dir: str
+
+
+@contextmanager
+def bench_daemon(extra_config: str = "", *, echo: bool = False, prefix: str = "kungfud-bench-") -> Iterator[Bench]:
+    """A fresh daemon (``python -m kungfud serve``) on a temporary data directory
+    and, with ``echo``, the echo server in its own process, both on 127.0.0.1
+    only; both stopped and the directory deleted on exit. The per-agent action
+    limit (default 1200/min would cap one sequential connection at 20/s) is
+    raised: the benchmarks measure the daemon, not the limiter."""
+    tmp = tempfile.mkdtemp(prefix=prefix)
+    cfg = os.path.join(tmp, "bench.toml")
+    with open(cfg, "w") as f:
+        f.write("[limits]\nactions_per_minute = 1000000000\n" + extra_config)
+    data_dir = os.path.join(tmp, "data")
+    stderr = open(os.path.join(tmp, "daemon.stderr"), "wb")
+    daemon = echo_proc = None
+    try:
+        daemon, url = _start(
+            [sys.executable, "-m", "kungfud", "serve", "--data-dir", data_dir,
+             "--listen", f"{HOST}:0", "--config", cfg, "--log-level", "WARNING"],
+            "kungfud listening on ",
+            stderr,
+        )
+        echo_url = None
+        if echo:
+            echo_proc, echo_url = _start([sys.executable, str(Path(__file__).resolve()), "--echo-server"], "echo listening on ", None)
+        yield Bench(daemon, url, echo_url, data_dir)
+    finally:
+        for proc in (echo_proc, daemon):
+            if proc is not None:
+                _stop(proc)
+        stderr.close()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _memory_kb(pid: int) -> dict[str, int]:
@@ -252,33 +294,11 @@ def main() -> None:
     if not 0 < args.seconds <= 600 or not 0 <= args.warmup <= 60 or not all(0 < c <= 1000 for c in args.connections):
         p.error("--seconds must be in (0, 600], --warmup in [0, 60], connection counts in 1..1000")
 
-    tmp = tempfile.mkdtemp(prefix="kungfud-bench-")
-    cfg = os.path.join(tmp, "bench.toml")
-    with open(cfg, "w") as f:
-        # The per-agent action limit (default 1200/min) would cap one sequential
-        # connection at 20/s; the benchmark measures the daemon, not the limiter.
-        f.write("[limits]\nactions_per_minute = 1000000000\n")
-    stderr = open(os.path.join(tmp, "daemon.stderr"), "wb")
-    daemon = echo = None
-    try:
-        daemon, daemon_url = _start(
-            [sys.executable, "-m", "kungfud", "serve", "--data-dir", os.path.join(tmp, "data"),
-             "--listen", f"{HOST}:0", "--config", cfg, "--log-level", "WARNING"],
-            "kungfud listening on ",
-            stderr,
-        )
-        echo, echo_url = _start([sys.executable, str(Path(__file__).resolve()), "--echo-server"], "echo listening on ", None)
-        keys = asyncio.run(_register(daemon_url, max(args.connections)))
-        asyncio.run(bench(args, daemon_url, echo_url, keys))
-        mem = _memory_kb(daemon.pid)
+    with bench_daemon(echo=True) as b:
+        keys = asyncio.run(_register(b.url, max(args.connections)))
+        asyncio.run(bench(args, b.url, b.echo_url, keys))
+        mem = _memory_kb(b.daemon.pid)
         print(json.dumps({"bench": "memory.create", "daemon_rss_kb": mem["VmRSS"], "daemon_peak_rss_kb": mem["VmHWM"]}), flush=True)
-    finally:
-        for proc in (echo, daemon):
-            if proc is not None:
-                _stop(proc)
-        stderr.close()
-        shutil.rmtree(tmp, ignore_errors=True)
-
 
 if __name__ == "__main__":
     main()

@@ -20,17 +20,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import resource
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from memory_create import HOST, _memory_kb, _register, _start, _stop  # noqa: E402
+from memory_create import _memory_kb, _register, bench_daemon  # noqa: E402
 from websockets.asyncio.client import connect  # noqa: E402
 
 from kungfud.client import Client  # noqa: E402
@@ -178,34 +175,19 @@ def main() -> None:
     want = min(hard, args.idle + 1000)
     if soft < want:
         resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
-    tmp = tempfile.mkdtemp(prefix="kungfud-bench-")
-    cfg = os.path.join(tmp, "bench.toml")
-    with open(cfg, "w") as f:
-        f.write("[limits]\nactions_per_minute = 1000000000\n[server]\nmax_connections = 100000\n")
-    stderr = open(os.path.join(tmp, "daemon.stderr"), "wb")
-    daemon = None
-    try:
-        daemon, url = _start(
-            [sys.executable, "-m", "kungfud", "serve", "--data-dir", os.path.join(tmp, "data"),
-             "--listen", f"{HOST}:0", "--config", cfg, "--log-level", "WARNING"],
-            "kungfud listening on ", stderr)
+    with bench_daemon("[server]\nmax_connections = 100000\n") as b:
+        url = b.url
 
         async def run() -> None:
             keys = await _register(url, 104)
             await turn_bench(url, keys, args.obligations)
             await task_cycles(url, keys, args.cycles_seconds)
             await event_latency(url, keys, args.events)
-            await idle(url, keys[39], daemon.pid, args.idle)
+            await idle(url, keys[39], b.daemon.pid, args.idle)
             if args.stored_threads:
-                await stored_threads(url, keys[40:104], daemon.pid, args.stored_threads)
+                await stored_threads(url, keys[40:104], b.daemon.pid, args.stored_threads)
 
         asyncio.run(run())
-    finally:
-        if daemon is not None:
-            _stop(daemon)
-        stderr.close()
-        shutil.rmtree(tmp, ignore_errors=True)
-
 
 if __name__ == "__main__":
     main()

@@ -16,16 +16,14 @@ import asyncio
 import json
 import os
 import random
-import shutil
 import sys
-import tempfile
 import time
 import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from memory_create import HOST, _register, _start, _stop  # noqa: E402
+from memory_create import _register, bench_daemon  # noqa: E402
 
 from kungfud.client import Client, Rejected  # noqa: E402
 
@@ -154,23 +152,8 @@ def main() -> None:
     p.add_argument("--agents", type=int, default=16)
     p.add_argument("--sample", type=float, default=10)
     args = p.parse_args()
-    tmp = tempfile.mkdtemp(prefix="kungfud-soak-")
-    cfg = os.path.join(tmp, "soak.toml")
-    with open(cfg, "w") as f:
-        f.write("[limits]\nactions_per_minute = 1000000000\n")
-    data_dir = os.path.join(tmp, "data")
-    stderr = open(os.path.join(tmp, "daemon.stderr"), "wb")
-    daemon = None
-    try:
-        daemon, url = _start([sys.executable, "-m", "kungfud", "serve", "--data-dir", data_dir, "--listen", f"{HOST}:0",
-                              "--config", cfg, "--log-level", "WARNING"], "kungfud listening on ", stderr)
-        asyncio.run(run(args, url, daemon.pid, data_dir))
-    finally:
-        if daemon is not None:
-            _stop(daemon)
-        stderr.close()
-        shutil.rmtree(tmp, ignore_errors=True)
-
+    with bench_daemon(prefix="kungfud-soak-") as b:
+        asyncio.run(run(args, b.url, b.daemon.pid, b.data_dir))
 
 if __name__ == "__main__":
     main()

@@ -20,16 +20,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from memory_create import HOST, _memory_kb, _register, _start, _stop, cpu_per_action, cpu_snapshot, measure  # noqa: E402
+from memory_create import _memory_kb, _register, bench_daemon, cpu_per_action, cpu_snapshot, measure  # noqa: E402
 
 from kungfud.client import Client  # noqa: E402
 from kungfud.core.clock import parse_rfc3339  # noqa: E402
@@ -147,29 +144,10 @@ def main() -> None:
     p.add_argument("--history", type=lambda s: [int(x) for x in s.split(",")], default=[10, 10000])
     p.add_argument("--deadlines", type=int, default=1000)
     args = p.parse_args()
-    tmp = tempfile.mkdtemp(prefix="kungfud-bench-")
-    cfg = os.path.join(tmp, "bench.toml")
-    with open(cfg, "w") as f:
-        f.write("[limits]\nactions_per_minute = 1000000000\n")
-    stderr = open(os.path.join(tmp, "daemon.stderr"), "wb")
-    daemon = echo = None
-    try:
-        daemon, url = _start(
-            [sys.executable, "-m", "kungfud", "serve", "--data-dir", os.path.join(tmp, "data"),
-             "--listen", f"{HOST}:0", "--config", cfg, "--log-level", "WARNING"],
-            "kungfud listening on ", stderr)
-        echo, echo_url = _start([sys.executable, str(Path(__file__).resolve().parent / "memory_create.py"), "--echo-server"],
-                                "echo listening on ", None)
-        asyncio.run(run(args, url, echo_url))
-        mem = _memory_kb(daemon.pid)
+    with bench_daemon(echo=True) as b:
+        asyncio.run(run(args, b.url, b.echo_url))
+        mem = _memory_kb(b.daemon.pid)
         print(json.dumps({"bench": "threads", "daemon_rss_kb": mem["VmRSS"], "daemon_peak_rss_kb": mem["VmHWM"]}), flush=True)
-    finally:
-        for proc in (echo, daemon):
-            if proc is not None:
-                _stop(proc)
-        stderr.close()
-        shutil.rmtree(tmp, ignore_errors=True)
-
 
 if __name__ == "__main__":
     main()
