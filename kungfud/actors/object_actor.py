@@ -181,8 +181,6 @@ class ObjectActor(pykka.ThreadingActor):
                     self._done_told = False
                 for d in box:
                     self._on_done(d)
-            elif isinstance(message, _Done):
-                self._on_done(message)
             elif self.draining:
                 self.deferred.append(message if isinstance(message, (Expire, _Run)) else _Run(message))
             else:

@@ -372,9 +372,10 @@ class Server:
             return
         if op == "thread.join" and caller is not None:
             # §12 R12-7: after too many failed joins every join waits, valid token or not.
-            limited = self.failed_joins.full(caller) or self.failed_joins_all.full(_ALL)
-            if limited and not self._replay(conn, req_id, scope, req_hash):
-                self.actions_limit.refund(limiter_key)
+            if self.failed_joins.full(caller) or self.failed_joins_all.full(_ALL):
+                self.actions_limit.refund(limiter_key)  # answered here: no action taken
+                if self._replay(conn, req_id, scope, req_hash):
+                    return
                 if self.failed_joins.full(caller):
                     wait = self.failed_joins.retry_after(caller)
                     reason = f"too many failed joins; retry in {wait:.0f} s"
@@ -382,9 +383,6 @@ class Server:
                     wait = self.failed_joins_all.retry_after(_ALL)
                     reason = f"too many failed joins on this daemon; retry in {wait:.0f} s"
                 self._reject(conn, req_id, Rejection.rate_limited(reason))
-                return
-            if limited:
-                self.actions_limit.refund(limiter_key)
                 return
         if op in ROUTE_READS:
             with self.rt.store.read() as view:

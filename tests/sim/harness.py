@@ -70,7 +70,7 @@ import msgspec
 import pykka
 
 from kungfud import wire
-from kungfud.actors.object_actor import Expire, ObjectActor, Slot, _Done, _DoneBatch, _Run
+from kungfud.actors.object_actor import Expire, ObjectActor, Slot, _DoneBatch, _Run
 from kungfud.actors.ops import ACTIONS, DEADLINE, DEADLINE_TASK
 from kungfud.actors.runtime import Job, Runtime
 from kungfud.core import agent as agent_core
@@ -175,8 +175,6 @@ def _job_name(job: Job | None) -> str:
 
 
 def _msg_name(m: Any) -> str:
-    if isinstance(m, _Done):
-        return f"_Done({type(m.outcome).__name__}, {_job_name(m.run.job)})"
     if isinstance(m, _DoneBatch):
         return "_DoneBatch()"
     if isinstance(m, _Run):
