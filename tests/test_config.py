@@ -47,8 +47,9 @@ def test_wire_config_flags_override_the_file(tmp_path):
 
 
 def test_event_loop_choice_falls_back_or_refuses_clearly_without_uvloop(monkeypatch):
-    """server.event_loop: "auto" serves on asyncio's loop when uvloop is not
-    installed; "uvloop" then refuses to start with a reason that says what to do."""
+    """WIRE.md "Configuration", addition `[server] event_loop` (docs/wire.md):
+    "auto" serves on asyncio's loop when uvloop is not installed; "uvloop" then
+    refuses to start with a reason that says what to do."""
     import sys
 
     from kungfud.config import ConfigError
