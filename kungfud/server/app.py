@@ -31,6 +31,7 @@ from ..errors import Hint, Rejection
 from ..store import Committed, Failed, Outcome, Replayed
 from ..store.layout import receipt_scope
 from ..store.writer import mismatch
+from .console import console_response
 from .dispatch import run_read, to_command
 from .limits import SlidingWindow
 from .metrics import Metrics
@@ -154,6 +155,8 @@ class Server:
             response = connection.respond(http.HTTPStatus.OK, self.metrics.render(self))
             response.headers["Content-Type"] = "text/plain; version=0.0.4; charset=utf-8"
             return response
+        if (page := console_response(request, self.cfg.server.path)) is not None:
+            return page
         if path != self.cfg.server.path:
             return connection.respond(http.HTTPStatus.NOT_FOUND, f"not found; connect to {self.cfg.server.path}\n")
         if len(self.connections) >= self.cfg.server.max_connections:
