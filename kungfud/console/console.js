@@ -343,7 +343,13 @@
         lastText = null;
         const shown = onDone ? onDone(result, form) : null;
         out.replaceChildren(shown instanceof Node ? shown : h("span", { class: "ok" }, "Done."));
-        if (opts.reset !== false) for (const el of form.querySelectorAll("textarea, input[type=text]")) el.value = "";
+        if (opts.reset !== false) {
+          for (const el of form.querySelectorAll("textarea, input[type=text], input[type=number]")) el.value = "";
+          for (const el of form.querySelectorAll("input[type=checkbox]:checked")) {
+            el.checked = false;
+            el.dispatchEvent(new Event("change"));
+          }
+        }
         scheduleRefresh();
       } catch (e) {
         out.replaceChildren(rejectionView(e));
@@ -587,7 +593,7 @@
           }),
         );
       } else if (ref.assignment) {
-        const a = await state.conn.read("assignment.get", { assignment: ref.assignment });
+        const a = await withInstruction(await state.conn.read("assignment.get", { assignment: ref.assignment }));
         body.replaceChildren(assignmentSummary(a));
         actions.replaceChildren(...assignmentActions(a, it.obligation));
       } else if (ref.engagement) {
@@ -600,13 +606,21 @@
     return card;
   }
 
+  // The entry that carries an assignment (assignment.get gives it as
+  // `instruction` from wire 1.1; older daemons: read that one entry).
+  async function withInstruction(a) {
+    if (a.instruction || !a.thread || !a.entry) return a;
+    const page = await state.conn.read("thread.entries", { thread: a.thread, cursor: String(a.entry - 1), limit: 1, full: true }).catch(() => null);
+    return page && page.items[0] ? { ...a, instruction: page.items[0] } : a;
+  }
+
   function assignmentSummary(a) {
     return h(
       "div",
       {},
       h("div", { class: "small" }, "Assignment ", h("code", {}, a.assignment), " from ", agentLabel(a.creator), " to ", agentLabel(a.to), " · ", stateBadge(a.state)),
       a.instruction ? h("div", {}, h("h4", {}, "Instruction"), contentView(a.instruction.content)) : null,
-      h("h4", {}, "Criteria"),
+      h("h4", {}, "What is asked"),
       contentView(a.content),
       a.delivery ? h("div", {}, h("h4", {}, `Delivery (${fmtTime(a.delivery.at)})`), contentView(a.delivery.content)) : null,
       a.judgment ? h("div", {}, h("h4", {}, `Judgment: ${a.judgment.verdict}`), a.judgment.content ? contentView(a.judgment.content) : null) : null,
@@ -670,7 +684,7 @@
     const card = h("article", { class: "item opp", "data-opportunity": o.ref.assignment || o.ref.task }, h("header", {}, h("strong", {}, o.opportunity === "task" ? "Task" : "Assignment"), " · ", refLink(o.ref), " · from ", agentLabel(o.creator || o.author)), body);
     const fill = async () => {
       if (o.opportunity === "assignment") {
-        const a = await state.conn.read("assignment.get", { assignment: o.ref.assignment });
+        const a = await withInstruction(await state.conn.read("assignment.get", { assignment: o.ref.assignment }));
         body.replaceChildren(
           assignmentSummary(a),
           h("p", { class: "small muted" }, `Deliver within ${fmtDur(a.deliver_within_s * 1000)} of taking.`),
@@ -835,7 +849,7 @@
           f.elements.reply_to.value = e.entry;
           f.elements.text.focus();
         } }, "Reply"),
-        mine && pending ? actionForm({ label: "Retract request", cls: "retract inline", build: () => ({ op: "thread.retract", args: { thread: e.thread || location.hash.split("/")[2], entry: e.entry } }) }) : null,
+        mine && pending ? actionForm({ label: "Retract request", cls: "retract inline", danger: true, build: () => ({ op: "thread.retract", args: { thread: e.thread || location.hash.split("/")[2], entry: e.entry } }) }) : null,
       ),
     );
   }

@@ -1,0 +1,243 @@
+"""Issue 15 "Tested in a real browser": the web console driven in a headless
+Chromium against a real daemon. Other agents act through websocket clients in the
+test. Each test also saves screenshots of the pages it passes through into
+docs/console/ (docs/console.md shows them)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.console.conftest import BROWSER_MISSING
+
+if BROWSER_MISSING:
+    pytest.skip(BROWSER_MISSING, allow_module_level=True)
+
+from selenium.common.exceptions import NoAlertPresentException  # noqa: E402
+from selenium.webdriver.common.keys import Keys  # noqa: E402
+
+from kungfud.client import Client  # noqa: E402
+from tests.console.conftest import run  # noqa: E402
+from tests.e2e.helpers import register  # noqa: E402
+
+MARKUP = "<img src=x onerror=alert(1)>"
+
+
+async def _act(url: str, key: str, op: str, args: dict) -> dict:
+    async with await Client.connect(url, key) as c:
+        return await c.act(op, args)
+
+
+async def _read(url: str, key: str, op: str, args: dict) -> dict:
+    async with await Client.connect(url, key) as c:
+        return await c.read(op, args)
+
+
+async def _pair(url: str) -> tuple[dict, dict, str]:
+    """Two agents (Ada governs, Bo speaks) in one Thread."""
+    a_id, a_key = await register(url, "Ada")
+    b_id, b_key = await register(url, "Bo")
+    async with await Client.connect(url, a_key) as a:
+        thread = (await a.act("thread.create", {"content": {"title": "Release 2.4"}}))["thread"]
+        token = (await a.act("thread.admit", {"thread": thread, "role": "speaker"}))["token"]
+    await _act(url, b_key, "thread.join", {"token": token})
+    return {"id": a_id, "key": a_key}, {"id": b_id, "key": b_key}, thread
+
+
+def _no_alert(console) -> None:
+    try:
+        alert = console.d.switch_to.alert
+    except NoAlertPresentException:
+        return
+    text = alert.text
+    alert.dismiss()
+    raise AssertionError(f"a script ran: alert({text!r})")
+
+
+@pytest.mark.rules("R8-17")
+def test_console_login_with_the_admin_key_reaches_the_turn(console, daemon):
+    console.open()
+    console.one("#key")
+    console.shot("login")
+    console.login(daemon.admin_key)
+    admin = run(_read(daemon.url, daemon.admin_key, "agent.whoami", {}))["agent"]
+    assert admin in console.text("#who")
+    console.wait_text("#turn-items", "Nothing owed")
+    # The key is kept in this tab's sessionStorage only, never in localStorage or a cookie.
+    d = console.d
+    assert d.execute_script("return sessionStorage.getItem('kungfu.key')") == daemon.admin_key
+    assert d.execute_script("return localStorage.length") == 0
+    assert d.execute_script("return document.cookie") == ""
+    # A reload in the same tab stays logged in; the page loaded nothing the CSP refused.
+    d.refresh()
+    console.wait_text("#who", admin)
+    assert console.csp_violations() == []
+
+
+@pytest.mark.rules("R4-1")
+def test_console_wrong_key_shows_a_clear_error(console, daemon):
+    console.open()
+    console.one("#key").send_keys("kf_" + "x" * 43 + Keys.ENTER)
+    console.wait_text("#login-error", "That key was not accepted")
+    assert console.one("#nav").get_attribute("hidden") is not None  # still logged out
+    assert console.d.execute_script("return sessionStorage.getItem('kungfu.key')") is None
+    console.shot("login-wrong-key")
+
+
+@pytest.mark.rules("R8-22", "R8-20", "R8-24")
+def test_console_turn_item_appears_live_and_a_reply_ends_it(console, daemon):
+    ada, bo, thread = run(_pair(daemon.url))
+    console.login(bo["key"])
+    console.wait_text("#turn-items", "Nothing owed")
+    # Ada asks Bo while Bo's page is open: the item arrives without a reload.
+    posted = run(_act(daemon.url, ada["key"], "thread.post",
+                      {"thread": thread, "content": {"text": "Can you check the changelog?"}, "ask": [bo["id"]]}))
+    card = console.one("#turn-items article.ob-respond")
+    console.wait_text("#turn-items", "Can you check the changelog?")
+    console.shot("turn")
+    console.shot("turn-phone", phone=True)
+    form = console.one("form.reply", card)
+    console.fill(form, "text", "Checked: two entries were missing, added.")
+    console.one("textarea[name=text]", form).send_keys(Keys.CONTROL, Keys.ENTER)  # Ctrl+Enter submits
+    console.wait(lambda: not console.find("#turn-items article.ob-respond"), what="the respond item to leave the turn")
+    entries = run(_read(daemon.url, ada["key"], "thread.entries", {"thread": thread, "full": True}))["items"]
+    reply = entries[-1]
+    assert reply["author"] == bo["id"] and reply["reply_to"] == posted["entry"]
+    assert reply["content"] == {"text": "Checked: two entries were missing, added."}
+    first = [e for e in entries if e["entry"] == posted["entry"]][0]
+    assert [r["state"] for r in first["responses"] if r["agent"] == bo["id"]] == ["replied"]
+
+
+@pytest.mark.rules("R6.4-19", "R6.4-22", "R6.4-26", "R8-29", "R8-38")
+def test_console_take_deliver_reject_with_a_reason_then_the_outcome(console, daemon):
+    ada, bo, thread = run(_pair(daemon.url))
+    posted = run(_act(daemon.url, ada["key"], "thread.post", {
+        "thread": thread, "content": {"text": "Release notes, please"}, "ask": [],
+        "assign": {"to": bo["id"], "content": {"criteria": "Covers every merged change", "output": "markdown"}},
+    }))
+    assignment = posted["assignment"]
+    # Bo: the assignment is an opportunity with its criteria; take it in place.
+    console.login(bo["key"])
+    opp = console.one(f'#opportunities [data-opportunity="{assignment}"]')
+    console.wait_text("#opportunities", "Covers every merged change")
+    console.submit(console.one("form.take", opp))
+    card = console.one("#turn-items article.ob-deliver")
+    console.wait(lambda: "due in" in card.text, what="a deliver item counting down")
+    form = console.one("form.deliver", card)
+    console.fill(form, "text", "Notes: 14 changes, 2 breaking.")
+    console.submit(form)
+    console.wait(lambda: not console.find("#turn-items article.ob-deliver"), what="the deliver item to leave")
+    console.logout()
+    # Ada: judges in place, rejecting with a reason.
+    console.login(ada["key"])
+    card = console.one("#turn-items article.ob-judge")
+    console.wait(lambda: "Notes: 14 changes, 2 breaking." in card.text, what="the delivery shown")
+    console.shot("turn-judge")
+    form = console.one("form.reject", card)
+    console.submit(form)  # without a reason: refused in the page, nothing sent
+    console.wait(lambda: "required" in form.text, what="the missing reason named")
+    console.fill(form, "reason", "The breaking changes lack migration steps")
+    console.one("input[name=reason]", form).send_keys(Keys.ENTER)
+    console.wait(lambda: not console.find("#turn-items article.ob-judge"), what="the judge item to leave")
+    got = run(_read(daemon.url, bo["key"], "assignment.get", {"assignment": assignment}))
+    assert got["state"] == "rejected"
+    assert got["judgment"]["content"] == {"reason": "The breaking changes lack migration steps"}
+    console.logout()
+    # Bo: the outcome, with its reason.
+    console.login(bo["key"])
+    console.go("#/outcomes")
+    console.wait_text("#outcome-list", "rejected")
+    console.wait_text("#outcome-list", "The breaking changes lack migration steps")
+    console.shot("outcomes")
+
+
+@pytest.mark.rules("R4-1")
+def test_console_admin_creates_an_agent_and_it_logs_in_with_its_key(console, daemon):
+    console.login(daemon.admin_key)
+    console.wait(lambda: console.one("#nav-admin").is_displayed(), what="the Admin page offered to an admin")
+    console.go("#/admin")
+    form = console.one("form.create-agent")
+    console.fill(form, "name", "Cleo")
+    console.one("input[name=name]", form).send_keys(Keys.ENTER)
+    key = console.one("form.create-agent output.secret").text
+    assert key.startswith("kf_")
+    console.wait_text("#agent-list", "Cleo")
+    console.wait_text("#health", "200 ok")
+    console.shot("admin")
+    console.logout()
+    console.login(key)
+    console.wait_text("#who", "Cleo")
+    assert not console.one("#nav-admin").is_displayed()  # Cleo is no admin
+
+
+@pytest.mark.rules("L6-1", "L6-3", "L6-4", "R0-4")
+def test_console_markup_in_a_post_renders_as_text_and_runs_nothing(console, daemon):
+    ada, bo, thread = run(_pair(daemon.url))
+    run(_act(daemon.url, ada["key"], "thread.post", {"thread": thread, "content": {"text": MARKUP}, "ask": [bo["id"]]}))
+    console.login(bo["key"])
+    console.wait_text("#turn-items", MARKUP)
+    assert console.find("#main img") == []
+    # Bo posts the same text from the Thread page.
+    console.go(f"#/threads/{thread}")
+    form = console.one("#post form.post")
+    console.fill(form, "text", MARKUP)
+    console.one(f'input[name=ask][value="{ada["id"]}"]', form).click()
+    console.submit(form)
+    console.wait(lambda: len(console.find("#entries article.entry")) == 2, what="both entries shown")
+    for e in console.find("#entries article.entry .entry-content"):
+        assert MARKUP in e.text
+    assert console.find("img") == []
+    _no_alert(console)
+    entries = run(_read(daemon.url, ada["key"], "thread.entries", {"thread": thread, "full": True}))["items"]
+    assert [e["content"] for e in entries] == [{"text": MARKUP}, {"text": MARKUP}]
+    assert entries[1]["ask"] == [ada["id"]]
+    console.shot("thread")
+    assert console.csp_violations() == []
+
+
+@pytest.mark.rules("R5-2", "R5-3", "R5-4", "R7.1-8", "R7.1-9")
+def test_console_memories_and_tasks_are_created_and_revised_in_place(console, daemon):
+    ada, bo, thread = run(_pair(daemon.url))
+    console.login(ada["key"])
+    console.go("#/memories")
+    form = console.one("form.create-memory")
+    console.fill(form, "content", '{"title": "Style guide", "text": "Short sentences."}')
+    console.submit(form)
+    console.one("form.create-memory .result a").click()
+    form = console.one("form.update-memory")
+    console.fill(form, "content", '{"title": "Style guide", "text": "Short sentences. Active voice."}')
+    console.submit(form)
+    console.wait_text("form.update-memory .result", "Saved v2")
+    console.submit(console.one("form.publish"))
+    console.wait(lambda: console.find("form.unpublish"), what="the Memory published")
+    console.wait_text(".versions", "Active voice.")
+    console.shot("memory")
+    [m] = run(_read(daemon.url, ada["key"], "memory.list", {}))["items"]
+    assert (m["latest"], m["visibility"]) == (2, "public")
+    console.go("#/memories")
+    console.wait_text("#memory-list", "Style guide")
+    console.shot("memories")
+    # A Task, then a revision of its contract: both versions side by side.
+    console.go("#/tasks")
+    form = console.one("form.create-task")
+    console.fill(form, "output", "A one-page summary")
+    console.fill(form, "criteria", "Under 400 words")
+    console.submit(form)
+    console.one("form.create-task .result a").click()
+    form = console.one("form.revise")
+    console.fill(form, "criteria", "Under 300 words, with sources")
+    console.submit(form)
+    console.wait_text("form.revise .result", "Now at v2")
+    console.wait(lambda: len(console.find(".versions .version")) == 2, what="two contract versions")
+    console.wait_text(".versions", "Under 300 words, with sources")
+    assert "Under 400 words" in console.text(".versions")
+    # Bo takes it from the Task list and sees it under the tasks page.
+    run(_act(daemon.url, bo["key"], "task.take", {"task": run(_read(daemon.url, ada["key"], "task.list", {"mine": True}))["items"][0]["task"]}))
+    console.d.refresh()
+    console.wait(lambda: console.find("[data-engagement]"), what="Bo's engagement shown to the author")
+    console.shot("task")
+    console.go("#/tasks")
+    console.wait_text("#tasks-mine", "v2")
+    console.shot("tasks")
+    console.go("#/threads")
+    console.wait_text("#thread-list", "Release 2.4")
+    console.shot("threads")
