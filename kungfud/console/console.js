@@ -177,6 +177,7 @@
     open() {
       return new Promise((resolve, reject) => {
         let settled = false;
+        const keyUsed = this.key;
         const ws = new WebSocket(this.url());
         this.ws = ws;
         this.helloId = `hello-${++this.n}`;
@@ -212,7 +213,9 @@
             settled = true;
             reject(new Rejected({ code: "unavailable", reason: `Could not reach the daemon at ${this.url()}.`, next: "retry" }));
           }
-          if (ev.code === 4001) {
+          // 4001: the key this socket authenticated with was rotated or reset.
+          // After this tab's own rotation it already holds the new key.
+          if (ev.code === 4001 && this.key === keyUsed) {
             this.stopped = true;
             this.onLost("This key no longer works (it was rotated or reset). Log in with the new key.");
             return;

@@ -70,6 +70,9 @@ def test_console_login_with_the_admin_key_reaches_the_turn(console, daemon):
     # A reload in the same tab stays logged in; the page loaded nothing the CSP refused.
     d.refresh()
     console.wait_text("#who", admin)
+    console.go("#/account")
+    console.one("form.rotate-key")
+    console.shot("account")
     assert console.csp_violations() == []
 
 
