@@ -5,6 +5,9 @@ docs/console/ (docs/console.md shows them)."""
 
 from __future__ import annotations
 
+import json
+import signal
+
 import pytest
 
 from tests.console.conftest import BROWSER_MISSING
@@ -244,3 +247,42 @@ def test_console_memories_and_tasks_are_created_and_revised_in_place(console, da
     console.go("#/threads")
     console.wait_text("#thread-list", "Release 2.4")
     console.shot("threads")
+
+
+@pytest.mark.rules("R8-20", "R8-21", "R8-24", "L3-2")
+def test_console_reconnects_resends_with_the_same_key_and_resumes_events_with_since(console, daemon):
+    ada, bo, thread = run(_pair(daemon.url))
+    first = run(_act(daemon.url, ada["key"], "thread.post",
+                     {"thread": thread, "content": {"text": "First question"}, "ask": [bo["id"]]}))
+    console.login(bo["key"])
+    card = console.one("#turn-items article.ob-respond")
+    console.wait_text("#turn-items", "First question")
+    # Record every frame the page sends (test instrumentation through WebDriver).
+    console.d.execute_script(
+        "window.__sent = []; const send = WebSocket.prototype.send;"
+        "WebSocket.prototype.send = function (d) { window.__sent.push(String(d)); return send.call(this, d); };"
+    )
+    # The daemon freezes with the reply in flight, then dies: the reply is lost.
+    port = int(daemon.url.rsplit(":", 1)[1].split("/")[0])
+    daemon.proc.send_signal(signal.SIGSTOP)
+    form = console.one("form.reply", card)
+    console.fill(form, "text", "Answer sent into the void")
+    console.submit(form)
+    console.wait(lambda: console.d.execute_script("return window.__sent.length") >= 1, what="the reply frame sent")
+    daemon.kill()
+    console.wait_text("#conn", "reconnecting")
+    daemon.start(listen=f"127.0.0.1:{port}")
+    # While the page is still away, Ada asks again: the event is replayed from `since`.
+    run(_act(daemon.url, ada["key"], "thread.post", {"thread": thread, "content": {"text": "Second question"}, "ask": [bo["id"]]}))
+    console.wait_text("#conn", "live", timeout=40)
+    console.wait_text("#turn-items", "Second question")
+    console.wait(lambda: "First question" not in console.text("#turn-items"), what="the answered item to leave")
+    sent = [json.loads(f) for f in console.d.execute_script("return window.__sent")]
+    posts = [f for f in sent if f["op"] == "thread.post"]
+    assert len(posts) == 2 and posts[0] == posts[1], posts  # the same frame, idempotency key included
+    assert posts[0]["key"]
+    subs = [f for f in sent if f["op"] == "subscribe"]
+    assert subs and isinstance(subs[-1]["args"].get("since"), int), subs
+    entries = run(_read(daemon.url, ada["key"], "thread.entries", {"thread": thread, "full": True}))["items"]
+    replies = [e for e in entries if e["author"] == bo["id"]]
+    assert [(e["reply_to"], e["content"]) for e in replies] == [(first["entry"], {"text": "Answer sent into the void"})]
