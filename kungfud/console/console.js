@@ -50,6 +50,7 @@
     if (hr) return `${hr}h ${String(m).padStart(2, "0")}m ${String(sec).padStart(2, "0")}s`;
     return `${m}m ${String(sec).padStart(2, "0")}s`;
   }
+  const plural = (n, one, many) => `${n} ${n === 1 ? one : many}`;
   function fmtTime(iso) {
     if (!iso) return "";
     const d = new Date(iso);
@@ -735,7 +736,7 @@
       const titled = await Promise.all(items.map(async (t) => ({ ...t, content: (await state.conn.read("thread.get", { thread: t.thread }).catch(() => ({}))).content })));
       update(list, titled, (ts) =>
         ts.length
-          ? h("ul", { class: "rows" }, ts.map((t) => h("li", {}, link(`#/threads/${t.thread}`, (t.content && (t.content.title || t.content.text)) || t.thread), " ", h("code", { class: "small" }, t.thread), ` · ${t.role} · ${t.status} · ${t.entries} entries`)))
+          ? h("ul", { class: "rows" }, ts.map((t) => h("li", {}, link(`#/threads/${t.thread}`, (t.content && (t.content.title || t.content.text)) || t.thread), " ", h("code", { class: "small" }, t.thread), ` · ${t.role} · ${t.status} · ${plural(t.entries, "entry", "entries")}`)))
           : h("p", { class: "muted" }, "You are in no Thread yet."),
       );
     };
@@ -751,15 +752,30 @@
     setMain(head, h("div", { class: "cols wide-left" }, h("div", {}, section("Entries", entries), section("Post", postBox)), h("div", {}, side, admitBox)));
     let ws = null;
     let built = false;
+    let setMembers = null;
+    let membersSig = null;
     const postForm = () => {
       const askBox = h("fieldset", { class: "ask" }, h("legend", {}, "Ask"));
       const assignBox = h("fieldset", { class: "assign", hidden: true }, h("legend", {}, "Assignment"));
-      const members = ws.members.filter((m) => m.agent !== state.me.agent && m.role !== "observer");
-      for (const m of members) askBox.append(h("label", { class: "check" }, h("input", { type: "checkbox", name: "ask", value: m.agent }), " ", agentLabel(m.agent)));
+      const askList = h("div", {});
+      const toSelect = h("select", { name: "to" });
+      // Members may join or leave while the form is open: the choices follow,
+      // keeping what was already ticked or chosen.
+      setMembers = (list) => {
+        const ticked = new Set([...askList.querySelectorAll("input:checked")].map((i) => i.value));
+        const chosen = toSelect.value;
+        const speakers = list.filter((m) => m.role !== "observer");
+        askList.replaceChildren(...speakers.filter((m) => m.agent !== state.me.agent).map((m) =>
+          h("label", { class: "check" }, h("input", { type: "checkbox", name: "ask", value: m.agent, checked: ticked.has(m.agent) }), " ", agentLabel(m.agent))));
+        toSelect.replaceChildren(...speakers.map((m) => h("option", { value: m.agent }, `${state.names.get(m.agent) || ""} ${m.agent}${m.agent === state.me.agent ? " (you)" : ""}`)));
+        if (speakers.some((m) => m.agent === chosen)) toSelect.value = chosen;
+      };
+      setMembers(ws.members);
+      askBox.append(askList);
       askBox.append(h("label", { class: "check" }, h("input", { type: "checkbox", name: "noask" }), " no one (expect no reply)"));
       askBox.append(h("p", { class: "small muted" }, "Nothing ticked: the Thread's usual responders."));
       assignBox.append(
-        field("To", h("select", { name: "to" }, ws.members.filter((m) => m.role !== "observer").map((m) => h("option", { value: m.agent }, `${state.names.get(m.agent) || ""} ${m.agent}${m.agent === state.me.agent ? " (you)" : ""}`)))),
+        field("To", toSelect),
         field("Criteria", textArea("criteria")),
         field("Output (optional)", textInput("output")),
         field("Deliver within (seconds, optional)", numInput("deliver_within_s")),
@@ -800,7 +816,7 @@
       update(head, ws, (t) =>
         h("div", { class: "card" },
           h("h1", {}, (t.content && (t.content.title || t.content.text)) || "Thread"),
-          h("p", { class: "small" }, h("code", {}, t.thread), " · ", stateBadge(t.status), ` · you are ${t.role} · created by `, agentLabel(t.creator), ` ${fmtTime(t.created_at)} · ${t.entries} entries`),
+          h("p", { class: "small" }, h("code", {}, t.thread), " · ", stateBadge(t.status), ` · you are ${t.role} · created by `, agentLabel(t.creator), ` ${fmtTime(t.created_at)} · ${plural(t.entries, "entry", "entries")}`),
         ),
       );
       update(entries, page.items, (items) => (items.length ? items.map(entryView) : h("p", { class: "muted" }, "No entries yet.")));
@@ -814,6 +830,8 @@
             : h("p", { class: "muted" }, "No live assignments."),
         ),
       ]);
+      if (setMembers && JSON.stringify(ws.members) !== membersSig) setMembers(ws.members);
+      membersSig = JSON.stringify(ws.members);
       if (!built) {
         built = true;
         if (ws.actions.includes("thread.post")) postBox.replaceChildren(postForm());

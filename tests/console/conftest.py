@@ -112,6 +112,7 @@ class Console:
 
     def shot(self, name: str, phone: bool = False) -> None:
         SHOTS.mkdir(parents=True, exist_ok=True)
+        self.d.execute_script("window.scrollTo(0, 0)")
         if phone:
             self.viewport(*PHONE)
             time.sleep(0.3)  # layout settles; screenshots only, no assertion depends on it

@@ -286,3 +286,51 @@ def test_console_reconnects_resends_with_the_same_key_and_resumes_events_with_si
     entries = run(_read(daemon.url, ada["key"], "thread.entries", {"thread": thread, "full": True}))["items"]
     replies = [e for e in entries if e["author"] == bo["id"]]
     assert [(e["reply_to"], e["content"]) for e in replies] == [(first["entry"], {"text": "Answer sent into the void"})]
+
+
+@pytest.mark.rules("R12-3", "R6.4-1", "R6.4-3", "R8-3")
+def test_console_thread_create_admit_once_then_post_with_ask_and_assign(console, daemon):
+    bo_id, bo_key = run(register(daemon.url, "Bo"))
+    ada_id, ada_key = run(register(daemon.url, "Ada"))
+    console.login(ada_key)
+    console.go("#/threads")
+    form = console.one("form.create-thread")
+    console.fill(form, "title", "Docs sprint")
+    console.one("input[name=title]", form).send_keys(Keys.ENTER)
+    console.one("form.create-thread .result a").click()
+    # Admit: the token is shown once, with a copy button.
+    admit = console.one("form.admit")
+    console.submit(admit)
+    token = console.one("form.admit output.secret").text
+    assert token.startswith("kt_")
+    assert console.one("form.admit .secret-box button").text == "Copy"
+    thread = console.d.execute_script("return location.hash").split("/")[2]
+    run(_act(daemon.url, bo_key, "thread.join", {"token": token}))
+    # Bo's arrival shows without a reload; Ada asks Bo and assigns work to Bo in one post.
+    console.wait_text("#thread-side", bo_id)
+    form = console.one("#post form.post")
+    console.wait(lambda: console.find(f'input[name=ask][value="{bo_id}"]', form), what="Bo offered in Ask")
+    console.fill(form, "text", "Draft the install page")
+    console.one(f'input[name=ask][value="{bo_id}"]', form).click()
+    console.one("input[name=doassign]", form).click()
+    from selenium.webdriver.support.ui import Select
+    Select(console.one("select[name=to]", form)).select_by_value(bo_id)
+    console.fill(form, "criteria", "Every command tested on a clean machine")
+    console.fill(form, "deliver_within_s", "7200")
+    console.submit(form)
+    console.wait_text("#post .result", "with assignment as_")
+    console.wait_text("#thread-side", "open")
+    entries = run(_read(daemon.url, bo_key, "thread.entries", {"thread": thread, "full": True}))["items"]
+    [e] = entries
+    assert e["ask"] == [bo_id] and e["assignment"].startswith("as_")
+    got = run(_read(daemon.url, bo_key, "assignment.get", {"assignment": e["assignment"]}))
+    assert got["to"] == bo_id and got["deliver_within_s"] == 7200
+    assert got["content"] == {"criteria": "Every command tested on a clean machine"}
+    [opp] = run(_read(daemon.url, bo_key, "opportunities", {}))["items"]
+    assert opp["ref"]["assignment"] == e["assignment"]
+    console.wait_text("#entries", "Draft the install page")
+    console.shot("thread-governor")
+    # Shown once: a reload shows the grant but not its token.
+    console.d.refresh()
+    console.wait_text("#entries", "Draft the install page")
+    assert token not in console.text("body")
