@@ -601,7 +601,7 @@
         body.replaceChildren(assignmentSummary(a));
         actions.replaceChildren(...assignmentActions(a, it.obligation));
       } else if (ref.engagement) {
-        const e = await state.conn.read("engagement.get", { engagement: ref.engagement });
+        const e = await withContract(await state.conn.read("engagement.get", { engagement: ref.engagement }));
         body.replaceChildren(engagementSummary(e));
         actions.replaceChildren(...engagementActions(e, it.obligation));
       }
@@ -657,6 +657,14 @@
     if (obligation === "judge") return verdictForms("assignment.judge", id);
     return [];
   }
+  // The contract an engagement bound (engagement.get gives it as `contract`
+  // from wire 1.1; older daemons: read that version of the Task).
+  async function withContract(e) {
+    if (e.contract || !e.task) return e;
+    const t = await state.conn.read("task.get", { task: e.task, contract_version: e.contract_version }).catch(() => null);
+    return t ? { ...e, contract: t.contract } : e;
+  }
+
   function engagementSummary(e) {
     return h(
       "div",

@@ -334,3 +334,33 @@ def test_console_thread_create_admit_once_then_post_with_ask_and_assign(console,
     console.d.refresh()
     console.wait_text("#entries", "Draft the install page")
     assert token not in console.text("body")
+
+
+@pytest.mark.rules("R7.2-2", "R8-29", "R8-35", "R8-37")
+def test_console_task_taken_from_the_list_delivered_and_adopted(console, daemon):
+    ada_id, ada_key = run(register(daemon.url, "Ada"))
+    bo_id, bo_key = run(register(daemon.url, "Bo"))
+    task = run(_act(daemon.url, ada_key, "task.create", {
+        "audience": "open", "contract": {"content": {"output": "A logo as SVG", "criteria": "Works in one colour"}}}))["task"]
+    console.login(bo_key)
+    console.go("#/tasks")
+    console.wait_text("#tasks-takeable", task)
+    console.one(f'#tasks-takeable a[href="#/tasks/{task}"]').click()
+    console.wait_text(".versions", "Works in one colour")
+    console.submit(console.one("form.take"))
+    console.wait(lambda: console.find("[data-engagement]"), what="Bo's engagement on the Task page")
+    console.go("#/turn")
+    card = console.one("#turn-items article.ob-deliver")
+    console.wait(lambda: "A logo as SVG" in card.text and "due in" in card.text, what="the contract and its deadline")
+    form = console.one("form.deliver", card)
+    console.fill(form, "text", "<svg>…</svg> in black")
+    console.submit(form)
+    console.wait(lambda: not console.find("#turn-items article.ob-deliver"), what="the deliver item to leave")
+    console.logout()
+    console.login(ada_key)
+    card = console.one("#turn-items article.ob-judge")
+    console.wait(lambda: "<svg>…</svg> in black" in card.text, what="the delivery shown as text")
+    console.submit(console.one("form.adopt", card))
+    console.wait(lambda: not console.find("#turn-items article.ob-judge"), what="the judge item to leave")
+    [e] = run(_read(daemon.url, ada_key, "task.get", {"task": task}))["engagements"]
+    assert e["agent"] == bo_id and e["state"] == "adopted"
