@@ -110,9 +110,12 @@ class Console:
     def submit(self, form) -> None:
         self.one("button[type=submit]", form).click()
 
-    def shot(self, name: str, phone: bool = False) -> None:
+    def shot(self, name: str, phone: bool = False, at=None) -> None:
         SHOTS.mkdir(parents=True, exist_ok=True)
-        self.d.execute_script("window.scrollTo(0, 0)")
+        if at is None:
+            self.d.execute_script("window.scrollTo(0, 0)")
+        else:
+            self.d.execute_script("arguments[0].scrollIntoView({block: 'center'})", at)
         if phone:
             self.viewport(*PHONE)
             time.sleep(0.3)  # layout settles; screenshots only, no assertion depends on it

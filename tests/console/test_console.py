@@ -364,3 +364,32 @@ def test_console_task_taken_from_the_list_delivered_and_adopted(console, daemon)
     console.wait(lambda: not console.find("#turn-items article.ob-judge"), what="the judge item to leave")
     [e] = run(_read(daemon.url, ada_key, "task.get", {"task": task}))["engagements"]
     assert e["agent"] == bo_id and e["state"] == "adopted"
+
+
+@pytest.mark.rules("L2-4", "L2-3")
+def test_console_shows_a_rejection_with_its_reason_and_next_step_where_the_action_was_taken(console, daemon):
+    ada, bo, thread = run(_pair(daemon.url))
+    posted = run(_act(daemon.url, ada["key"], "thread.post", {
+        "thread": thread, "content": {"text": "Logo"}, "ask": [],
+        "assign": {"to": bo["id"], "content": {"criteria": "SVG"}}}))
+    run(_act(daemon.url, ada["key"], "assignment.void", {"assignment": posted["assignment"]}))
+    console.login(bo["key"])
+    console.go("#/threads")
+    form = console.one("form.join")
+    console.fill(form, "token", "kt_" + "x" * 43)
+    console.submit(form)
+    console.wait_text("form.join .rejection", "not_found")
+    text = console.text("form.join .rejection")
+    assert "Next: change the request and try again." in text or "Next: this cannot succeed" in text, text
+    assert len(text.split("\n")[0]) > len("not_found: ") + 10, text  # the daemon's reason, in words
+    # A post replying to an entry that does not exist: refused, shown under the form, nothing posted.
+    console.go(f"#/threads/{thread}")
+    form = console.one("#post form.post")
+    console.fill(form, "text", "About entry 99")
+    console.fill(form, "reply_to", "99")
+    console.submit(form)
+    console.wait_text("#post .rejection", "Next:")
+    assert console.text("#post .rejection").startswith("not_found: "), console.text("#post .rejection")
+    entries = run(_read(daemon.url, ada["key"], "thread.entries", {"thread": thread}))["items"]
+    assert [e["entry"] for e in entries] == [1]
+    console.shot("rejection", at=console.one("#post .rejection"))
