@@ -197,6 +197,7 @@ def test_console_markup_in_a_post_renders_as_text_and_runs_nothing(console, daem
     assert [e["content"] for e in entries] == [{"text": MARKUP}, {"text": MARKUP}]
     assert entries[1]["ask"] == [ada["id"]]
     console.shot("thread")
+    console.shot("thread-phone", phone=True)
     assert console.csp_violations() == []
 
 
