@@ -309,6 +309,22 @@
     return items;
   }
 
+  // fn over items, at most `width` at a time: the daemon answers a connection's
+  // requests beyond its in-flight limit with rate_limited.
+  async function pool(items, width, fn) {
+    const out = new Array(items.length);
+    let next = 0;
+    const worker = async () => {
+      while (next < items.length) {
+        const i = next++;
+        out[i] = await fn(items[i], i);
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(width, items.length) }, worker));
+    return out;
+  }
+  const TITLED = 200; // list rows that get a title (one extra read each)
+
   // An action form: submits with Enter (and Ctrl+Enter in text areas), shows
   // the receipt or the rejection in place. The idempotency key is kept while the
   // same request is retried and renewed once it succeeded or the request changed.
@@ -741,7 +757,7 @@
     );
     const refresh = async () => {
       const items = await readAll("thread.list", {});
-      const titled = await Promise.all(items.map(async (t) => ({ ...t, content: (await state.conn.read("thread.get", { thread: t.thread }).catch(() => ({}))).content })));
+      const titled = await pool(items, 8, async (t, i) => ({ ...t, content: i < TITLED ? (await state.conn.read("thread.get", { thread: t.thread }).catch(() => ({}))).content : undefined }));
       update(list, titled, (ts) =>
         ts.length
           ? h("ul", { class: "rows" }, ts.map((t) => h("li", {}, link(`#/threads/${t.thread}`, (t.content && (t.content.title || t.content.text)) || t.thread), " ", h("code", { class: "small" }, t.thread), ` · ${t.role} · ${t.status} · ${plural(t.entries, "entry", "entries")}`)))
@@ -936,7 +952,7 @@
       const t = await state.conn.read("task.get", { task: id });
       const all = [];
       for (let v = Math.max(1, t.contract_version - 5); v <= t.contract_version; v++) all.push(v === t.contract_version ? t.contract : (await state.conn.read("task.get", { task: id, contract_version: v })).contract);
-      const details = await Promise.all(t.engagements.map((e) => state.conn.read("engagement.get", { engagement: e.engagement }).catch(() => e)));
+      const details = await pool(t.engagements, 8, (e) => state.conn.read("engagement.get", { engagement: e.engagement }).catch(() => e));
       update(head, t, () => h("div", { class: "card" }, h("h1", {}, "Task ", h("code", {}, t.task)), h("p", { class: "small" }, "by ", agentLabel(t.author), ` · ${typeof t.audience === "string" ? t.audience : "restricted"} · ${t.accepting ? "accepting" : "not accepting"} · ${t.adoptions}${t.adoption_limit != null ? `/${t.adoption_limit}` : ""} adopted · created ${fmtTime(t.created_at)}`)));
       update(versions, all, (cs) => cs.map((c, n) => h("div", { class: "version card" }, h("h3", {}, `v${c.version ?? t.contract_version - cs.length + 1 + n}`), h("p", { class: "small" }, `deliver within ${fmtDur((c.deliver_within_s || 0) * 1000)}, judge within ${fmtDur((c.judge_within_s || 0) * 1000)}`), contentView(c.content))));
       update(engs, details, (ds) =>
@@ -988,7 +1004,7 @@
     );
     return async () => {
       const items = await readAll("memory.list", {});
-      const withTitles = await Promise.all(items.map(async (m) => ({ ...m, content: (await state.conn.read("memory.get", { memory: m.memory }).catch(() => ({}))).content })));
+      const withTitles = await pool(items, 8, async (m, i) => ({ ...m, content: i < TITLED ? (await state.conn.read("memory.get", { memory: m.memory }).catch(() => ({}))).content : undefined }));
       update(list, withTitles, (ms) =>
         ms.length
           ? h("ul", { class: "rows" }, ms.map((m) => h("li", {}, link(`#/memories/${m.memory}`, (m.content && (m.content.title || m.content.text)) || m.memory), " ", h("code", { class: "small" }, m.memory), ` · v${m.latest} · ${m.visibility}`)))
