@@ -73,6 +73,18 @@ def test_console_login_with_the_admin_key_reaches_the_turn(console, daemon):
     # A reload in the same tab stays logged in; the page loaded nothing the CSP refused.
     d.refresh()
     console.wait_text("#who", admin)
+    # Keyboard only: Tab reaches the menu's links, which show a focus ring, and Enter follows them.
+    from selenium.webdriver.common.action_chains import ActionChains
+    for _ in range(30):
+        ActionChains(d).send_keys(Keys.TAB).perform()
+        if d.execute_script("return document.activeElement.textContent.trim()") == "Threads":
+            break
+    focused = d.switch_to.active_element
+    assert focused.tag_name == "a" and focused.text == "Threads"
+    assert focused.value_of_css_property("outline-style") != "none"
+    focused.send_keys(Keys.ENTER)
+    console.wait(lambda: d.execute_script("return location.hash") == "#/threads", what="Enter to follow the link")
+    console.one("form.create-thread")
     console.go("#/account")
     console.one("form.rotate-key")
     console.shot("account")
