@@ -325,6 +325,33 @@
   }
   const TITLED = 200; // list rows that get a title (one extra read each)
 
+  // One entry, as thread.entry (wire 1.1) shows it; on a daemon without that
+  // read, the page of thread.entries that starts after entry n-1 (docs/wire.md:
+  // that cursor is the last entry number returned).
+  const older = { entry: false, newestFirst: false }; // 1.1 reads this daemon lacks
+  async function readEntry(thread, n) {
+    try {
+      if (!older.entry) return await state.conn.read("thread.entry", { thread, entry: n });
+    } catch (e) {
+      if (e.code !== "bad_request") throw e;
+      older.entry = true;
+    }
+    const page = await state.conn.read("thread.entries", { thread, cursor: String(n - 1), limit: 1, full: true });
+    if (!page.items[0]) throw new Rejected({ code: "not_found", reason: `entry ${n} was not found`, next: "stop" });
+    return page.items[0];
+  }
+  // The newest `count` (≤ 100) entries of a Thread of `total`, oldest first.
+  async function recentEntries(thread, total, count) {
+    try {
+      if (!older.newestFirst) return (await state.conn.read("thread.entries", { thread, newest_first: true, limit: count, full: true })).items.reverse();
+    } catch (e) {
+      if (e.code !== "bad_request") throw e;
+      older.newestFirst = true;
+    }
+    const start = Math.max(0, total - count);
+    return (await state.conn.read("thread.entries", { thread, cursor: start ? String(start) : null, limit: count, full: true })).items;
+  }
+
   // An action form: submits with Enter (and Ctrl+Enter in text areas), shows
   // the receipt or the rejection in place. The idempotency key is kept while the
   // same request is retried and renewed once it succeeded or the request changed.
@@ -584,8 +611,7 @@
     );
     const fill = async () => {
       if (it.obligation === "respond") {
-        const page = await state.conn.read("thread.entries", { thread: ref.thread, cursor: String(ref.entry - 1), limit: 1, full: true });
-        const e = page.items[0];
+        const e = await readEntry(ref.thread, ref.entry);
         body.replaceChildren(e ? h("div", {}, h("div", { class: "small" }, "From ", agentLabel(e.author), ` in `, link(`#/threads/${ref.thread}`, h("code", {}, ref.thread)), ` (entry #${e.entry})`), contentView(e.content)) : h("p", {}, "The entry is gone."));
         actions.replaceChildren(
           actionForm({
@@ -630,8 +656,8 @@
   // `instruction` from wire 1.1; older daemons: read that one entry).
   async function withInstruction(a) {
     if (a.instruction || !a.thread || !a.entry) return a;
-    const page = await state.conn.read("thread.entries", { thread: a.thread, cursor: String(a.entry - 1), limit: 1, full: true }).catch(() => null);
-    return page && page.items[0] ? { ...a, instruction: page.items[0] } : a;
+    const instruction = await readEntry(a.thread, a.entry).catch(() => null);
+    return instruction ? { ...a, instruction } : a;
   }
 
   function assignmentSummary(a) {
@@ -835,8 +861,7 @@
     };
     const refresh = async () => {
       ws = await state.conn.read("thread.get", { thread: id });
-      const start = Math.max(0, ws.entries - 100);
-      const page = await state.conn.read("thread.entries", { thread: id, cursor: start ? String(start) : null, limit: 100, full: true });
+      const page = { items: await recentEntries(id, ws.entries, 100) };
       update(head, ws, (t) =>
         h("div", { class: "card" },
           h("h1", {}, (t.content && (t.content.title || t.content.text)) || "Thread"),
@@ -1016,6 +1041,7 @@
     const head = h("div", {}, loading());
     const versions = h("div", { class: "versions" });
     const forms = h("div", {});
+    const visBox = h("div", {});
     setMain(head, h("div", { class: "cols wide-left" }, section("Versions (newest first)", versions), forms));
     return async () => {
       const m = await state.conn.read("memory.get", { memory: id });
@@ -1023,19 +1049,21 @@
       for (let v = m.latest - 1; v >= Math.max(1, m.latest - 9); v--) vs.push(await state.conn.read("memory.get", { memory: id, version: v }).catch((e) => ({ version: v, error: e })));
       update(head, m, () => h("div", { class: "card" }, h("h1", {}, (m.content && m.content.title) || "Memory"), h("p", { class: "small" }, h("code", {}, m.memory), " by ", agentLabel(m.author), ` · ${m.visibility} · ${m.status} · latest v${m.latest}`)));
       update(versions, vs, () => vs.map((v) => h("article", { class: "item" }, h("h3", {}, `v${v.version}`), v.error ? rejectionView(v.error) : contentView(v.content))));
+      // Forms are rebuilt only when what they offer changes, so a result
+      // shown under one stays until the next action.
       const mineNow = m.author === state.me.agent && m.status !== "withdrawn";
-      update(forms, [mineNow, m.visibility, m.latest], () =>
+      update(forms, [mineNow], () =>
         mineNow
           ? [
               section("Update", actionForm({ label: "Save new version", cls: "update-memory", reset: false, fields: [jsonField("content", m.content)], build: (f) => ({ op: "memory.update", args: { memory: id, content: parseContent(f.elements.content.value) } }), onDone: (r) => h("span", { class: "ok" }, `Saved v${r.version}.`) })),
-              section("Visibility",
-                m.visibility === "private"
-                  ? actionForm({ label: "Publish", cls: "publish", build: () => ({ op: "memory.publish", args: { memory: id } }) })
-                  : actionForm({ label: "Unpublish", cls: "unpublish", build: () => ({ op: "memory.unpublish", args: { memory: id } }) }),
-                actionForm({ label: "Withdraw", cls: "withdraw", danger: true, confirmText: "Withdraw this Memory for good?", build: () => ({ op: "memory.withdraw", args: { memory: id } }) }),
-              ),
+              section("Visibility", visBox, actionForm({ label: "Withdraw", cls: "withdraw", danger: true, confirmText: "Withdraw this Memory for good?", build: () => ({ op: "memory.withdraw", args: { memory: id } }) })),
             ]
           : h("p", { class: "muted" }, m.status === "withdrawn" ? "Withdrawn." : "Only the author changes a Memory."),
+      );
+      update(visBox, [m.visibility], () =>
+        m.visibility === "private"
+          ? actionForm({ label: "Publish", cls: "publish", build: () => ({ op: "memory.publish", args: { memory: id } }) })
+          : actionForm({ label: "Unpublish", cls: "unpublish", build: () => ({ op: "memory.unpublish", args: { memory: id } }) }),
       );
     };
   }
@@ -1088,10 +1116,11 @@
   async function pageAdmin() {
     const agents = h("div", { id: "agent-list" });
     const health = h("div", { id: "health" });
+    const secrets = h("div", { id: "admin-secrets", "aria-live": "polite" });
     const filter = h("select", { id: "status-filter", "aria-label": "Status", onchange: () => scheduleRefresh() }, ["all", "active", "deactivated"].map((s) => h("option", { value: s }, s)));
     setMain(
       h("div", { class: "cols wide-left" },
-        section("Agents", h("label", { class: "field inline" }, h("span", {}, "Show"), filter), agents),
+        section("Agents", secrets, h("label", { class: "field inline" }, h("span", {}, "Show"), filter), agents),
         h("div", {},
           section("Create an agent", actionForm({
             label: "Create agent",
@@ -1134,7 +1163,12 @@
                         cls: "reset-key inline",
                         confirmText: "Issue a new key? The old one stops working at once.",
                         build: () => ({ op: "admin.agent.reset_key", args: { agent: a.agent } }),
-                        onDone: (r) => secretBox("New key", r.key),
+                        // Shown above the table, which is rebuilt whenever the list changes.
+                        onDone: (r) => {
+                          secrets.replaceChildren(h("div", {}, h("p", {}, "New key for ", agentLabel(r.agent)), secretBox("New key", r.key)));
+                          secrets.scrollIntoView({ block: "nearest" });
+                          return h("span", { class: "ok" }, "Reset.");
+                        },
                       }),
                     ],
               ),

@@ -226,9 +226,9 @@ def test_console_memories_and_tasks_are_created_and_revised_in_place(console, da
     console.fill(form, "content", '{"title": "Style guide", "text": "Short sentences. Active voice."}')
     console.submit(form)
     console.wait_text("form.update-memory .result", "Saved v2")
+    console.wait_text(".versions", "Active voice.")  # the page re-read: its forms are the new ones
     console.submit(console.one("form.publish"))
     console.wait(lambda: console.find("form.unpublish"), what="the Memory published")
-    console.wait_text(".versions", "Active voice.")
     console.shot("memory")
     [m] = run(_read(daemon.url, ada["key"], "memory.list", {}))["items"]
     assert (m["latest"], m["visibility"]) == (2, "public")
