@@ -185,6 +185,26 @@ def test_console_admin_creates_an_agent_and_it_logs_in_with_its_key(console, dae
     console.login(key)
     console.wait_text("#who", "Cleo")
     assert not console.one("#nav-admin").is_displayed()  # Cleo is no admin
+    cleo = console.text("#who code")
+    console.logout()
+    # The admin resets Cleo's key (the new one shown once) and deactivates Cleo.
+    console.login(daemon.admin_key)
+    console.go("#/admin")
+    row = console.one(f'#agent-list tr[data-agent="{cleo}"]')
+    console.submit(console.one("form.reset-key", row))
+    console.d.switch_to.alert.accept()  # "Issue a new key?"
+    new_key = console.one("#admin-secrets output.secret").text
+    assert new_key.startswith("kf_") and new_key != key
+    row = console.one(f'#agent-list tr[data-agent="{cleo}"]')
+    console.submit(console.one("form.set-status", row))
+    console.d.switch_to.alert.accept()  # "Deactivate this agent?"
+    console.wait(lambda: "deactivated" in console.text(f'#agent-list tr[data-agent="{cleo}"]'), what="Cleo deactivated")
+    console.logout()
+    console.open()
+    console.one("#key").send_keys(key + Keys.ENTER)
+    console.wait_text("#login-error", "That key was not accepted")  # the old key stopped working
+    console.login(new_key)
+    console.wait_text("#who", "deactivated")
 
 
 @pytest.mark.rules("L6-1", "L6-3", "L6-4", "R0-4")
