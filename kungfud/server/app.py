@@ -44,6 +44,7 @@ OUTBOX_HIGH = 8 * 1024 * 1024  # stop reading a connection's frames above this b
 OUTBOX_LOW = 2 * 1024 * 1024  # … until it drains below this
 _FAILED_JOIN = frozenset({"not_found", "forbidden", "conflict"})
 _ALL = "*"  # the key of the daemon-wide failed-join window
+STOP_WITHIN_S = 8.0  # Server.stop() ends within this, whatever clients do (SIGTERM exits 0 promptly)
 
 
 def _event_frame(seq: int, event: bytes) -> bytes:
@@ -126,22 +127,46 @@ class Server:
         addr = sock.getsockname()
         return addr[0], addr[1]
 
-    async def stop(self, grace_s: float = 10.0) -> None:
-        """Stop accepting, let in-flight requests finish (bounded), close."""
+    async def stop(self, grace_s: float = STOP_WITHIN_S) -> None:
+        """Stop accepting, let in-flight requests finish, flush and close every
+        connection — all within ``grace_s`` in total, whatever clients do: the
+        connections are flushed and closed together, and whatever is still open
+        at the deadline is aborted."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace_s
         # Close only the listening sockets first: websockets' own close() runs
         # once, so it is kept for the final close of every connection.
         self._server.server.close()
-        deadline = time.monotonic() + grace_s
-        while any(c.in_flight for c in self.connections) and time.monotonic() < deadline:
+        # In-flight actions get most of the budget; their replies, a flush of
+        # every outbox, and the close handshakes share the rest.
+        answer_by = deadline - min(3.0, grace_s / 2)
+        while any(c.in_flight for c in self.connections) and loop.time() < answer_by:
             await asyncio.sleep(0.01)
+        flush_by = min(deadline - min(2.0, grace_s / 4), loop.time() + 1.0)
+        await asyncio.gather(*(self._flush(c, flush_by) for c in list(self.connections)))
         for c in list(self.connections):
-            await self._flush(c, 1.0)
+            if not c.closed and (c.sending or c.ws.paused):
+                # It does not read: no close handshake can get through to it.
+                self._drop(c)
+                c.ws.transport.abort()
         self._server.close(close_connections=True)
-        await self._server.wait_closed()
+        try:
+            await asyncio.wait_for(self._server.wait_closed(), max(0.0, deadline - loop.time()))
+        except asyncio.TimeoutError:
+            left = [c for c in self.connections]
+            log.warning("stopping: aborting %d connection(s) that did not close in time", len(left))
+            for c in left:
+                self._drop(c)
+            for ws in list(self._server.connections):
+                ws.transport.abort()
+            try:
+                await asyncio.wait_for(self._server.wait_closed(), 1.0)
+            except asyncio.TimeoutError:
+                log.warning("stopping: connection handlers still running; exiting anyway")
 
-    async def _flush(self, conn: Conn, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while not conn.outbox.empty() and not conn.closed and time.monotonic() < deadline:
+    async def _flush(self, conn: Conn, until: float) -> None:
+        loop = asyncio.get_running_loop()
+        while not conn.outbox.empty() and not conn.closed and loop.time() < until:
             await asyncio.sleep(0.005)
 
     # --- handshake -----------------------------------------------------------
@@ -186,15 +211,39 @@ class Server:
                     break
                 self._on_frame(conn, message)
                 if conn.pending_bytes > OUTBOX_HIGH:
-                    await conn.writable.wait()  # backpressure: read nothing more until it reads
+                    # Backpressure: read nothing more until it reads — or until
+                    # the connection is gone (every wait here ends on close).
+                    await self._until_closed(conn, conn.writable.wait())
+                    if conn.closed:
+                        break
         except ConnectionClosed:
             pass
         finally:
-            conn.closed = True
-            conn.writable.set()
+            self._drop(conn)
             self.connections.discard(conn)
-            self._unsubscribe(conn)
             sender.cancel()
+
+    async def _until_closed(self, conn: Conn, aw: Any) -> None:
+        """Await ``aw``, but return as soon as the connection closes."""
+        waiter = asyncio.ensure_future(aw)
+        closed = asyncio.ensure_future(conn.ws.wait_closed())
+        try:
+            await asyncio.wait((waiter, closed), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiter.cancel()
+            closed.cancel()
+        if closed.done() and not closed.cancelled():
+            self._drop(conn)
+
+    def _drop(self, conn: Conn) -> None:
+        """The connection is gone or being dropped: no more replies are queued
+        for it, whatever waits on it wakes, and it stops receiving events. The
+        one place a connection's end is recorded."""
+        conn.closed = True
+        conn.writable.set()
+        self._unsubscribe(conn)
+        while not conn.outbox.empty():  # free the replies nobody will read
+            conn.pending_bytes -= len(conn.outbox.get_nowait())
 
     async def _sender(self, conn: Conn) -> None:
         ws = conn.ws
@@ -209,11 +258,13 @@ class Server:
                     conn.writable.set()
         except asyncio.TimeoutError:
             log.info("closing a connection that did not read its replies for %ss", self.send_timeout_s)
-            conn.closed = True
-            conn.writable.set()
             ws.transport.abort()
         except (ConnectionClosed, asyncio.CancelledError):
             pass
+        finally:
+            # However the sender ends, the connection is over for it: wake the
+            # handler (it may wait on backpressure) instead of leaving it stuck.
+            self._drop(conn)
 
     def _send(self, conn: Conn, data: bytes) -> None:
         """Hand one frame to the client. While its socket keeps up, the frame is
@@ -227,8 +278,7 @@ class Server:
                 ws.protocol.send_text(data)
                 ws.send_data()
             except Exception:  # the socket went away under us (uvloop raises on a closed transport)
-                conn.closed = True
-                conn.writable.set()
+                self._drop(conn)
             return
         conn.pending_bytes += len(data)
         if conn.pending_bytes > OUTBOX_HIGH:
@@ -330,8 +380,7 @@ class Server:
                 if conn.outbox.qsize() >= self.max_pending_events:
                     # A slow subscriber never slows anyone else: drop it with a
                     # reason; it recovers with `subscribe {since}` or `turn`.
-                    self._unsubscribe(conn)
-                    conn.closed = True
+                    self._drop(conn)
                     self.metrics.slow_subscribers_dropped += 1
                     asyncio.ensure_future(
                         conn.ws.close(1008, "subscriber fell behind; reconnect and subscribe with since, or read turn")
