@@ -55,7 +55,9 @@ def _event_frame(seq: int, event: bytes) -> bytes:
 class Conn:
     """Per-connection state, touched only on the event loop."""
 
-    __slots__ = ("ws", "agent", "in_flight", "outbox", "closed", "floor", "pending_bytes", "writable", "sending")
+    __slots__ = (
+        "ws", "agent", "in_flight", "outbox", "closed", "floor", "subscribed", "pending_bytes", "writable", "sending"
+    )
 
     def __init__(self, ws: ServerConnection, agent: str | None):
         self.ws = ws
@@ -64,6 +66,7 @@ class Conn:
         self.outbox: asyncio.Queue[bytes] = asyncio.Queue()
         self.closed = False
         self.floor: int | None = None  # subscribed: live events must have seq > floor
+        self.subscribed: str | None = None  # the agent whose subscriber set holds this connection
         # Bytes queued for this client but not yet handed to its socket. Above
         # OUTBOX_HIGH the connection stops reading frames until the client
         # catches up (below OUTBOX_LOW): a client that never reads costs a
@@ -340,6 +343,9 @@ class Server:
         if agent is None:
             self._reject(conn, req_id, Rejection("unauthenticated", "unknown agent key", "stop"))
             return
+        # A new authentication ends the subscription of whoever the connection
+        # was before: events follow only a `subscribe` by the agent it is now.
+        self._unsubscribe(conn)
         conn.agent = agent
         with self.rt.store.read() as view:
             state = view.state(agent)
@@ -361,16 +367,19 @@ class Server:
             if seq <= newest:
                 self._send(conn, _event_frame(seq, event))
         conn.floor = newest
+        conn.subscribed = conn.agent
         self.subscribers.setdefault(conn.agent, set()).add(conn)
 
     def _unsubscribe(self, conn: Conn) -> None:
-        if conn.floor is not None and conn.agent is not None:
-            subs = self.subscribers.get(conn.agent)
+        # Keyed on the agent that subscribed, not on conn.agent: `hello` may
+        # have changed who the connection is since.
+        agent, conn.subscribed, conn.floor = conn.subscribed, None, None
+        if agent is not None:
+            subs = self.subscribers.get(agent)
             if subs is not None:
                 subs.discard(conn)
                 if not subs:
-                    del self.subscribers[conn.agent]
-        conn.floor = None
+                    del self.subscribers[agent]
 
     def _publish(self, events: list[tuple[str, int, bytes]]) -> None:
         for agent, seq, event in events:
