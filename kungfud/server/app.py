@@ -428,6 +428,7 @@ class Server:
                 ),
             )
             return
+        joiner: tuple[str, float, float] | None = None
         if op == "thread.join" and caller is not None:
             # §12 R12-7: after too many failed joins every join waits, valid token or not.
             if self.failed_joins.full(caller) or self.failed_joins_all.full(_ALL):
@@ -452,8 +453,11 @@ class Server:
             # A replay is found by the owning actor, which reads the receipt
             # before anything else (L3-2); the event loop reads nothing here.
             actor_key = ACTIONS[op].route(command, caller, None)  # type: ignore[arg-type]
+        if op == "thread.join" and caller is not None:
+            # Counted as a failure when it arrives, refunded in _finish unless
+            # it failed: joins in flight cannot outrun the budget (pipelining).
+            joiner = (caller, self.failed_joins.hit(caller), self.failed_joins_all.hit(_ALL))
         conn.in_flight += 1
-        joiner = caller if op == "thread.join" and caller is not None else None
         started = time.perf_counter()
 
         def reply(outcome: Outcome) -> None:  # any thread
@@ -521,15 +525,16 @@ class Server:
         op: str,
         started: float,
         outcome: Outcome,
-        joiner: str | None = None,
+        joiner: tuple[str, float, float] | None = None,
         limiter_key: str | None = None,
     ) -> None:
         conn.in_flight -= 1
         if not isinstance(outcome, Replayed):  # the histogram is of actions decided
             self.metrics.latency((time.perf_counter() - started) * 1000)
-        if joiner is not None and isinstance(outcome, Failed) and outcome.rejection.code in _FAILED_JOIN:
-            self.failed_joins.hit(joiner)
-            self.failed_joins_all.hit(_ALL)
+        if joiner is not None and not (isinstance(outcome, Failed) and outcome.rejection.code in _FAILED_JOIN):
+            agent, at, at_all = joiner  # not a failed join after all: give its count back
+            self.failed_joins.refund(agent, at)
+            self.failed_joins_all.refund(_ALL, at_all)
         if isinstance(outcome, Committed):
             self.metrics.action(op)
             self._send(conn, wire.encode_ok(req_id, outcome.result))

@@ -43,16 +43,27 @@ class SlidingWindow:
         """True when ``who`` has used up the window (counts nothing)."""
         return len(self._prune(who)) >= self.limit
 
-    def hit(self, who: str) -> None:
-        """Count one event for ``who`` unconditionally."""
-        self._prune(who).append(self.clock())
+    def hit(self, who: str) -> float:
+        """Count one event for ``who`` unconditionally; returns its time (for
+        :meth:`refund`)."""
+        at = self.clock()
+        self._prune(who).append(at)
+        return at
 
-    def refund(self, who: str) -> None:
-        """Take back the newest hit of ``who`` (a request that turned out to be
-        exempt, such as a replay)."""
+    def refund(self, who: str, at: float | None = None) -> None:
+        """Take back a hit of ``who`` (a request that turned out to be exempt,
+        such as a replay): the one counted at ``at``, else the newest. A hit
+        that has already left the window is not taken back twice."""
         q = self._hits.get(who)
-        if q:
+        if not q:
+            return
+        if at is None:
             q.pop()
+            return
+        try:
+            q.remove(at)
+        except ValueError:
+            pass
 
     def _sweep(self) -> None:
         """Forget whoever has no hit inside the window, so the table stays as
