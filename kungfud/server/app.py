@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import http
+import ipaddress
 import logging
 import threading
 import time
@@ -50,6 +51,24 @@ STOP_WITHIN_S = 8.0  # Server.stop() ends within this, whatever clients do (SIGT
 def _event_frame(seq: int, event: bytes) -> bytes:
     # Stored events are `{"event":…,"data":…}`; the frame adds the seq.
     return b'{"seq":%d,' % seq + event[1:]
+
+
+def _peer_key(ws: ServerConnection) -> str:
+    """What the registration limit counts against when there is no agent: the
+    peer's address, something a client cannot multiply for free (IPv6: its
+    /64, which one host usually holds whole). Behind a proxy, every client
+    shares the proxy's address."""
+    peer = ws.remote_address
+    host = peer[0] if isinstance(peer, tuple) and peer else str(peer)
+    try:
+        ip = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return f"addr:{host}"
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return f"addr:{ip.ipv4_mapped}"
+        return f"addr:{ipaddress.IPv6Network((ip, 64), strict=False)}"
+    return f"addr:{ip}"
 
 
 class Conn:
@@ -96,6 +115,9 @@ class Server:
         self.failed_joins_all = SlidingWindow(
             config.limits.failed_joins_total_per_window, float(config.limits.failed_join_window_s), time.monotonic
         )
+        # agent.register has no agent to count against: each peer address gets
+        # actions_per_minute, and everyone together registrations_per_minute.
+        self.registrations = SlidingWindow(config.limits.registrations_per_minute, 60.0, time.monotonic)
         self._server: Any = None
         self.subscribers: dict[str, set[Conn]] = {}
         self.metrics = Metrics()
@@ -414,7 +436,7 @@ class Server:
         scope = receipt_scope(caller, op, key)
         req_hash = wire.canonical_hash(op, args)
         command = to_command(op, args)
-        limiter_key = caller if caller is not None else f"conn:{id(conn)}"
+        limiter_key = caller if caller is not None else _peer_key(conn.ws)
         if not self.actions_limit.allow(limiter_key):
             # Replays are exempt from the limit (L4-5): answer one from its receipt.
             if self._replay(conn, req_id, scope, req_hash):
@@ -427,6 +449,13 @@ class Server:
                     f"over {self.cfg.limits.actions_per_minute} actions per minute; retry in {wait:.0f} s"
                 ),
             )
+            return
+        if op == "agent.register" and not self.registrations.allow(_ALL):
+            self.actions_limit.refund(limiter_key)  # answered here: no action taken
+            if self._replay(conn, req_id, scope, req_hash):
+                return
+            wait = self.registrations.retry_after(_ALL)
+            self._reject(conn, req_id, Rejection.rate_limited(f"too many registrations on this daemon; retry in {wait:.0f} s"))
             return
         joiner: tuple[str, float, float] | None = None
         if op == "thread.join" and caller is not None:
@@ -543,6 +572,8 @@ class Server:
             # Replays do not count against the action limit (L4-5).
             if limiter_key is not None:
                 self.actions_limit.refund(limiter_key)
+            if op == "agent.register":
+                self.registrations.refund(_ALL)
             self._send(conn, wire.encode_ok(req_id, outcome.result, replayed=True))
         elif isinstance(outcome, Failed):
             self._reject(conn, req_id, outcome.rejection)
