@@ -50,6 +50,7 @@ class LimitsConfig(_Section, frozen=True):
     failed_join_window_s: Pos = 900
     failed_joins_total_per_window: Pos = 1000
     registrations_per_minute: Pos = 1200
+    reads_per_minute: Pos = 6000
     max_content_bytes: Pos = 262_144
     max_members_per_thread: Pos = 10_000
     max_threads_per_agent: Pos = 10_000

@@ -45,6 +45,7 @@ OUTBOX_HIGH = 8 * 1024 * 1024  # stop reading a connection's frames above this b
 OUTBOX_LOW = 2 * 1024 * 1024  # … until it drains below this
 _FAILED_JOIN = frozenset({"not_found", "forbidden", "conflict"})
 _ALL = "*"  # the key of the daemon-wide failed-join window
+REPLAY_PAGE = 128  # events a `subscribe {since}` replay sends per loop turn
 STOP_WITHIN_S = 8.0  # Server.stop() ends within this, whatever clients do (SIGTERM exits 0 promptly)
 
 
@@ -75,7 +76,8 @@ class Conn:
     """Per-connection state, touched only on the event loop."""
 
     __slots__ = (
-        "ws", "agent", "in_flight", "outbox", "closed", "floor", "subscribed", "pending_bytes", "writable", "sending"
+        "ws", "agent", "in_flight", "outbox", "closed", "floor", "subscribed", "replay", "pending_bytes", "writable",
+        "sending",
     )
 
     def __init__(self, ws: ServerConnection, agent: str | None):
@@ -86,6 +88,7 @@ class Conn:
         self.closed = False
         self.floor: int | None = None  # subscribed: live events must have seq > floor
         self.subscribed: str | None = None  # the agent whose subscriber set holds this connection
+        self.replay: asyncio.Task | None = None  # a `subscribe {since}` replay still being sent
         # Bytes queued for this client but not yet handed to its socket. Above
         # OUTBOX_HIGH the connection stops reading frames until the client
         # catches up (below OUTBOX_LOW): a client that never reads costs a
@@ -118,6 +121,7 @@ class Server:
         # agent.register has no agent to count against: each peer address gets
         # actions_per_minute, and everyone together registrations_per_minute.
         self.registrations = SlidingWindow(config.limits.registrations_per_minute, 60.0, time.monotonic)
+        self.reads_limit = SlidingWindow(config.limits.reads_per_minute, 60.0, time.monotonic)
         self._server: Any = None
         self.subscribers: dict[str, set[Conn]] = {}
         self.metrics = Metrics()
@@ -340,7 +344,8 @@ class Server:
                 self._hello(conn, req_id, args)
                 return
             if op == "subscribe" and conn.agent is not None:
-                self._subscribe(conn, req_id, args)
+                if self._read_allowed(conn, req_id):
+                    self._subscribe(conn, req_id, args)
                 return
             spec = wire.OPS[op]
             if conn.agent is None and not spec.open:
@@ -351,7 +356,8 @@ class Server:
                 )
                 return
             if spec.kind == "R":
-                self._read(conn, req_id, op, args)
+                if self._read_allowed(conn, req_id):
+                    self._read(conn, req_id, op, args)
             else:
                 self._act(conn, req_id, op, env.key, args)
         except wire.FrameError as e:
@@ -378,21 +384,59 @@ class Server:
     def _subscribe(self, conn: Conn, req_id: Any, args: wire.SubscribeArgs) -> None:
         """Reply with the newest seq, replay the caller's events after ``since``
         from the durable feed, then stream live ones — in order, no gap, no
-        duplicate: live events at or below the replayed seq are dropped."""
+        duplicate. The replay goes a page (REPLAY_PAGE events) per loop turn
+        and waits while the client is behind, so a long one holds up neither
+        other connections nor this connection's later requests."""
         assert conn.agent is not None
         self._unsubscribe(conn)
         with self.rt.store.read() as view:
             newest = view.last_seq()
-            replay = list(view.events_for(conn.agent, args.since)) if args.since is not None else []
         self._send(conn, wire.encode_ok(req_id, wire.encode({"subscribed": True, "seq": newest})))
-        for seq, event in replay:
-            if seq <= newest:
-                self._send(conn, _event_frame(seq, event))
-        conn.floor = newest
-        conn.subscribed = conn.agent
-        self.subscribers.setdefault(conn.agent, set()).add(conn)
+        after = self._replay_page(conn, conn.agent, newest if args.since is None else args.since)
+        if after is not None:
+            conn.replay = asyncio.ensure_future(self._replay_rest(conn, conn.agent, after))
+
+    def _replay_page(self, conn: Conn, agent: str, after: int) -> int | None:
+        """Send one page of ``agent``'s events after seq ``after``. When they are
+        all sent, go live in the same step (no event can fall in between: live
+        events at or below the seq read here are dropped) and return None;
+        else return the seq to continue after."""
+        page: list[tuple[int, bytes]] = []
+        more = False
+        with self.rt.store.read() as view:
+            top = view.last_seq()
+            feed = view.events_for(agent, after)
+            try:
+                for seq, event in feed:
+                    if len(page) >= REPLAY_PAGE and seq != page[-1][0]:
+                        more = True  # a page ends between seqs, so `after` resumes exactly
+                        break
+                    page.append((seq, event))
+            finally:
+                feed.close()  # its cursor, before the read transaction ends
+        for seq, event in page:
+            self._send(conn, _event_frame(seq, event))
+        if more:
+            return page[-1][0]
+        conn.floor = top
+        conn.subscribed = agent
+        conn.replay = None
+        self.subscribers.setdefault(agent, set()).add(conn)
+        return None
+
+    async def _replay_rest(self, conn: Conn, agent: str, after: int | None) -> None:
+        while after is not None:
+            await asyncio.sleep(0)  # other connections and this one's requests go first
+            while not conn.closed and (conn.pending_bytes > OUTBOX_LOW or conn.outbox.qsize() > REPLAY_PAGE):
+                await self._until_closed(conn, asyncio.sleep(0.01))  # the client is behind: let it read
+            if conn.closed:
+                return
+            after = self._replay_page(conn, agent, after)
 
     def _unsubscribe(self, conn: Conn) -> None:
+        if conn.replay is not None:
+            conn.replay.cancel()
+            conn.replay = None
         # Keyed on the agent that subscribed, not on conn.agent: `hello` may
         # have changed who the connection is since.
         agent, conn.subscribed, conn.floor = conn.subscribed, None, None
@@ -419,6 +463,19 @@ class Server:
                     continue
                 self.metrics.events_sent += 1
                 self._send(conn, _event_frame(seq, event))
+
+    def _read_allowed(self, conn: Conn, req_id: Any) -> bool:
+        """Reads have their own per-agent budget (`reads_per_minute`)."""
+        assert conn.agent is not None
+        if self.reads_limit.allow(conn.agent):
+            return True
+        wait = self.reads_limit.retry_after(conn.agent)
+        self._reject(
+            conn,
+            req_id,
+            Rejection.rate_limited(f"over {self.cfg.limits.reads_per_minute} reads per minute; retry in {wait:.0f} s"),
+        )
+        return False
 
     def _read(self, conn: Conn, req_id: Any, op: str, args: Any) -> None:
         assert conn.agent is not None
