@@ -33,7 +33,7 @@ from ..store import Committed, Failed, Outcome, Replayed
 from ..store.layout import receipt_scope
 from ..store.writer import mismatch
 from .dispatch import run_read, to_command
-from .limits import SlidingWindow
+from .limits import SlidingWindow, TokenBucket
 from .metrics import Metrics
 
 __all__ = ["Server"]
@@ -121,7 +121,7 @@ class Server:
         # agent.register has no agent to count against: each peer address gets
         # actions_per_minute, and everyone together registrations_per_minute.
         self.registrations = SlidingWindow(config.limits.registrations_per_minute, 60.0, time.monotonic)
-        self.reads_limit = SlidingWindow(config.limits.reads_per_minute, 60.0, time.monotonic)
+        self.reads_limit = TokenBucket(config.limits.reads_per_minute, 60.0, time.monotonic)
         self._server: Any = None
         self.subscribers: dict[str, set[Conn]] = {}
         self.metrics = Metrics()
