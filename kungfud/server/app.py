@@ -236,7 +236,7 @@ class Server:
         try:
             async for message in ws:
                 if isinstance(message, bytes):
-                    await ws.close(1003, "binary frames are not accepted; send JSON text frames")
+                    await self._close(conn, 1003, "binary frames are not accepted; send JSON text frames")
                     break
                 self._on_frame(conn, message)
                 if conn.pending_bytes > OUTBOX_HIGH:
@@ -263,6 +263,16 @@ class Server:
             closed.cancel()
         if closed.done() and not closed.cancelled():
             self._drop(conn)
+
+    async def _close(self, conn: Conn, code: int, reason: str) -> None:
+        """Close with a code and reason — within the send timeout even when the
+        client reads nothing (the close frame cannot get through): then abort,
+        as for any connection that does not read for that long."""
+        self._drop(conn)
+        try:
+            await asyncio.wait_for(conn.ws.close(code, reason), self.send_timeout_s)
+        except asyncio.TimeoutError:
+            conn.ws.transport.abort()
 
     def _drop(self, conn: Conn) -> None:
         """The connection is gone or being dropped: no more replies are queued
@@ -455,10 +465,10 @@ class Server:
                 if conn.outbox.qsize() >= self.max_pending_events:
                     # A slow subscriber never slows anyone else: drop it with a
                     # reason; it recovers with `subscribe {since}` or `turn`.
-                    self._drop(conn)
                     self.metrics.slow_subscribers_dropped += 1
+                    self._drop(conn)
                     asyncio.ensure_future(
-                        conn.ws.close(1008, "subscriber fell behind; reconnect and subscribe with since, or read turn")
+                        self._close(conn, 1008, "subscriber fell behind; reconnect and subscribe with since, or read turn")
                     )
                     continue
                 self.metrics.events_sent += 1
