@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import http
+import ipaddress
 import logging
 import threading
 import time
@@ -33,7 +34,7 @@ from ..store.layout import receipt_scope
 from ..store.writer import mismatch
 from .console import console_response
 from .dispatch import run_read, to_command
-from .limits import SlidingWindow
+from .limits import SlidingWindow, TokenBucket
 from .metrics import Metrics
 
 __all__ = ["Server"]
@@ -45,6 +46,8 @@ OUTBOX_HIGH = 8 * 1024 * 1024  # stop reading a connection's frames above this b
 OUTBOX_LOW = 2 * 1024 * 1024  # … until it drains below this
 _FAILED_JOIN = frozenset({"not_found", "forbidden", "conflict"})
 _ALL = "*"  # the key of the daemon-wide failed-join window
+REPLAY_PAGE = 128  # events a `subscribe {since}` replay sends per loop turn
+STOP_WITHIN_S = 8.0  # Server.stop() ends within this, whatever clients do (SIGTERM exits 0 promptly)
 
 
 def _event_frame(seq: int, event: bytes) -> bytes:
@@ -52,10 +55,31 @@ def _event_frame(seq: int, event: bytes) -> bytes:
     return b'{"seq":%d,' % seq + event[1:]
 
 
+def _peer_key(ws: ServerConnection) -> str:
+    """What the registration limit counts against when there is no agent: the
+    peer's address, something a client cannot multiply for free (IPv6: its
+    /64, which one host usually holds whole). Behind a proxy, every client
+    shares the proxy's address."""
+    peer = ws.remote_address
+    host = peer[0] if isinstance(peer, tuple) and peer else str(peer)
+    try:
+        ip = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return f"addr:{host}"
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return f"addr:{ip.ipv4_mapped}"
+        return f"addr:{ipaddress.IPv6Network((ip, 64), strict=False)}"
+    return f"addr:{ip}"
+
+
 class Conn:
     """Per-connection state, touched only on the event loop."""
 
-    __slots__ = ("ws", "agent", "in_flight", "outbox", "closed", "floor", "pending_bytes", "writable", "sending")
+    __slots__ = (
+        "ws", "agent", "in_flight", "outbox", "closed", "floor", "subscribed", "replay", "pending_bytes", "writable",
+        "sending",
+    )
 
     def __init__(self, ws: ServerConnection, agent: str | None):
         self.ws = ws
@@ -64,6 +88,8 @@ class Conn:
         self.outbox: asyncio.Queue[bytes] = asyncio.Queue()
         self.closed = False
         self.floor: int | None = None  # subscribed: live events must have seq > floor
+        self.subscribed: str | None = None  # the agent whose subscriber set holds this connection
+        self.replay: asyncio.Task | None = None  # a `subscribe {since}` replay still being sent
         # Bytes queued for this client but not yet handed to its socket. Above
         # OUTBOX_HIGH the connection stops reading frames until the client
         # catches up (below OUTBOX_LOW): a client that never reads costs a
@@ -93,6 +119,10 @@ class Server:
         self.failed_joins_all = SlidingWindow(
             config.limits.failed_joins_total_per_window, float(config.limits.failed_join_window_s), time.monotonic
         )
+        # agent.register has no agent to count against: each peer address gets
+        # actions_per_minute, and everyone together registrations_per_minute.
+        self.registrations = SlidingWindow(config.limits.registrations_per_minute, 60.0, time.monotonic)
+        self.reads_limit = TokenBucket(config.limits.reads_per_minute, 60.0, time.monotonic)
         self._server: Any = None
         self.subscribers: dict[str, set[Conn]] = {}
         self.metrics = Metrics()
@@ -127,22 +157,46 @@ class Server:
         addr = sock.getsockname()
         return addr[0], addr[1]
 
-    async def stop(self, grace_s: float = 10.0) -> None:
-        """Stop accepting, let in-flight requests finish (bounded), close."""
+    async def stop(self, grace_s: float = STOP_WITHIN_S) -> None:
+        """Stop accepting, let in-flight requests finish, flush and close every
+        connection — all within ``grace_s`` in total, whatever clients do: the
+        connections are flushed and closed together, and whatever is still open
+        at the deadline is aborted."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace_s
         # Close only the listening sockets first: websockets' own close() runs
         # once, so it is kept for the final close of every connection.
         self._server.server.close()
-        deadline = time.monotonic() + grace_s
-        while any(c.in_flight for c in self.connections) and time.monotonic() < deadline:
+        # In-flight actions get most of the budget; their replies, a flush of
+        # every outbox, and the close handshakes share the rest.
+        answer_by = deadline - min(3.0, grace_s / 2)
+        while any(c.in_flight for c in self.connections) and loop.time() < answer_by:
             await asyncio.sleep(0.01)
+        flush_by = min(deadline - min(2.0, grace_s / 4), loop.time() + 1.0)
+        await asyncio.gather(*(self._flush(c, flush_by) for c in list(self.connections)))
         for c in list(self.connections):
-            await self._flush(c, 1.0)
+            if not c.closed and (c.sending or c.ws.paused):
+                # It does not read: no close handshake can get through to it.
+                self._drop(c)
+                c.ws.transport.abort()
         self._server.close(close_connections=True)
-        await self._server.wait_closed()
+        try:
+            await asyncio.wait_for(self._server.wait_closed(), max(0.0, deadline - loop.time()))
+        except asyncio.TimeoutError:
+            left = [c for c in self.connections]
+            log.warning("stopping: aborting %d connection(s) that did not close in time", len(left))
+            for c in left:
+                self._drop(c)
+            for ws in list(self._server.connections):
+                ws.transport.abort()
+            try:
+                await asyncio.wait_for(self._server.wait_closed(), 1.0)
+            except asyncio.TimeoutError:
+                log.warning("stopping: connection handlers still running; exiting anyway")
 
-    async def _flush(self, conn: Conn, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while not conn.outbox.empty() and not conn.closed and time.monotonic() < deadline:
+    async def _flush(self, conn: Conn, until: float) -> None:
+        loop = asyncio.get_running_loop()
+        while not conn.outbox.empty() and not conn.closed and loop.time() < until:
             await asyncio.sleep(0.005)
 
     # --- handshake -----------------------------------------------------------
@@ -185,19 +239,53 @@ class Server:
         try:
             async for message in ws:
                 if isinstance(message, bytes):
-                    await ws.close(1003, "binary frames are not accepted; send JSON text frames")
+                    await self._close(conn, 1003, "binary frames are not accepted; send JSON text frames")
                     break
                 self._on_frame(conn, message)
                 if conn.pending_bytes > OUTBOX_HIGH:
-                    await conn.writable.wait()  # backpressure: read nothing more until it reads
+                    # Backpressure: read nothing more until it reads — or until
+                    # the connection is gone (every wait here ends on close).
+                    await self._until_closed(conn, conn.writable.wait())
+                    if conn.closed:
+                        break
         except ConnectionClosed:
             pass
         finally:
-            conn.closed = True
-            conn.writable.set()
+            self._drop(conn)
             self.connections.discard(conn)
-            self._unsubscribe(conn)
             sender.cancel()
+
+    async def _until_closed(self, conn: Conn, aw: Any) -> None:
+        """Await ``aw``, but return as soon as the connection closes."""
+        waiter = asyncio.ensure_future(aw)
+        closed = asyncio.ensure_future(conn.ws.wait_closed())
+        try:
+            await asyncio.wait((waiter, closed), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiter.cancel()
+            closed.cancel()
+        if closed.done() and not closed.cancelled():
+            self._drop(conn)
+
+    async def _close(self, conn: Conn, code: int, reason: str) -> None:
+        """Close with a code and reason — within the send timeout even when the
+        client reads nothing (the close frame cannot get through): then abort,
+        as for any connection that does not read for that long."""
+        self._drop(conn)
+        try:
+            await asyncio.wait_for(conn.ws.close(code, reason), self.send_timeout_s)
+        except asyncio.TimeoutError:
+            conn.ws.transport.abort()
+
+    def _drop(self, conn: Conn) -> None:
+        """The connection is gone or being dropped: no more replies are queued
+        for it, whatever waits on it wakes, and it stops receiving events. The
+        one place a connection's end is recorded."""
+        conn.closed = True
+        conn.writable.set()
+        self._unsubscribe(conn)
+        while not conn.outbox.empty():  # free the replies nobody will read
+            conn.pending_bytes -= len(conn.outbox.get_nowait())
 
     async def _sender(self, conn: Conn) -> None:
         ws = conn.ws
@@ -212,11 +300,13 @@ class Server:
                     conn.writable.set()
         except asyncio.TimeoutError:
             log.info("closing a connection that did not read its replies for %ss", self.send_timeout_s)
-            conn.closed = True
-            conn.writable.set()
             ws.transport.abort()
         except (ConnectionClosed, asyncio.CancelledError):
             pass
+        finally:
+            # However the sender ends, the connection is over for it: wake the
+            # handler (it may wait on backpressure) instead of leaving it stuck.
+            self._drop(conn)
 
     def _send(self, conn: Conn, data: bytes) -> None:
         """Hand one frame to the client. While its socket keeps up, the frame is
@@ -230,8 +320,7 @@ class Server:
                 ws.protocol.send_text(data)
                 ws.send_data()
             except Exception:  # the socket went away under us (uvloop raises on a closed transport)
-                conn.closed = True
-                conn.writable.set()
+                self._drop(conn)
             return
         conn.pending_bytes += len(data)
         if conn.pending_bytes > OUTBOX_HIGH:
@@ -268,7 +357,8 @@ class Server:
                 self._hello(conn, req_id, args)
                 return
             if op == "subscribe" and conn.agent is not None:
-                self._subscribe(conn, req_id, args)
+                if self._read_allowed(conn, req_id):
+                    self._subscribe(conn, req_id, args)
                 return
             spec = wire.OPS[op]
             if conn.agent is None and not spec.open:
@@ -279,7 +369,8 @@ class Server:
                 )
                 return
             if spec.kind == "R":
-                self._read(conn, req_id, op, args)
+                if self._read_allowed(conn, req_id):
+                    self._read(conn, req_id, op, args)
             else:
                 self._act(conn, req_id, op, env.key, args)
         except wire.FrameError as e:
@@ -293,6 +384,9 @@ class Server:
         if agent is None:
             self._reject(conn, req_id, Rejection("unauthenticated", "unknown agent key", "stop"))
             return
+        # A new authentication ends the subscription of whoever the connection
+        # was before: events follow only a `subscribe` by the agent it is now.
+        self._unsubscribe(conn)
         conn.agent = agent
         with self.rt.store.read() as view:
             state = view.state(agent)
@@ -303,27 +397,68 @@ class Server:
     def _subscribe(self, conn: Conn, req_id: Any, args: wire.SubscribeArgs) -> None:
         """Reply with the newest seq, replay the caller's events after ``since``
         from the durable feed, then stream live ones — in order, no gap, no
-        duplicate: live events at or below the replayed seq are dropped."""
+        duplicate. The replay goes a page (REPLAY_PAGE events) per loop turn
+        and waits while the client is behind, so a long one holds up neither
+        other connections nor this connection's later requests."""
         assert conn.agent is not None
         self._unsubscribe(conn)
         with self.rt.store.read() as view:
             newest = view.last_seq()
-            replay = list(view.events_for(conn.agent, args.since)) if args.since is not None else []
         self._send(conn, wire.encode_ok(req_id, wire.encode({"subscribed": True, "seq": newest})))
-        for seq, event in replay:
-            if seq <= newest:
-                self._send(conn, _event_frame(seq, event))
-        conn.floor = newest
-        self.subscribers.setdefault(conn.agent, set()).add(conn)
+        after = self._replay_page(conn, conn.agent, newest if args.since is None else args.since)
+        if after is not None:
+            conn.replay = asyncio.ensure_future(self._replay_rest(conn, conn.agent, after))
+
+    def _replay_page(self, conn: Conn, agent: str, after: int) -> int | None:
+        """Send one page of ``agent``'s events after seq ``after``. When they are
+        all sent, go live in the same step (no event can fall in between: live
+        events at or below the seq read here are dropped) and return None;
+        else return the seq to continue after."""
+        page: list[tuple[int, bytes]] = []
+        more = False
+        with self.rt.store.read() as view:
+            top = view.last_seq()
+            feed = view.events_for(agent, after)
+            try:
+                for seq, event in feed:
+                    if len(page) >= REPLAY_PAGE and seq != page[-1][0]:
+                        more = True  # a page ends between seqs, so `after` resumes exactly
+                        break
+                    page.append((seq, event))
+            finally:
+                feed.close()  # its cursor, before the read transaction ends
+        for seq, event in page:
+            self._send(conn, _event_frame(seq, event))
+        if more:
+            return page[-1][0]
+        conn.floor = top
+        conn.subscribed = agent
+        conn.replay = None
+        self.subscribers.setdefault(agent, set()).add(conn)
+        return None
+
+    async def _replay_rest(self, conn: Conn, agent: str, after: int | None) -> None:
+        while after is not None:
+            await asyncio.sleep(0)  # other connections and this one's requests go first
+            while not conn.closed and (conn.pending_bytes > OUTBOX_LOW or conn.outbox.qsize() > REPLAY_PAGE):
+                await self._until_closed(conn, asyncio.sleep(0.01))  # the client is behind: let it read
+            if conn.closed:
+                return
+            after = self._replay_page(conn, agent, after)
 
     def _unsubscribe(self, conn: Conn) -> None:
-        if conn.floor is not None and conn.agent is not None:
-            subs = self.subscribers.get(conn.agent)
+        if conn.replay is not None:
+            conn.replay.cancel()
+            conn.replay = None
+        # Keyed on the agent that subscribed, not on conn.agent: `hello` may
+        # have changed who the connection is since.
+        agent, conn.subscribed, conn.floor = conn.subscribed, None, None
+        if agent is not None:
+            subs = self.subscribers.get(agent)
             if subs is not None:
                 subs.discard(conn)
                 if not subs:
-                    del self.subscribers[conn.agent]
-        conn.floor = None
+                    del self.subscribers[agent]
 
     def _publish(self, events: list[tuple[str, int, bytes]]) -> None:
         for agent, seq, event in events:
@@ -333,15 +468,27 @@ class Server:
                 if conn.outbox.qsize() >= self.max_pending_events:
                     # A slow subscriber never slows anyone else: drop it with a
                     # reason; it recovers with `subscribe {since}` or `turn`.
-                    self._unsubscribe(conn)
-                    conn.closed = True
                     self.metrics.slow_subscribers_dropped += 1
+                    self._drop(conn)
                     asyncio.ensure_future(
-                        conn.ws.close(1008, "subscriber fell behind; reconnect and subscribe with since, or read turn")
+                        self._close(conn, 1008, "subscriber fell behind; reconnect and subscribe with since, or read turn")
                     )
                     continue
                 self.metrics.events_sent += 1
                 self._send(conn, _event_frame(seq, event))
+
+    def _read_allowed(self, conn: Conn, req_id: Any) -> bool:
+        """Reads have their own per-agent budget (`reads_per_minute`)."""
+        assert conn.agent is not None
+        if self.reads_limit.allow(conn.agent):
+            return True
+        wait = self.reads_limit.retry_after(conn.agent)
+        self._reject(
+            conn,
+            req_id,
+            Rejection.rate_limited(f"over {self.cfg.limits.reads_per_minute} reads per minute; retry in {wait:.0f} s"),
+        )
+        return False
 
     def _read(self, conn: Conn, req_id: Any, op: str, args: Any) -> None:
         assert conn.agent is not None
@@ -359,7 +506,7 @@ class Server:
         scope = receipt_scope(caller, op, key)
         req_hash = wire.canonical_hash(op, args)
         command = to_command(op, args)
-        limiter_key = caller if caller is not None else f"conn:{id(conn)}"
+        limiter_key = caller if caller is not None else _peer_key(conn.ws)
         if not self.actions_limit.allow(limiter_key):
             # Replays are exempt from the limit (L4-5): answer one from its receipt.
             if self._replay(conn, req_id, scope, req_hash):
@@ -373,6 +520,14 @@ class Server:
                 ),
             )
             return
+        if op == "agent.register" and not self.registrations.allow(_ALL):
+            self.actions_limit.refund(limiter_key)  # answered here: no action taken
+            if self._replay(conn, req_id, scope, req_hash):
+                return
+            wait = self.registrations.retry_after(_ALL)
+            self._reject(conn, req_id, Rejection.rate_limited(f"too many registrations on this daemon; retry in {wait:.0f} s"))
+            return
+        joiner: tuple[str, float, float] | None = None
         if op == "thread.join" and caller is not None:
             # §12 R12-7: after too many failed joins every join waits, valid token or not.
             if self.failed_joins.full(caller) or self.failed_joins_all.full(_ALL):
@@ -397,8 +552,11 @@ class Server:
             # A replay is found by the owning actor, which reads the receipt
             # before anything else (L3-2); the event loop reads nothing here.
             actor_key = ACTIONS[op].route(command, caller, None)  # type: ignore[arg-type]
+        if op == "thread.join" and caller is not None:
+            # Counted as a failure when it arrives, refunded in _finish unless
+            # it failed: joins in flight cannot outrun the budget (pipelining).
+            joiner = (caller, self.failed_joins.hit(caller), self.failed_joins_all.hit(_ALL))
         conn.in_flight += 1
-        joiner = caller if op == "thread.join" and caller is not None else None
         started = time.perf_counter()
 
         def reply(outcome: Outcome) -> None:  # any thread
@@ -466,15 +624,16 @@ class Server:
         op: str,
         started: float,
         outcome: Outcome,
-        joiner: str | None = None,
+        joiner: tuple[str, float, float] | None = None,
         limiter_key: str | None = None,
     ) -> None:
         conn.in_flight -= 1
         if not isinstance(outcome, Replayed):  # the histogram is of actions decided
             self.metrics.latency((time.perf_counter() - started) * 1000)
-        if joiner is not None and isinstance(outcome, Failed) and outcome.rejection.code in _FAILED_JOIN:
-            self.failed_joins.hit(joiner)
-            self.failed_joins_all.hit(_ALL)
+        if joiner is not None and not (isinstance(outcome, Failed) and outcome.rejection.code in _FAILED_JOIN):
+            agent, at, at_all = joiner  # not a failed join after all: give its count back
+            self.failed_joins.refund(agent, at)
+            self.failed_joins_all.refund(_ALL, at_all)
         if isinstance(outcome, Committed):
             self.metrics.action(op)
             self._send(conn, wire.encode_ok(req_id, outcome.result))
@@ -483,6 +642,8 @@ class Server:
             # Replays do not count against the action limit (L4-5).
             if limiter_key is not None:
                 self.actions_limit.refund(limiter_key)
+            if op == "agent.register":
+                self.registrations.refund(_ALL)
             self._send(conn, wire.encode_ok(req_id, outcome.result, replayed=True))
         elif isinstance(outcome, Failed):
             self._reject(conn, req_id, outcome.rejection)
