@@ -324,6 +324,19 @@
     return out;
   }
   const TITLED = 200; // list rows that get a title (one extra read each)
+  // Content of objects that never change under that name (a Thread's content is
+  // fixed at creation; a Memory version is immutable): read once per tab, so
+  // list refreshes stay within the daemon's read rate.
+  const contents = new Map();
+  async function cachedContent(name, readIt) {
+    if (!contents.has(name)) {
+      const got = await readIt().catch(() => null);
+      if (!got) return undefined;
+      if (contents.size > 2000) contents.clear();
+      contents.set(name, got.content);
+    }
+    return contents.get(name);
+  }
 
   // One entry, as thread.entry (wire 1.1) shows it; on a daemon without that
   // read, the page of thread.entries that starts after entry n-1 (docs/wire.md:
@@ -535,6 +548,7 @@
     state.me = null;
     state.admin = false;
     state.names.clear();
+    contents.clear(); // what one agent may read is not what the next may
     state.refresh = null;
     $("#notice").hidden = true;
     pageLogin(message);
@@ -783,7 +797,7 @@
     );
     const refresh = async () => {
       const items = await readAll("thread.list", {});
-      const titled = await pool(items, 8, async (t, i) => ({ ...t, content: i < TITLED ? (await state.conn.read("thread.get", { thread: t.thread }).catch(() => ({}))).content : undefined }));
+      const titled = await pool(items, 8, async (t, i) => ({ ...t, content: i < TITLED ? await cachedContent(`${t.thread}`, () => state.conn.read("thread.get", { thread: t.thread })) : undefined }));
       update(list, titled, (ts) =>
         ts.length
           ? h("ul", { class: "rows" }, ts.map((t) => h("li", {}, link(`#/threads/${t.thread}`, (t.content && (t.content.title || t.content.text)) || t.thread), " ", h("code", { class: "small" }, t.thread), ` · ${t.role} · ${t.status} · ${plural(t.entries, "entry", "entries")}`)))
@@ -1029,7 +1043,7 @@
     );
     return async () => {
       const items = await readAll("memory.list", {});
-      const withTitles = await pool(items, 8, async (m, i) => ({ ...m, content: i < TITLED ? (await state.conn.read("memory.get", { memory: m.memory }).catch(() => ({}))).content : undefined }));
+      const withTitles = await pool(items, 8, async (m, i) => ({ ...m, content: i < TITLED ? await cachedContent(`${m.memory}/${m.latest}`, () => state.conn.read("memory.get", { memory: m.memory })) : undefined }));
       update(list, withTitles, (ms) =>
         ms.length
           ? h("ul", { class: "rows" }, ms.map((m) => h("li", {}, link(`#/memories/${m.memory}`, (m.content && (m.content.title || m.content.text)) || m.memory), " ", h("code", { class: "small" }, m.memory), ` · v${m.latest} · ${m.visibility}`)))
