@@ -1252,7 +1252,7 @@
       if (refresh) {
         await refresh();
         // Entries that do not name this agent raise no event: an open Thread is
-        // re-read every few seconds as well (reads are cheap and unmetered).
+        // re-read every few seconds as well (two reads, far inside the daemon's read rate).
         if (page === "threads" && id) state.timer = setInterval(() => state.refresh && state.refresh().catch(() => {}), 4000);
       }
       $("#main").focus({ preventScroll: true });
