@@ -328,12 +328,12 @@
   // fixed at creation; a Memory version is immutable): read once per tab, so
   // list refreshes stay within the daemon's read rate.
   const contents = new Map();
-  async function cachedContent(name, readIt) {
+  async function cachedContent(name, readIt, pick = (got) => got.content) {
     if (!contents.has(name)) {
       const got = await readIt().catch(() => null);
       if (!got) return undefined;
       if (contents.size > 2000) contents.clear();
-      contents.set(name, got.content);
+      contents.set(name, pick(got));
     }
     return contents.get(name);
   }
@@ -972,9 +972,11 @@
         })),
       ),
     );
-    const row = (t) => h("li", {}, link(`#/tasks/${t.task}`, h("code", {}, t.task)), ` · ${t.audience} · v${t.contract_version} · ${t.accepting ? "accepting" : "not accepting"} · ${t.adoptions}${t.adoption_limit != null ? `/${t.adoption_limit}` : ""} adopted`);
+    const row = (t) => h("li", {}, link(`#/tasks/${t.task}`, (t.content && t.content.output) || t.task), " ", h("code", { class: "small" }, t.task), ` · ${t.audience} · v${t.contract_version} · ${t.accepting ? "accepting" : "not accepting"} · ${t.adoptions}${t.adoption_limit != null ? `/${t.adoption_limit}` : ""} adopted`);
     return async () => {
-      const [a, b] = await Promise.all([readAll("task.list", { mine: true }), readAll("task.list", {})]);
+      // A contract version never changes: its content is read once per tab.
+      const titled = (ts) => pool(ts, 8, async (t, i) => ({ ...t, content: i < TITLED ? await cachedContent(`${t.task}/v${t.contract_version}`, () => state.conn.read("task.get", { task: t.task, contract_version: t.contract_version }), (g) => g.contract.content) : undefined }));
+      const [a, b] = await Promise.all([readAll("task.list", { mine: true }).then(titled), readAll("task.list", {}).then(titled)]);
       update(mine, a, (ts) => (ts.length ? h("ul", { class: "rows" }, ts.map(row)) : h("p", { class: "muted" }, "None.")));
       update(takeable, b, (ts) => (ts.length ? h("ul", { class: "rows" }, ts.map(row)) : h("p", { class: "muted" }, "None.")));
     };
