@@ -26,7 +26,7 @@ __all__ = ["log", "record", "receipt_ids"]
 
 log = logging.getLogger("kungfud.audit")
 
-_ID = re.compile(r"^(ag|me|th|as|tk|en)_[0-9a-z_]{1,60}$")
+_ID = re.compile(r"^(ag|me|th|as|tk|en|ad)_[0-9a-z_]{1,60}$")
 _NUMBERS = frozenset({"entry", "version", "contract_version", "seq"})
 _dec = msgspec.json.Decoder()
 
