@@ -716,7 +716,7 @@ class Server:
                 asyncio.ensure_future(self._close_revoked(conn))
 
     async def _close_revoked(self, conn: Conn) -> None:
-        await self._flush(conn, 1.0)
+        await self._flush(conn, asyncio.get_running_loop().time() + 1.0)
         await self._close(conn, CLOSE_KEY_REVOKED, "this agent key was rotated or reset; connect with the new key")
 
 
