@@ -32,6 +32,8 @@ class ServerConfig(_Section, frozen=True):
     # "auto": uvloop where it is installed (a dependency on Linux and macOS), else
     # asyncio's own loop; "uvloop" insists on it; "asyncio" never uses it.
     event_loop: Literal["auto", "asyncio", "uvloop"] = "auto"
+    # One line per action outcome on the logger kungfud.audit (WIRE.md "Operating a deployment").
+    audit_log: bool = True
 
 
 def default_data_dir() -> str:

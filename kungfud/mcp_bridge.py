@@ -86,6 +86,31 @@ DESCRIPTIONS: dict[str, tuple[str, str, bool]] = {
         "ends that agent's obligations (listed in `ended`).",
         True,
     ),
+    # operating a deployment (WIRE.md 1.1)
+    "admin.agent.create": (
+        "§4",
+        "Admin agents only: create an agent named by content {name}, also where open registration is "
+        "off. Returns its agent id and key; the key is shown only once (a replay returns key null).",
+        False,
+    ),
+    "admin.agent.list": (
+        "§4",
+        "Admin agents only: a page of agents in creation order with status, admin flag, content {name}, "
+        "created_at and last_seen_at (when this daemon last saw it); filter by status.",
+        False,
+    ),
+    "agent.rotate_key": (
+        "§4",
+        "Replace this agent's key with a new one, returned once. The old key stops working at once: "
+        "this bridge's connection is closed, so restart the bridge with the new key.",
+        True,
+    ),
+    "admin.agent.reset_key": (
+        "§4",
+        "Admin agents only: give an agent a new key (returned once), for a lost or leaked key. Its old "
+        "key stops working at once and its connections are closed.",
+        True,
+    ),
     # memory (§5)
     "memory.create": ("§5", "Create a private Memory of yours holding `content` (its version 1).", False),
     "memory.update": (

@@ -32,6 +32,7 @@ from ..errors import Hint, Rejection
 from ..store import Committed, Failed, Outcome, Replayed
 from ..store.layout import receipt_scope
 from ..store.writer import mismatch
+from . import audit
 from .console import console_response
 from .dispatch import run_read, to_command
 from .limits import SlidingWindow, TokenBucket
@@ -48,6 +49,14 @@ _FAILED_JOIN = frozenset({"not_found", "forbidden", "conflict"})
 _ALL = "*"  # the key of the daemon-wide failed-join window
 REPLAY_PAGE = 128  # events a `subscribe {since}` replay sends per loop turn
 STOP_WITHIN_S = 8.0  # Server.stop() ends within this, whatever clients do (SIGTERM exits 0 promptly)
+# Actions that give an agent a new key: connections that authenticated with the
+# old one are closed with this code (WIRE.md "Operating a deployment").
+_KEY_CHANGES = frozenset({"agent.rotate_key", "admin.agent.reset_key"})
+CLOSE_KEY_REVOKED = 4001
+
+
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000
 
 
 def _event_frame(seq: int, event: bytes) -> bytes:
@@ -77,13 +86,14 @@ class Conn:
     """Per-connection state, touched only on the event loop."""
 
     __slots__ = (
-        "ws", "agent", "in_flight", "outbox", "closed", "floor", "subscribed", "replay", "pending_bytes", "writable",
-        "sending",
+        "ws", "agent", "key_hash", "in_flight", "outbox", "closed", "floor", "subscribed", "replay", "pending_bytes",
+        "writable", "sending",
     )
 
-    def __init__(self, ws: ServerConnection, agent: str | None):
+    def __init__(self, ws: ServerConnection, agent: str | None, key_hash: bytes | None = None):
         self.ws = ws
         self.agent = agent
+        self.key_hash = key_hash  # of the key this connection authenticated with
         self.in_flight = 0
         self.outbox: asyncio.Queue[bytes] = asyncio.Queue()
         self.closed = False
@@ -132,6 +142,9 @@ class Server:
         self._outgoing: dict[str, list[Job]] = {}  # jobs of this loop turn, by actor
         self._flush_scheduled = False
         self.max_pending_events = max_pending_events
+        # agent -> when this daemon last saw it (ms): it authenticated or sent a
+        # request. In memory only, not a fact (docs/decisions.md).
+        self.last_seen: dict[str, int] = {}
 
     # --- lifecycle ---------------------------------------------------------
 
@@ -222,6 +235,7 @@ class Server:
             if agent is None:
                 return connection.respond(http.HTTPStatus.UNAUTHORIZED, "unknown agent key\n")
             connection.kungfu_agent = agent  # type: ignore[attr-defined]
+            connection.kungfu_key_hash = key_hash(key.strip())  # type: ignore[attr-defined]
         return None
 
     def _agent_for_key(self, key: str) -> str | None:
@@ -233,8 +247,10 @@ class Server:
     # --- connection ----------------------------------------------------------
 
     async def _handler(self, ws: ServerConnection) -> None:
-        conn = Conn(ws, getattr(ws, "kungfu_agent", None))
+        conn = Conn(ws, getattr(ws, "kungfu_agent", None), getattr(ws, "kungfu_key_hash", None))
         self.connections.add(conn)
+        if conn.agent is not None:
+            self.last_seen[conn.agent] = _wall_ms()
         sender = asyncio.create_task(self._sender(conn))
         try:
             async for message in ws:
@@ -327,9 +343,21 @@ class Server:
             conn.writable.clear()
         conn.outbox.put_nowait(data)
 
-    def _reject(self, conn: Conn, req_id: Any, rejection: Rejection) -> None:
+    def _reject(
+        self, conn: Conn, req_id: Any, rejection: Rejection, op: str | None = None, caller: Any = False
+    ) -> None:
+        """``op``: the action refused, for the audit log (reads are not logged);
+        ``caller``: the agent it was sent as (default: the connection's)."""
         self.metrics.rejected(rejection.code)
+        if op in wire.ACTION_OPS:
+            self._audit(conn.agent if caller is False else caller, op, code=rejection.code)
         self._send(conn, wire.encode_error(req_id, rejection))
+
+    def _audit(
+        self, agent: str | None, op: str, *, code: str | None = None, replayed: bool = False, result: bytes | None = None
+    ) -> None:
+        if self.cfg.server.audit_log:
+            audit.record(_wall_ms(), agent, op, code=code, replayed=replayed, result=result)
 
     # --- frames ------------------------------------------------------------------
 
@@ -340,6 +368,8 @@ class Server:
             self._reject(conn, e.req_id, Rejection.bad_request(e.reason))
             return
         req_id = env.id
+        if conn.agent is not None:
+            self.last_seen[conn.agent] = _wall_ms()
         if conn.in_flight >= self.cfg.server.max_in_flight:
             self._reject(
                 conn,
@@ -348,6 +378,7 @@ class Server:
                     f"this connection already has {conn.in_flight} requests in flight; "
                     "wait for replies before sending more"
                 ),
+                env.op,
             )
             return
         try:
@@ -366,6 +397,7 @@ class Server:
                     conn,
                     req_id,
                     Rejection("unauthenticated", f"authenticate with hello before {op}", "revise", _HELLO_HINT),
+                    op,
                 )
                 return
             if spec.kind == "R":
@@ -374,10 +406,12 @@ class Server:
             else:
                 self._act(conn, req_id, op, env.key, args)
         except wire.FrameError as e:
-            self._reject(conn, req_id, Rejection.bad_request(e.reason))
+            self._reject(conn, req_id, Rejection.bad_request(e.reason), env.op)
         except Exception:
             log.exception("request %r failed", req_id)
-            self._reject(conn, req_id, Rejection("internal", "the daemon failed on this request; nothing was written", "retry"))
+            self._reject(
+                conn, req_id, Rejection("internal", "the daemon failed on this request; nothing was written", "retry"), env.op
+            )
 
     def _hello(self, conn: Conn, req_id: Any, args: wire.HelloArgs) -> None:
         agent = self._agent_for_key(args.key)
@@ -388,6 +422,8 @@ class Server:
         # was before: events follow only a `subscribe` by the agent it is now.
         self._unsubscribe(conn)
         conn.agent = agent
+        conn.key_hash = key_hash(args.key)
+        self.last_seen[agent] = _wall_ms()
         with self.rt.store.read() as view:
             state = view.state(agent)
         self._send(conn, wire.encode_ok(req_id, wire.encode({"agent": agent, "status": state.status})))
@@ -493,7 +529,7 @@ class Server:
     def _read(self, conn: Conn, req_id: Any, op: str, args: Any) -> None:
         assert conn.agent is not None
         with self.rt.store.read() as view:
-            result = run_read(view, op, conn.agent, args, self.rt.clock())
+            result = run_read(view, op, conn.agent, args, self.rt.clock(), self.last_seen)
         if isinstance(result, Rejection):
             self._reject(conn, req_id, result)
         else:
@@ -509,7 +545,7 @@ class Server:
         limiter_key = caller if caller is not None else _peer_key(conn.ws)
         if not self.actions_limit.allow(limiter_key):
             # Replays are exempt from the limit (L4-5): answer one from its receipt.
-            if self._replay(conn, req_id, scope, req_hash):
+            if self._replay(conn, req_id, scope, req_hash, op, caller):
                 return
             wait = self.actions_limit.retry_after(limiter_key)
             self._reject(
@@ -518,21 +554,29 @@ class Server:
                 Rejection.rate_limited(
                     f"over {self.cfg.limits.actions_per_minute} actions per minute; retry in {wait:.0f} s"
                 ),
+                op,
+                caller,
             )
             return
         if op == "agent.register" and not self.registrations.allow(_ALL):
             self.actions_limit.refund(limiter_key)  # answered here: no action taken
-            if self._replay(conn, req_id, scope, req_hash):
+            if self._replay(conn, req_id, scope, req_hash, op, caller):
                 return
             wait = self.registrations.retry_after(_ALL)
-            self._reject(conn, req_id, Rejection.rate_limited(f"too many registrations on this daemon; retry in {wait:.0f} s"))
+            self._reject(
+                conn,
+                req_id,
+                Rejection.rate_limited(f"too many registrations on this daemon; retry in {wait:.0f} s"),
+                op,
+                caller,
+            )
             return
         joiner: tuple[str, float, float] | None = None
         if op == "thread.join" and caller is not None:
             # §12 R12-7: after too many failed joins every join waits, valid token or not.
             if self.failed_joins.full(caller) or self.failed_joins_all.full(_ALL):
                 self.actions_limit.refund(limiter_key)  # answered here: no action taken
-                if self._replay(conn, req_id, scope, req_hash):
+                if self._replay(conn, req_id, scope, req_hash, op, caller):
                     return
                 if self.failed_joins.full(caller):
                     wait = self.failed_joins.retry_after(caller)
@@ -540,7 +584,7 @@ class Server:
                 else:
                     wait = self.failed_joins_all.retry_after(_ALL)
                     reason = f"too many failed joins on this daemon; retry in {wait:.0f} s"
-                self._reject(conn, req_id, Rejection.rate_limited(reason))
+                self._reject(conn, req_id, Rejection.rate_limited(reason), op, caller)
                 return
         if op in ROUTE_READS:
             with self.rt.store.read() as view:
@@ -560,7 +604,7 @@ class Server:
         started = time.perf_counter()
 
         def reply(outcome: Outcome) -> None:  # any thread
-            self._reply_soon((conn, req_id, op, started, outcome, joiner, limiter_key))
+            self._reply_soon((conn, req_id, op, started, outcome, joiner, limiter_key, caller))
 
         job = Job(op, caller, scope, req_hash, command, reply)
         # Jobs of one loop turn go to their actors together: one wake-up per
@@ -580,7 +624,9 @@ class Server:
         for actor_key, jobs in outgoing.items():
             self.rt.submit_many(jobs, actor_key)
 
-    def _replay(self, conn: Conn, req_id: Any, scope: bytes | None, req_hash: bytes) -> bool:
+    def _replay(
+        self, conn: Conn, req_id: Any, scope: bytes | None, req_hash: bytes, op: str, caller: str | None
+    ) -> bool:
         """Answer a request whose receipt exists (its replay, or a mismatch);
         False when there is none."""
         if scope is None:
@@ -591,9 +637,10 @@ class Server:
             return False
         if rec.req_hash == req_hash:
             self.metrics.replays += 1
+            self._audit(caller, op, replayed=True, result=rec.result)
             self._send(conn, wire.encode_ok(req_id, rec.result, replayed=True))
         else:
-            self._reject(conn, req_id, mismatch())
+            self._reject(conn, req_id, mismatch(), op, caller)
         return True
 
     def _reply_soon(self, item: tuple) -> None:
@@ -626,6 +673,7 @@ class Server:
         outcome: Outcome,
         joiner: tuple[str, float, float] | None = None,
         limiter_key: str | None = None,
+        caller: str | None = None,
     ) -> None:
         conn.in_flight -= 1
         if not isinstance(outcome, Replayed):  # the histogram is of actions decided
@@ -636,7 +684,10 @@ class Server:
             self.failed_joins_all.refund(_ALL, at_all)
         if isinstance(outcome, Committed):
             self.metrics.action(op)
+            self._audit(caller, op, result=outcome.result)
             self._send(conn, wire.encode_ok(req_id, outcome.result))
+            if op in _KEY_CHANGES:
+                self._drop_old_key(outcome.result)
         elif isinstance(outcome, Replayed):
             self.metrics.replays += 1
             # Replays do not count against the action limit (L4-5).
@@ -644,10 +695,31 @@ class Server:
                 self.actions_limit.refund(limiter_key)
             if op == "agent.register":
                 self.registrations.refund(_ALL)
+            self._audit(caller, op, replayed=True, result=outcome.result)
             self._send(conn, wire.encode_ok(req_id, outcome.result, replayed=True))
         elif isinstance(outcome, Failed):
-            self._reject(conn, req_id, outcome.rejection)
+            self._reject(conn, req_id, outcome.rejection, op, caller)
         else:
-            self._reject(conn, req_id, Rejection("internal", "unexpected outcome; nothing was written", "retry"))
+            self._reject(conn, req_id, Rejection("internal", "unexpected outcome; nothing was written", "retry"), op, caller)
+
+    def _drop_old_key(self, result: bytes) -> None:
+        """WIRE.md "Operating a deployment": after a rotation or reset, every
+        connection that authenticated with an old key of the agent stops acting
+        as it at once and is closed with 4001 once its queued replies (the new
+        key, for the connection that rotated) are sent."""
+        agent = msgspec.json.decode(result).get("agent")
+        with self.rt.store.read() as view:
+            state = view.state(agent) if isinstance(agent, str) else None
+        if state is None:
+            return
+        for conn in list(self.connections):
+            if conn.agent == agent and conn.key_hash != state.key_hash:
+                self._unsubscribe(conn)
+                conn.agent = conn.key_hash = None
+                asyncio.ensure_future(self._close_revoked(conn))
+
+    async def _close_revoked(self, conn: Conn) -> None:
+        await self._flush(conn, asyncio.get_running_loop().time() + 1.0)
+        await self._close(conn, CLOSE_KEY_REVOKED, "this agent key was rotated or reset; connect with the new key")
 
 

@@ -16,6 +16,7 @@ import pytest
 from kungfud.client import new_key
 from tests.e2e.helpers import Raw, check_failure
 from tests.e2e.thread_kit import agents, close_all, new_thread
+from tests.reliability.conftest import OP_TEXT, RawWS
 
 MIB = 1024 * 1024
 PAGE_BYTES = MIB  # docs/wire.md: the content one read returns, before the item that crosses it
@@ -87,15 +88,20 @@ async def test_R8_20_a_long_replay_is_paged_without_gap_or_duplicate_and_does_no
     t = await new_thread(a, (x, "speaker"))
     for start in range(0, 500, 50):
         await asyncio.gather(*(a.act("thread.post", {"thread": t, "content": {"q": i}, "ask": [x.id]}) for i in range(start, start + 50)))
-    async with await Raw.connect(daemon.url, x.key) as raw:
-        await raw.send({"id": "sub", "op": "subscribe", "args": {"since": 0}})
-        await raw.send({"id": "who", "op": "agent.whoami", "args": {}})
+    raw = await RawWS.connect(daemon.url, x.key)
+    try:
+        # Both frames in one TCP write: the daemon has the read in hand while it replays.
+        raw.write(
+            RawWS.frame(OP_TEXT, json.dumps({"id": "sub", "op": "subscribe", "args": {"since": 0}}).encode())
+            + RawWS.frame(OP_TEXT, json.dumps({"id": "who", "op": "agent.whoami", "args": {}}).encode())
+        )
+        await raw.writer.drain()
         events: list[dict] = []
         who_after = None
         newest = None
         live_sent = False
         while True:
-            msg = await raw.recv(30)
+            msg = json.loads(await raw.recv_text(30))
             if msg.get("id") == "sub":
                 newest = msg["result"]["seq"]
             elif msg.get("id") == "who":
@@ -108,6 +114,8 @@ async def test_R8_20_a_long_replay_is_paged_without_gap_or_duplicate_and_does_no
                     await a.act("thread.post", {"thread": t, "content": {"q": "live"}, "ask": [x.id]})
                 if len(events) == 501:
                     break
+    finally:
+        raw.close()
     assert newest is not None and who_after is not None
     assert who_after < 500, "the read behind the subscribe waited for the whole replay"
     seqs = [e["seq"] for e in events]
