@@ -426,3 +426,26 @@ def test_console_shows_a_rejection_with_its_reason_and_next_step_where_the_actio
     entries = run(_read(daemon.url, ada["key"], "thread.entries", {"thread": thread}))["items"]
     assert [e["entry"] for e in entries] == [1]
     console.shot("rejection", at=console.one("#post .rejection"))
+
+
+@pytest.mark.rules("R8-17")
+def test_console_rotating_ones_own_key_keeps_the_tab_working_with_the_new_key(console, daemon):
+    ada_id, ada_key = run(register(daemon.url, "Ada"))
+    console.login(ada_key)
+    console.go("#/account")
+    console.submit(console.one("form.rotate-key"))
+    console.d.switch_to.alert.accept()  # "Issue a new key for yourself?"
+    new_key = console.one("form.rotate-key output.secret").text
+    assert new_key.startswith("kf_") and new_key != ada_key
+    assert console.d.execute_script("return sessionStorage.getItem('kungfu.key')") == new_key
+    # The daemon closes the old key's connection (4001); the tab carries on with the new key.
+    console.go("#/memories")
+    form = console.one("form.create-memory")
+    console.fill(form, "content", '{"title": "after rotation"}')
+    console.submit(form)
+    console.wait_text("form.create-memory .result", "Created")
+    assert console.text("#who").startswith("Ada")
+    [m] = run(_read(daemon.url, new_key, "memory.list", {}))["items"]
+    assert m["author"] == ada_id
+    with pytest.raises(Exception):
+        run(_read(daemon.url, ada_key, "agent.whoami", {}))
