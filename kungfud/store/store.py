@@ -183,6 +183,11 @@ class View:
     def state(self, obj: str) -> Any:
         return self.obj(obj)[1]
 
+    def exists(self, obj: str) -> bool:
+        """Whether an object of this id was ever created (objects are never deleted)."""
+        key = obj.encode()
+        return len(key) <= 511 and self.txn.get(key, db=self.dbs["objects"]) is not None
+
     def receipt(self, scope: bytes) -> Receipt | None:
         raw = self.txn.get(scope, db=self.dbs["receipts"])
         return None if raw is None else _receipt_dec.decode(raw)
