@@ -53,17 +53,20 @@ class Registry:
                 if self._closed:
                     return False
                 entry = self._actors.get(key)
-            if entry is None and not self.may_start(key):  # a store read: outside the lock
-                return None
-            with self._lock:
-                if self._closed:
-                    return False
-                entry = self._actors.get(key)
-                if entry is None:
-                    slot = Slot()
-                    entry = (ObjectActor.start(self.runtime, key, slot), slot)  # starts its thread
-                    self._actors[key] = entry
-                entry[1].last_used = time.monotonic()
+                if entry is not None:
+                    entry[1].last_used = time.monotonic()
+            if entry is None:
+                if not self.may_start(key):  # a store read: outside the lock
+                    return None
+                with self._lock:
+                    if self._closed:
+                        return False
+                    entry = self._actors.get(key)
+                    if entry is None:
+                        slot = Slot()
+                        entry = (ObjectActor.start(self.runtime, key, slot), slot)  # starts its thread
+                        self._actors[key] = entry
+                    entry[1].last_used = time.monotonic()
             try:
                 entry[0].tell(message)
                 return True
