@@ -99,7 +99,9 @@ def check_file(data_dir: str, *, traces: list[str]) -> bool:
         if first is None:
             raise StoreDamaged(f"{path} is not an LMDB store (its first page is not an LMDB meta page); {_RESTORE}")
         psize = first[0]
-        if psize < 512 or psize & (psize - 1) or size < 2 * psize:
+        if not 512 <= psize <= 65536 or psize & (psize - 1):
+            raise StoreDamaged(f"{path} is not an LMDB store (its meta page gives a page size of {psize}); {_RESTORE}")
+        if size < 2 * psize:
             raise StoreDamaged(
                 f"{path} is truncated: {size} bytes is shorter than its two {psize}-byte meta pages; {_RESTORE}"
             )
