@@ -210,3 +210,14 @@ def test_L1_4_a_last_fact_without_its_object_snapshot_is_refused_at_start(data):
     _one_clear_message(_serve(data), "is not consistent", "object snapshot is missing", "kungfud check")
     r = _kungfud("check", "--data-dir", str(data))
     assert r.returncode == 1 and "objects: missing" in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.rules("L1-4")
+def test_L1_4_a_data_mdb_that_is_not_an_lmdb_file_is_refused_naming_it(data):
+    mdb = data / "lmdb" / "data.mdb"
+    size = mdb.stat().st_size
+    with open(mdb, "r+b") as f:
+        f.write(b"\x00" * 2 * _page(data))  # both meta pages gone, size unchanged
+    for r in (_serve(data), _kungfud("check", "--data-dir", str(data))):
+        _one_clear_message(r, str(mdb), "is not an LMDB store")
+    assert mdb.stat().st_size == size
