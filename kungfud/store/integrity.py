@@ -107,6 +107,9 @@ def check_file(data_dir: str, *, traces: list[str]) -> bool:
             )
         f.seek(psize)
         second = _meta(f.read(_META_END), 0)
+        # The size after the metadata: the file only grows, so a store a live
+        # daemon is writing to is never mistaken for a truncated one.
+        size = os.fstat(f.fileno()).st_size
     # LMDB uses the meta page with the newer transaction.
     newest = first if second is None or first[2] >= second[2] else second
     _need(path, size, newest[1], psize, "its meta page")
