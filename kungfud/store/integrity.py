@@ -4,7 +4,7 @@ LMDB maps ``data.mdb`` into memory and trusts it: a file shorter than its own
 metadata says is served with pages missing (reads past the end of the file are
 SIGBUS, or zeros once a write extended the file again), and a zero-length file is
 taken for a new store. So before LMDB is given the file, and before any read
-touches a page, the store is checked here (docs/decisions.md D26):
+touches a page, the store is checked here (docs/decisions.md D38):
 
 1. the file: present (or the directory is genuinely new), not empty, an LMDB
    file (magic and version of its meta pages), and at least as long as the pages

@@ -6,7 +6,7 @@ with data silently missing, and ``kungfud check`` died of SIGBUS reading past it
 end. ``kungfud serve``, ``check`` and ``backup`` now check the file against
 LMDB's own metadata before reading a page, and the fact log against what was
 written with it, and refuse with one message naming the file (docs/decisions.md
-D26).
+D38).
 """
 
 from __future__ import annotations
