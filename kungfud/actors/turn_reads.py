@@ -16,6 +16,7 @@ from typing import Any, Callable
 import msgspec
 
 from ..core.obligations import Obligation
+from ..core.task import TaskState, in_audience
 from ..core.thread import ThreadState
 from ..errors import Rejection
 from ..store.events import opportunity_item, turn_item
@@ -93,8 +94,8 @@ def opportunities(view: View, me: str, cursor: str | None, limit: int) -> dict |
     def item(ident_raw: bytes, value: bytes) -> dict | None:
         ident = ident_raw.decode()
         if ident.startswith("tk_"):
-            tk = view.state(ident)
-            return None if tk is None else opportunity_item(tk)
+            tk: TaskState | None = view.state(ident)
+            return None if tk is None or not in_audience(tk, me) else opportunity_item(tk)
         t: ThreadState | None = view.state(value.decode())
         if t is None or me not in t.members or not t.open:
             return None

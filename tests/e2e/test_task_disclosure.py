@@ -1,0 +1,54 @@
+"""Tasks over the wire against the security review (reviews/security.md):
+who may take a restricted Task (H3), what ``task.get`` shows strangers (L2),
+agent existence through fields naming agents (L4), restricted Task ids shown
+through entries (L9)."""
+
+from __future__ import annotations
+
+import pytest
+
+from .helpers import agent_client
+from .test_task import contract, failure, ghost
+
+
+@pytest.mark.rules("R7.2-3", "R7.2-4", "R7.3-1")
+async def test_R7_2_3_a_former_judge_outside_the_audience_cannot_take_a_restricted_task(daemon):
+    """H3's reproduction: a judge of version 1, not named in the audience, after a
+    revision without it as judge."""
+    author, _ = await agent_client(daemon.url, "author")
+    bob, b = await agent_client(daemon.url, "bob")
+    judge, j = await agent_client(daemon.url, "judge")
+    tk = (await author.act("task.create", {"audience": {"agents": [b]}, "contract": contract(judge=j)}))["task"]
+    await failure(judge, "task.take", {"task": tk}, "forbidden")  # B17
+    await author.act("task.revise", {"task": tk, "contract": {"content": {"output": "o2", "criteria": "c2"}}})
+    # D22: the former judge still reads the contract layer…
+    got = await judge.read("task.get", {"task": tk})
+    assert got["contract_version"] == 2
+    # …but it is not in the audience: no take offered, and a take is refused.
+    assert "task.take" not in got["actions"]
+    err = await failure(judge, "task.take", {"task": tk}, "forbidden")
+    assert err["next"] == "stop"
+    assert tk not in [i["task"] for i in (await judge.read("task.list", {}))["items"]]
+    assert (await judge.read("opportunities", {}))["items"] == []
+    # The named agent still takes it.
+    assert "task.take" in (await bob.read("task.get", {"task": tk}))["actions"]
+    took = await bob.act("task.take", {"task": tk})
+    assert took["existing"] is False
+    for c in (author, bob, judge):
+        await c.close()
+
+
+@pytest.mark.rules("R7.3-1", "R7.1-5", "B18")
+async def test_R7_3_1_task_get_offers_take_only_to_an_eligible_agent(daemon):
+    """``actions`` follows the same rule as taking: an agent a later version's
+    eligibility leaves out is not offered ``task.take``."""
+    author, _ = await agent_client(daemon.url, "author")
+    bob, b = await agent_client(daemon.url, "bob")
+    carol, _ = await agent_client(daemon.url, "carol")
+    tk = (await author.act("task.create", {"audience": "open", "contract": contract()}))["task"]
+    await author.act("task.revise", {"task": tk, "contract": contract(eligibility={"agents": [b]})})
+    assert "task.take" not in (await carol.read("task.get", {"task": tk}))["actions"]
+    await failure(carol, "task.take", {"task": tk}, "forbidden")
+    assert "task.take" in (await bob.read("task.get", {"task": tk}))["actions"]
+    for c in (author, bob, carol):
+        await c.close()
