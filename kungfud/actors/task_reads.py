@@ -115,7 +115,10 @@ def task_get(view: View, me: str, task_id: str, version: int | None, now: int) -
     parties = [e for e in (view.state(i) for i in ids) if is_party(e, me)]
     states = {e.engagement: effective(e, now, t, view.state) for e in parties}
     out["engagements"] = [_engagement_brief(e, states[e.engagement]) for e in parties]
-    out["engagement_count"] = t.engagements
+    if me == t.author:
+        # R9-16, R12-9: a count of engagements is about engagements; only the
+        # author is a party to every one it counts (D27).
+        out["engagement_count"] = t.engagements
     out["obligations"] = [ob for e in parties for ob in _obligations(e, me, states[e.engagement])]
     # R9-17, T3: adopted content for the declared readers.
     adopted = []

@@ -52,3 +52,23 @@ async def test_R7_3_1_task_get_offers_take_only_to_an_eligible_agent(daemon):
     assert "task.take" in (await bob.read("task.get", {"task": tk}))["actions"]
     for c in (author, bob, carol):
         await c.close()
+
+
+@pytest.mark.rules("R9-16", "R12-9")
+async def test_R9_16_task_get_counts_engagements_only_for_the_author(daemon):
+    """L2: a stranger's ``task.get`` showed ``engagement_count`` of other agents'
+    engagements; only the author is a party to every engagement it counts (D27)."""
+    author, _ = await agent_client(daemon.url, "author")
+    bob, _ = await agent_client(daemon.url, "bob")
+    carol, _ = await agent_client(daemon.url, "carol")
+    eve, _ = await agent_client(daemon.url, "eve")
+    tk = (await author.act("task.create", {"audience": "open", "contract": contract()}))["task"]
+    await bob.act("task.take", {"task": tk})
+    await carol.act("task.take", {"task": tk})
+    stranger = await eve.read("task.get", {"task": tk})
+    assert stranger["engagements"] == [] and "engagement_count" not in stranger
+    taker = await bob.read("task.get", {"task": tk})
+    assert len(taker["engagements"]) == 1 and "engagement_count" not in taker
+    assert (await author.read("task.get", {"task": tk}))["engagement_count"] == 2
+    for c in (author, bob, carol, eve):
+        await c.close()
