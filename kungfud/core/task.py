@@ -183,9 +183,9 @@ def decide_create(cmd: CreateTask, ctx: "Ctx") -> Decision | Rejection:
     if cmd.audience is not None:
         if len(set(cmd.audience)) != len(cmd.audience):
             return Rejection.bad_request("`audience.agents` names an agent more than once - at `$.args.audience`")
-        missing = [a for a in cmd.audience if ctx.get(a) is None]
-        if missing:
-            return Rejection.bad_request(f"`audience.agents` names no such agent: {', '.join(missing)} - at `$.args.audience`")
+        # D26: whether each named id is an agent is not checked — the answer would
+        # tell the caller which ids exist (contrast D3); a name that is no agent
+        # can never take (R7.2-3).
         if me in cmd.audience:
             return Rejection.bad_request("the author cannot be in its own Task's audience (R7.2-6) - at `$.args.audience`")
     contract = contract_problem(cmd.contract, ctx)

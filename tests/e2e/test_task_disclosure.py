@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import pytest
 
+from kungfud.client import new_key
+
 from .helpers import agent_client
 from .test_task import contract, failure, ghost
 
@@ -71,4 +73,46 @@ async def test_R9_16_task_get_counts_engagements_only_for_the_author(daemon):
     assert len(taker["engagements"]) == 1 and "engagement_count" not in taker
     assert (await author.read("task.get", {"task": tk}))["engagement_count"] == 2
     for c in (author, bob, carol, eve):
+        await c.close()
+
+
+@pytest.mark.rules("R12-9", "R7.2-3", "R7-2")
+async def test_R12_9_fields_naming_agents_answer_alike_for_unknown_and_existing_ids(daemon):
+    """L4: ``task.create``'s audience said "names no such agent" for an unknown id
+    and accepted a real one (D26). Now: the audience and eligibility accept both
+    alike; the judge (R7-2 requires an agent) answers an unknown id exactly as a
+    deactivated agent; Thread fields naming agents answer alike for a non-member."""
+    from kungfud.client import Client
+
+    author, _ = await agent_client(daemon.url, "author")
+    bob, b = await agent_client(daemon.url, "bob")
+    gone, g = await agent_client(daemon.url, "gone")
+    await gone.close()
+    async with await Client.connect(daemon.url, daemon.admin_key) as admin:
+        await admin.act("admin.agent.set_status", {"agent": g, "status": "deactivated"})
+    nobody = ghost("ag_")
+
+    real = await author.act("task.create", {"audience": {"agents": [b]}, "contract": contract(eligibility={"agents": [b]})})
+    fake = await author.act("task.create", {"audience": {"agents": [nobody]}, "contract": contract(eligibility={"agents": [nobody]})})
+    assert real.keys() == fake.keys() == {"task", "contract_version"}
+    assert (await author.read("task.get", {"task": fake["task"]}))["audience"] == {"agents": [nobody]}
+
+    def blank(err: dict, ident: str) -> dict:
+        return {**err, "reason": err["reason"].replace(ident, "<id>")}
+
+    judged = [await failure(author, "task.create", {"audience": "open", "contract": contract(judge=x)}, "bad_request") for x in (g, nobody)]
+    assert blank(judged[0], g) == blank(judged[1], nobody)
+
+    th = (await author.act("thread.create", {}))["thread"]
+    for op, args in (
+        ("thread.remove", lambda x: {"thread": th, "agent": x}),
+        ("thread.set_role", lambda x: {"thread": th, "agent": x, "role": "observer"}),
+        ("thread.post", lambda x: {"thread": th, "content": {"t": 1}, "ask": [x]}),
+        ("thread.post", lambda x: {"thread": th, "content": {"t": 1}, "assign": {"to": x, "content": {"criteria": "c"}}}),
+    ):
+        e1 = await author.request(op, args(b), key=new_key())
+        e2 = await author.request(op, args(nobody), key=new_key())
+        assert e1["ok"] is False and e2["ok"] is False, (op, e1, e2)
+        assert blank(e1["error"], b) == blank(e2["error"], nobody), op
+    for c in (author, bob):
         await c.close()
