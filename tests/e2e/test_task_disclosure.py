@@ -116,3 +116,30 @@ async def test_R12_9_fields_naming_agents_answer_alike_for_unknown_and_existing_
         assert blank(e1["error"], b) == blank(e2["error"], nobody), op
     for c in (author, bob):
         await c.close()
+
+
+@pytest.mark.rules("R12-9", "R7.5-5", "R9-14")
+async def test_R12_9_an_entry_shows_a_restricted_task_only_to_members_who_may_read_it(daemon):
+    """L9: an entry referencing a restricted Task showed its id to every member;
+    a member outside the audience then got not_found for it (D28)."""
+    author, _ = await agent_client(daemon.url, "author")
+    bob, b = await agent_client(daemon.url, "bob")
+    dave, _ = await agent_client(daemon.url, "dave")
+    restricted = (await author.act("task.create", {"audience": {"agents": [b]}, "contract": contract()}))["task"]
+    th = (await bob.act("thread.create", {}))["thread"]
+    token = (await bob.act("thread.admit", {"thread": th}))["token"]
+    await dave.act("thread.join", {"token": token})
+    await bob.act("thread.post", {"thread": th, "content": {"text": "see this"}, "task": restricted})
+    seen = (await bob.read("thread.entries", {"thread": th}))["items"]
+    assert [e.get("task") for e in seen] == [restricted]
+    for reply in (
+        await dave.read("thread.entries", {"thread": th}),
+        await dave.read("thread.entries", {"thread": th, "full": True}),
+        await dave.read("thread.get", {"thread": th}),
+    ):
+        assert restricted not in str(reply), reply
+    [entry] = (await dave.read("thread.entries", {"thread": th}))["items"]
+    assert "task" not in entry
+    await failure(dave, "task.get", {"task": restricted}, "not_found")
+    for c in (author, bob, dave):
+        await c.close()
