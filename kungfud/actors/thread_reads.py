@@ -146,8 +146,9 @@ def thread_get(view: View, me: str, thread: str, now: int) -> dict | Rejection:
     if (r := readable_thread(t, thread, me)) is not None:
         return r
     assert t is not None
+    # R6.2-16: each membership shows the grant it came through (null: the creator) and when.
     members = [
-        {"agent": a, "role": m.role, "joined_at": rfc3339(m.joined_at)}
+        {"agent": a, "role": m.role, "joined_at": rfc3339(m.joined_at), "admission": m.admission}
         for a, m in list(t.members.items())[:MAX_MEMBERS]
     ]
     recent = []
@@ -170,6 +171,12 @@ def thread_get(view: View, me: str, thread: str, now: int) -> dict | Rejection:
             if t.grant is not None
             else None
         ),
+        # B8: every grant the state remembers (D30), voided and replaced ones too; never a token.
+        "admissions": [
+            {"admission": g.admission, "role": g.role, "issued_at": rfc3339(g.issued_at)}
+            | ({"voided_at": rfc3339(g.voided_at)} if g.voided_at is not None else {})
+            for g in t.admissions
+        ],
         "entries": t.entries,
         "recent": recent,
         "assignments": live,
