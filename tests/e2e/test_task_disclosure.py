@@ -102,6 +102,7 @@ async def test_R12_9_fields_naming_agents_answer_alike_for_unknown_and_existing_
 
     judged = [await failure(author, "task.create", {"audience": "open", "contract": contract(judge=x)}, "bad_request") for x in (g, nobody)]
     assert blank(judged[0], g) == blank(judged[1], nobody)
+    assert "<id>" in blank(judged[0], g)["reason"]  # the refusal is about the judge named
 
     th = (await author.act("thread.create", {}))["thread"]
     for op, args in (
@@ -114,6 +115,7 @@ async def test_R12_9_fields_naming_agents_answer_alike_for_unknown_and_existing_
         e2 = await author.request(op, args(nobody), key=new_key())
         assert e1["ok"] is False and e2["ok"] is False, (op, e1, e2)
         assert blank(e1["error"], b) == blank(e2["error"], nobody), op
+        assert "<id>" in blank(e1["error"], b)["reason"], (op, e1)  # about the agent named, not the frame
     for c in (author, bob):
         await c.close()
 
