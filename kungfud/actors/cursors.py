@@ -1,5 +1,5 @@
 """Page cursors that never name an object the caller may not read (R12-8,
-R12-9, WIRE.md "Lists", docs/decisions.md D29).
+R12-9, WIRE.md "Lists", docs/decisions.md D44).
 
 A scanned page (``memory.list``, ``turn``, ``opportunities``) resumes after the
 last index row it examined, so nothing that existed when paging began is skipped.

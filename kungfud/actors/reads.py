@@ -83,5 +83,5 @@ def memory_list(view: View, caller: str, author: str | None, cursor: str | None,
             )
     if exhausted or last is None:
         return {"items": items, "cursor": None}
-    # D29: the clear id only when it is an item of this page; else sealed.
+    # D44: the clear id only when it is an item of this page; else sealed.
     return {"items": items, "cursor": last if shown else cursors.seal("memory.list", caller, last.encode())}

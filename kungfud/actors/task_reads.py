@@ -117,7 +117,7 @@ def task_get(view: View, me: str, task_id: str, version: int | None, now: int) -
     out["engagements"] = [_engagement_brief(e, states[e.engagement]) for e in parties]
     if me == t.author:
         # R9-16, R12-9: a count of engagements is about engagements; only the
-        # author is a party to every one it counts (D27).
+        # author is a party to every one it counts (D42).
         out["engagement_count"] = t.engagements
     out["obligations"] = [ob for e in parties for ob in _obligations(e, me, states[e.engagement])]
     # R9-17, T3: adopted content for the declared readers.

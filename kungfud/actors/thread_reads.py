@@ -46,7 +46,7 @@ def pin_content(view: View, pinner: str, memory: str, version: int) -> bytes | N
 
 
 def _may_see_task(view: View, task: str, reader: str) -> bool:
-    """D28, R12-9: an entry shows the Task it references only to a reader who may
+    """D43, R12-9: an entry shows the Task it references only to a reader who may
     read that Task's contract; to anyone else the field is absent, so a
     restricted Task's id shows through no entry (a reference grants nothing, B22)."""
     t: TaskState | None = view.state(task)
@@ -171,7 +171,7 @@ def thread_get(view: View, me: str, thread: str, now: int) -> dict | Rejection:
             if t.grant is not None
             else None
         ),
-        # B8: every grant the state remembers (D30), voided and replaced ones too; never a token.
+        # B8: every grant the state remembers (D45), voided and replaced ones too; never a token.
         "admissions": [
             {"admission": g.admission, "role": g.role, "issued_at": rfc3339(g.issued_at)}
             | ({"voided_at": rfc3339(g.voided_at)} if g.voided_at is not None else {})

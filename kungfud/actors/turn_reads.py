@@ -58,7 +58,7 @@ def _page(
     shown). The cursor is the last row examined, so rows that end between pages
     are simply absent and none that still exists is skipped (R8-10); a page
     examines at most SCAN_BUDGET rows (R8-13). A row the page did not show may
-    name what the caller cannot read: its position is sealed (D29)."""
+    name what the caller cannot read: its position is sealed (D44)."""
     prefix = me.encode() + b"\x00"
     start = _start(op, me, prefix, cursor)
     if isinstance(start, Rejection):

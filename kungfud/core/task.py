@@ -183,7 +183,7 @@ def decide_create(cmd: CreateTask, ctx: "Ctx") -> Decision | Rejection:
     if cmd.audience is not None:
         if len(set(cmd.audience)) != len(cmd.audience):
             return Rejection.bad_request("`audience.agents` names an agent more than once - at `$.args.audience`")
-        # D26: whether each named id is an agent is not checked — the answer would
+        # D41: whether each named id is an agent is not checked — the answer would
         # tell the caller which ids exist (contrast D3); a name that is no agent
         # can never take (R7.2-3).
         if me in cmd.audience:

@@ -111,7 +111,7 @@ class GrantRecord(msgspec.Struct, frozen=True):
     voided_at: int | None = None
 
 
-ADMISSION_HISTORY = 100  # grants a Thread's state remembers, newest kept (D30)
+ADMISSION_HISTORY = 100  # grants a Thread's state remembers, newest kept (D45)
 
 
 class Live(msgspec.Struct, frozen=True):

@@ -1,5 +1,5 @@
 """A page's cursor never names an object the caller may not read (R12-8, R12-9,
-D29), and paging still never skips an item (WIRE.md "Lists").
+D44), and paging still never skips an item (WIRE.md "Lists").
 
 The reads are run over a real LMDB store holding hand-written index rows and
 object states, with the scan budget made small, so that a page stops on rows the

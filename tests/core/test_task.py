@@ -618,7 +618,7 @@ def test_R7_2_3_a_restricted_task_is_taken_only_by_the_agents_it_names(w, a):
 
 @pytest.mark.rules("R7.2-3", "R12-9")
 def test_R7_2_3_audience_names_agents_once_and_reveals_no_agents_existence(w, a):
-    # D26: an id that is no agent is accepted exactly like an agent's (L4).
+    # D41: an id that is no agent is accepted exactly like an agent's (L4).
     with_ghost = ok(w.create(a.alice, [a.bob, GHOST_AGENT]))
     with_agent = ok(w.create(a.alice, [a.bob, a.carol]))
     assert with_ghost.result.keys() == with_agent.result.keys()

@@ -1,7 +1,7 @@
 """Admission grants over the wire: a membership shows the grant it came through
 and the join receipt names it (R6.2-16); members read every grant — live,
 replaced, voided — with its issued and voided times, never a token
-(DECISIONS.md B8, docs/decisions.md D30)."""
+(DECISIONS.md B8, docs/decisions.md D45)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Cursors over the wire (security review M1): a page's cursor never names an
-object the caller may not read (R12-8, R12-9, D29), and paging never skips."""
+object the caller may not read (R12-8, R12-9, D44), and paging never skips."""
 
 from __future__ import annotations
 

@@ -59,7 +59,7 @@ async def test_R7_3_1_task_get_offers_take_only_to_an_eligible_agent(daemon):
 @pytest.mark.rules("R9-16", "R12-9")
 async def test_R9_16_task_get_counts_engagements_only_for_the_author(daemon):
     """L2: a stranger's ``task.get`` showed ``engagement_count`` of other agents'
-    engagements; only the author is a party to every engagement it counts (D27)."""
+    engagements; only the author is a party to every engagement it counts (D42)."""
     author, _ = await agent_client(daemon.url, "author")
     bob, _ = await agent_client(daemon.url, "bob")
     carol, _ = await agent_client(daemon.url, "carol")
@@ -79,7 +79,7 @@ async def test_R9_16_task_get_counts_engagements_only_for_the_author(daemon):
 @pytest.mark.rules("R12-9", "R7.2-3", "R7-2")
 async def test_R12_9_fields_naming_agents_answer_alike_for_unknown_and_existing_ids(daemon):
     """L4: ``task.create``'s audience said "names no such agent" for an unknown id
-    and accepted a real one (D26). Now: the audience and eligibility accept both
+    and accepted a real one (D41). Now: the audience and eligibility accept both
     alike; the judge (R7-2 requires an agent) answers an unknown id exactly as a
     deactivated agent; Thread fields naming agents answer alike for a non-member."""
     from kungfud.client import Client
@@ -123,7 +123,7 @@ async def test_R12_9_fields_naming_agents_answer_alike_for_unknown_and_existing_
 @pytest.mark.rules("R12-9", "R7.5-5", "R9-14")
 async def test_R12_9_an_entry_shows_a_restricted_task_only_to_members_who_may_read_it(daemon):
     """L9: an entry referencing a restricted Task showed its id to every member;
-    a member outside the audience then got not_found for it (D28)."""
+    a member outside the audience then got not_found for it (D43)."""
     author, _ = await agent_client(daemon.url, "author")
     bob, b = await agent_client(daemon.url, "bob")
     dave, _ = await agent_client(daemon.url, "dave")
