@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import sys
 
-import lmdb
+from .store import Store
 
 __all__ = ["run_backup"]
 
@@ -26,17 +26,25 @@ def run_backup(data_dir: str, dest: str) -> int:
     if os.path.exists(os.path.join(target, "data.mdb")):
         print(f"kungfud backup: {target} already holds a backup; choose an empty destination", file=sys.stderr)
         return 2
-    os.makedirs(target, mode=0o700, exist_ok=True)
-    # Read-only, no lock file of ours: safe beside a running daemon.
-    env = lmdb.open(src, readonly=True, lock=True, max_dbs=64, subdir=True)
+    # Read-only, no lock file of ours: safe beside a running daemon. The store is
+    # checked whole before any page is read (Store, integrity.py): a truncated
+    # file is refused, not copied (or read past its end).
     try:
-        env.copy(target, compact=True)
-        with env.begin() as txn:
-            seq_db = env.open_db(b"meta", txn=txn, create=False)
-            raw = txn.get(b"seq", db=seq_db)
+        store = Store(data_dir, readonly=True, lock=False)
+    except Exception as e:
+        print(f"kungfud backup: {e}", file=sys.stderr)
+        return 2
+    try:
+        store.require_consistent_log()
+        os.makedirs(target, mode=0o700, exist_ok=True)
+        store.env.copy(target, compact=True)
+        with store.read() as view:
+            seq = view.last_seq()
+    except Exception as e:  # StoreDamaged, lmdb and OS errors: a message, never a traceback
+        print(f"kungfud backup: {e}", file=sys.stderr)
+        return 2
     finally:
-        env.close()
-    seq = int.from_bytes(raw, "big") if raw else 0
+        store.close()
     size = os.path.getsize(os.path.join(target, "data.mdb"))
     print(f"backed up {data_dir} to {dest} ({size} bytes, facts up to seq {seq} or later)")
     return 0

@@ -6,6 +6,7 @@ import asyncio
 import logging
 import os
 import signal
+import socket
 import sys
 import threading
 from typing import Callable
@@ -17,7 +18,7 @@ from .core import agent
 from .core.context import Ctx, Limits
 from .core.facts import Decision
 from .server import Server
-from .store import Committed, Item, Outcome, Store
+from .store import Committed, Item, Outcome, Store, StoreDamaged
 
 __all__ = ["run", "limits_of", "bootstrap_admin"]
 
@@ -46,18 +47,37 @@ def _write_secret(path: str, text: str) -> None:
     os.replace(tmp, path)
 
 
+def _create_secret(path: str, text: str) -> None:
+    """Write a new secret file; never replaces one that exists (FileExistsError)."""
+    tmp = path + ".tmp"
+    _write_secret(tmp, text)  # written and synced under a temporary name first
+    try:
+        os.link(tmp, path)  # fails if ``path`` exists: an existing key is never overwritten
+    finally:
+        os.unlink(tmp)
+
+
 def bootstrap_admin(rt: Runtime) -> str | None:
-    """On a data directory with no agents, create the admin agent and write its key
-    to ``DIR/admin.key`` (0600). The key file is written before the agent is
-    committed, so a crash in between leaves no admin whose key is lost."""
+    """On a data directory with no facts yet, create the admin agent and write its
+    key to ``DIR/admin.key`` (0600). The key file is written before the agent is
+    committed, so a crash in between leaves no admin whose key is lost. A store
+    with facts never gets another admin, and an existing ``admin.key`` is never
+    overwritten: a store with no facts beside one is refused (StoreDamaged)."""
     with rt.store.read() as view:
-        empty = view.txn.stat(view.dbs["agent_keys"])["entries"] == 0
+        empty = view.last_seq() == 0
     if not empty:
         return None
+    key_path = os.path.join(rt.store.data_dir, "admin.key")
+    if os.path.lexists(key_path):
+        raise StoreDamaged(
+            f"{key_path} exists but the store in {rt.store.data_dir} holds no facts: it is not a new "
+            "data directory, and its admin key is never overwritten; restore the store from a backup, "
+            "or remove admin.key if this directory never held data"
+        )
     ctx = Ctx(now=wall_ms(), caller=None, new_id=rt.new_id, new_secret=rt.new_secret, limits=rt.limits)
     d = agent.decide_register(agent.Register(b'{"name":"admin"}', admin=True), ctx, bootstrap=True)
     assert isinstance(d, Decision)
-    _write_secret(os.path.join(rt.store.data_dir, "admin.key"), d.result["key"])
+    _create_secret(key_path, d.result["key"])
     done = threading.Event()
     box: list[Outcome] = []
     rt.writer.submit(
@@ -129,6 +149,27 @@ def _loop_factory(choice: str) -> tuple[Callable[[], asyncio.AbstractEventLoop] 
     return None, "asyncio"
 
 
+def _bind(cfg: Config) -> socket.socket:
+    """The listening socket, bound before anything is created on disk: a daemon
+    that cannot listen leaves no data directory and no admin key behind. The
+    first address the host resolves to (a numeric host, the documented form,
+    resolves to itself)."""
+    host, port = cfg.listen_addr()
+    family, kind, proto, _, addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as asyncio does
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        sock.bind(addr)
+        sock.listen(100)
+        sock.setblocking(False)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
 def run(cfg: Config) -> int:
     try:
         factory, loop_name = _loop_factory(cfg.server.event_loop)
@@ -136,32 +177,51 @@ def run(cfg: Config) -> int:
         print(f"kungfud: {e}", file=sys.stderr)
         return 2
     try:
+        listener = _bind(cfg)
+    except OSError as e:
+        print(f"kungfud: cannot listen on {cfg.server.listen}: {e.strerror or e}", file=sys.stderr)
+        return 2
+    try:
         store = Store(cfg.data_dir, map_size_mb=cfg.storage.map_size_mb)
-    except Exception as e:  # StoreLocked, permissions, lmdb errors
+    except Exception as e:  # StoreLocked, StoreDamaged, permissions, lmdb errors
+        listener.close()
+        print(f"kungfud: {e}", file=sys.stderr)
+        return 2
+    try:
+        store.require_consistent_log()
+    except StoreDamaged as e:
+        listener.close()
+        store.close()
         print(f"kungfud: {e}", file=sys.stderr)
         return 2
     fault = _fault_from_env()
     rt = Runtime(store, limits_of(cfg), fault=fault)
     rt.start()
     try:
-        admin = bootstrap_admin(rt)
+        try:
+            admin = bootstrap_admin(rt)
+        except StoreDamaged as e:
+            listener.close()
+            print(f"kungfud: {e}", file=sys.stderr)
+            return 2
         if fault is not None:
             fault.arm()  # faults hit client actions only, never the bootstrap
         if admin:
             log.info("created admin agent %s; its key is in %s", admin, os.path.join(cfg.data_dir, "admin.key"))
         log.info("event loop: %s", loop_name)
         with asyncio.Runner(loop_factory=factory) as runner:
-            return runner.run(_serve(rt, cfg))
+            return runner.run(_serve(rt, cfg, listener))
     finally:
         rt.stop()
         store.close()
 
 
-async def _serve(rt: Runtime, cfg: Config) -> int:
+async def _serve(rt: Runtime, cfg: Config, listener: socket.socket) -> int:
     server = Server(rt, cfg)
     try:
-        host, port = await server.start()
+        host, port = await server.start(sock=listener)
     except OSError as e:
+        listener.close()
         print(f"kungfud: cannot listen on {cfg.server.listen}: {e.strerror or e}", file=sys.stderr)
         return 2
     stop = asyncio.Event()

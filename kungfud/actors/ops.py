@@ -20,6 +20,7 @@ from ..store.store import View
 
 __all__ = [
     "ActionSpec", "ACTIONS", "REGISTRAR", "DEADLINE", "DEADLINE_TASK", "agent_actor", "AGENT_SHARDS", "ROUTE_READS",
+    "SERVICE_ACTORS",
 ]
 
 REGISTRAR = "ag_registrar"  # actor key serializing registrations (no agent yet)
@@ -36,6 +37,10 @@ class ActionSpec(NamedTuple):
 
 
 AGENT_SHARDS = 2
+_SHARDS = tuple(f"ag_shard{i}" for i in range(AGENT_SHARDS))
+#: Actors that serialize by caller instead of owning one object: the only keys
+#: the registry starts an actor for without the object existing (M5).
+SERVICE_ACTORS = frozenset({REGISTRAR, *_SHARDS})
 
 
 def agent_actor(agent: str) -> str:
@@ -43,7 +48,7 @@ def agent_actor(agent: str) -> str:
     share a few actors (by a stable hash of the id) instead of one thread each:
     fewer threads compete for the GIL, and each actor still orders the actions
     of every agent it serves."""
-    return f"ag_shard{zlib.crc32(agent.encode()) % AGENT_SHARDS}"
+    return _SHARDS[zlib.crc32(agent.encode()) % AGENT_SHARDS]
 
 
 def _caller(cmd: Any, caller: str | None, view: View) -> str:

@@ -12,6 +12,7 @@ from ..core.clock import rfc3339
 from ..core.visibility import may_list_memory, may_read_memory
 from ..errors import Rejection
 from ..store.store import View
+from . import cursors
 
 __all__ = ["whoami", "memory_get", "memory_list", "agent_list", "SCAN_BUDGET"]
 
@@ -46,20 +47,31 @@ def memory_get(view: View, caller: str, memory: str, version: int | None) -> dic
 
 def memory_list(view: View, caller: str, author: str | None, cursor: str | None, limit: int) -> dict | Rejection:
     author = author or caller
-    if cursor is not None and not (cursor.startswith("me_") and cursor[3:].isalnum() and cursor.isascii()):
-        return Rejection.bad_request("`cursor` is not a cursor this daemon returned - at `$.args.cursor`")
+    bad = Rejection.bad_request("`cursor` is not a cursor this daemon returned - at `$.args.cursor`")
+    after: str | None = None
+    if cursor is not None and cursors.is_sealed(cursor):
+        pos = cursors.unseal("memory.list", caller, cursor)
+        if pos is None:
+            return bad
+        after = pos.decode()
+    elif cursor is not None:
+        if not (cursor.startswith("me_") and cursor[3:].isalnum() and cursor.isascii()):
+            return bad
+        after = cursor
     items: list[dict[str, Any]] = []
     last: str | None = None
+    shown = False
     scanned = 0
     exhausted = True
-    for memory in view.memories_of(author, cursor):
+    for memory in view.memories_of(author, after):
         if len(items) == limit or scanned == SCAN_BUDGET:
             exhausted = False
             break
         scanned += 1
         last = memory
         state = view.state(memory)
-        if state is not None and may_list_memory(state, caller):
+        shown = state is not None and may_list_memory(state, caller)
+        if shown:
             items.append(
                 {
                     "memory": memory,
@@ -69,7 +81,10 @@ def memory_list(view: View, caller: str, author: str | None, cursor: str | None,
                     "visibility": state.visibility,
                 }
             )
-    return {"items": items, "cursor": None if exhausted else last}
+    if exhausted or last is None:
+        return {"items": items, "cursor": None}
+    # D44: the clear id only when it is an item of this page; else sealed.
+    return {"items": items, "cursor": last if shown else cursors.seal("memory.list", caller, last.encode())}
 
 
 def agent_list(

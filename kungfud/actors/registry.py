@@ -3,13 +3,18 @@
 Two actors for one key can briefly coexist (an idle one finishing its queue while
 a new one starts); that is safe because the writer re-checks the version of every
 object a decision read (L5), so no decision rests on stale state.
+
+An actor is an OS thread, so one is started only for a key that ``may_start``
+accepts: the runtime's service actors, or an object that exists in the store
+(review M5: a made-up id must cost no thread). Objects are never deleted, so a
+key that was accepted stays accepted.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import pykka
 
@@ -22,9 +27,12 @@ __all__ = ["Registry"]
 
 
 class Registry:
-    def __init__(self, runtime: "Runtime", *, idle_stop_s: float = 60.0):
+    def __init__(
+        self, runtime: "Runtime", *, idle_stop_s: float = 60.0, may_start: Callable[[str], bool] = lambda key: True
+    ):
         self.runtime = runtime
         self.idle_stop_s = idle_stop_s
+        self.may_start = may_start
         self._lock = threading.Lock()
         self._actors: dict[str, tuple[pykka.ActorRef, Slot]] = {}
         self._closed = False
@@ -37,17 +45,28 @@ class Registry:
     def live(self) -> int:
         return len(self._actors)
 
-    def tell(self, key: str, message: Any) -> bool:
+    def tell(self, key: str, message: Any) -> bool | None:
+        """True when told; False when stopping; None when ``key`` names nothing
+        an actor may be started for (no actor is started, nothing is told)."""
         for _ in range(3):
             with self._lock:
                 if self._closed:
                     return False
                 entry = self._actors.get(key)
-                if entry is None:
-                    slot = Slot()
-                    entry = (ObjectActor.start(self.runtime, key, slot), slot)  # starts its thread
-                    self._actors[key] = entry
-                entry[1].last_used = time.monotonic()
+                if entry is not None:
+                    entry[1].last_used = time.monotonic()
+            if entry is None:
+                if not self.may_start(key):  # a store read: outside the lock
+                    return None
+                with self._lock:
+                    if self._closed:
+                        return False
+                    entry = self._actors.get(key)
+                    if entry is None:
+                        slot = Slot()
+                        entry = (ObjectActor.start(self.runtime, key, slot), slot)  # starts its thread
+                        self._actors[key] = entry
+                    entry[1].last_used = time.monotonic()
             try:
                 entry[0].tell(message)
                 return True

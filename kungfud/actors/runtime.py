@@ -16,6 +16,7 @@ from ..core.ids import time_ordered
 from ..store import Failed, Outcome, Store, Writer
 from ..errors import Rejection
 from .clock import DeadlineClock
+from .ops import SERVICE_ACTORS, agent_actor
 from .registry import Registry
 
 __all__ = ["Runtime", "Job", "wall_ms"]
@@ -53,7 +54,7 @@ class Runtime:
         self._id_lock = threading.Lock()
         self._last_id: dict[str, tuple[int, int]] = {}
         self._entropy, self._entropy_at = b"", 0
-        self.registry = Registry(self, idle_stop_s=idle_stop_s)
+        self.registry = Registry(self, idle_stop_s=idle_stop_s, may_start=self._may_start)
         self.clock_thread = DeadlineClock(self)
         self.writer = Writer(
             store,
@@ -114,14 +115,43 @@ class Runtime:
             return Ctx(now=now, caller=caller, new_id=self.new_id, new_secret=self.new_secret, limits=self.limits)
         return Ctx(now=now, caller=caller, new_id=self.new_id, new_secret=self.new_secret, limits=self.limits, get=get)
 
+    def _may_start(self, key: str) -> bool:
+        """An actor is started for a service key, or for an object that exists."""
+        if key in SERVICE_ACTORS:
+            return True
+        with self.store.read() as view:
+            return view.exists(key)
+
     def submit(self, job: Job, actor_key: str) -> None:
-        if not self.registry.tell(actor_key, job):
+        told = self.registry.tell(actor_key, job)
+        if told is None:
+            self._no_object([job])
+        elif not told:
             job.reply(Failed(Rejection.unavailable("the daemon is shutting down; retry against the restarted daemon")))
 
     def submit_many(self, jobs: list[Job], actor_key: str) -> None:
         """Several jobs for one actor in one message (handled in this order)."""
         if len(jobs) == 1:
             self.submit(jobs[0], actor_key)
-        elif not self.registry.tell(actor_key, jobs):
+            return
+        told = self.registry.tell(actor_key, jobs)
+        if told is None:
+            self._no_object(jobs)
+        elif not told:
             for job in jobs:
                 job.reply(Failed(Rejection.unavailable("the daemon is shutting down; retry against the restarted daemon")))
+
+    def _no_object(self, jobs: list[Job]) -> None:
+        """Jobs for an object that does not exist (M5): no actor is started for
+        it. Each caller's own agent actor decides them instead, with the same
+        core decision over the same store, so the answer (``not_found``) is the
+        one the object's actor would give, and an object created meanwhile is
+        still serialized by the writer's version check (L5)."""
+        by_actor: dict[str, list[Job]] = {}
+        for job in jobs:
+            if job.caller is None:  # no caller to serialize by (never routed to an object)
+                job.reply(Failed(Rejection.not_found("the object", "this action names")))
+                continue
+            by_actor.setdefault(agent_actor(job.caller), []).append(job)
+        for key, mine in by_actor.items():
+            self.submit_many(mine, key)  # a service actor: always startable

@@ -16,7 +16,7 @@ from typing import Any
 import msgspec
 
 from ..core.clock import rfc3339
-from ..core.engagement import EngagementState, effective, is_party
+from ..core.engagement import EngagementState, effective, is_party, take_refusal
 from ..core.facts import contract_obj
 from ..core.obligations import ob_id
 from ..core.task import ContractState, TaskState, may_read_contract
@@ -80,6 +80,13 @@ def _engagement_ids(view: View, prefix: bytes, limit: int, newest: bool = False)
     return out[::-1] if newest else out
 
 
+def _may_take(view: View, t: TaskState, me: str) -> bool:
+    """The core's rule for taking (audience, author, judge, eligibility) against
+    the latest contract version — the version a take would bind."""
+    latest: ContractState = view.state(contract_obj(t.task, t.latest))
+    return take_refusal(t, latest, me) is None
+
+
 def task_get(view: View, me: str, task_id: str, version: int | None, now: int) -> dict | Rejection:
     t: TaskState | None = view.state(task_id)
     if t is None or not may_read_contract(t, me):
@@ -108,7 +115,10 @@ def task_get(view: View, me: str, task_id: str, version: int | None, now: int) -
     parties = [e for e in (view.state(i) for i in ids) if is_party(e, me)]
     states = {e.engagement: effective(e, now, t, view.state) for e in parties}
     out["engagements"] = [_engagement_brief(e, states[e.engagement]) for e in parties]
-    out["engagement_count"] = t.engagements
+    if me == t.author:
+        # R9-16, R12-9: a count of engagements is about engagements; only the
+        # author is a party to every one it counts (D42).
+        out["engagement_count"] = t.engagements
     out["obligations"] = [ob for e in parties for ob in _obligations(e, me, states[e.engagement])]
     # R9-17, T3: adopted content for the declared readers.
     adopted = []
@@ -129,7 +139,7 @@ def task_get(view: View, me: str, task_id: str, version: int | None, now: int) -
     actions = []
     if me == t.author:
         actions += ["task.revise", "task.resume" if not t.accepting else "task.pause"]
-    elif me not in (c.contract.judge,) and t.accepting and me not in t.open_by_agent:
+    elif t.accepting and me not in t.open_by_agent and _may_take(view, t, me):
         actions.append("task.take")
     out["actions"] = actions
     return out
@@ -157,11 +167,8 @@ def task_list(view: View, me: str, cursor: str | None, limit: int, mine: bool) -
     more = len(candidates) > limit
     for tk in candidates[:limit]:
         t: TaskState = view.state(tk)
-        if not mine:
-            c: ContractState = view.state(contract_obj(tk, t.latest))
-            el = c.contract.eligibility
-            if t.author == me or c.contract.judge == me or (el is not None and me not in el):
-                continue  # not a Task the caller may take
+        if not mine and not _may_take(view, t, me):
+            continue  # not a Task the caller may take
         items.append(
             {
                 "task": tk,

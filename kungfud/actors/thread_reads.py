@@ -17,6 +17,7 @@ from ..core.clock import rfc3339
 from ..core.entry import EntryState
 from ..core.facts import entry_obj
 from ..core.obligations import ob_id
+from ..core.task import TaskState, may_read_contract
 from ..core.thread import SPEAKING, ThreadState, readable_thread
 from ..errors import Rejection
 from ..store.store import View
@@ -44,6 +45,14 @@ def pin_content(view: View, pinner: str, memory: str, version: int) -> bytes | N
     return view.memory_content(memory, version)
 
 
+def _may_see_task(view: View, task: str, reader: str) -> bool:
+    """D43, R12-9: an entry shows the Task it references only to a reader who may
+    read that Task's contract; to anyone else the field is absent, so a
+    restricted Task's id shows through no entry (a reference grants nothing, B22)."""
+    t: TaskState | None = view.state(task)
+    return t is not None and may_read_contract(t, reader)
+
+
 def entry_digest(view: View, e: EntryState, reader: str, full: bool) -> dict[str, Any]:
     out: dict[str, Any] = {
         "entry": e.entry,
@@ -56,7 +65,7 @@ def entry_digest(view: View, e: EntryState, reader: str, full: bool) -> dict[str
         out["reply_to"] = e.reply_to
     if e.ask is not None:
         out["ask"] = e.ask
-    if e.task is not None:
+    if e.task is not None and _may_see_task(view, e.task, reader):
         out["task"] = e.task
     if e.assignment is not None:
         out["assignment"] = e.assignment
@@ -137,8 +146,9 @@ def thread_get(view: View, me: str, thread: str, now: int) -> dict | Rejection:
     if (r := readable_thread(t, thread, me)) is not None:
         return r
     assert t is not None
+    # R6.2-16: each membership shows the grant it came through (null: the creator) and when.
     members = [
-        {"agent": a, "role": m.role, "joined_at": rfc3339(m.joined_at)}
+        {"agent": a, "role": m.role, "joined_at": rfc3339(m.joined_at), "admission": m.admission}
         for a, m in list(t.members.items())[:MAX_MEMBERS]
     ]
     recent = []
@@ -161,6 +171,12 @@ def thread_get(view: View, me: str, thread: str, now: int) -> dict | Rejection:
             if t.grant is not None
             else None
         ),
+        # B8: every grant the state remembers (D45), voided and replaced ones too; never a token.
+        "admissions": [
+            {"admission": g.admission, "role": g.role, "issued_at": rfc3339(g.issued_at)}
+            | ({"voided_at": rfc3339(g.voided_at)} if g.voided_at is not None else {})
+            for g in t.admissions
+        ],
         "entries": t.entries,
         "recent": recent,
         "assignments": live,

@@ -16,10 +16,12 @@ from typing import Any, Callable
 import msgspec
 
 from ..core.obligations import Obligation
+from ..core.task import TaskState, in_audience
 from ..core.thread import ThreadState
 from ..errors import Rejection
 from ..store.events import opportunity_item, turn_item
 from ..store.store import View
+from . import cursors
 
 __all__ = ["turn", "opportunities", "SCAN_BUDGET"]
 
@@ -31,9 +33,14 @@ def _bad_cursor() -> Rejection:
     return Rejection.bad_request("`cursor` is not a cursor this daemon returned - at `$.args.cursor`")
 
 
-def _start(prefix: bytes, cursor: str | None) -> bytes | Rejection:
+def _start(op: str, me: str, prefix: bytes, cursor: str | None) -> bytes | Rejection:
     if cursor is None:
         return prefix
+    if cursors.is_sealed(cursor):
+        sealed = cursors.unseal(op, me, cursor)
+        if sealed is None:
+            return _bad_cursor()
+        return prefix + sealed + b"\x00"
     try:
         pos = bytes.fromhex(cursor)
     except ValueError:
@@ -44,19 +51,21 @@ def _start(prefix: bytes, cursor: str | None) -> bytes | Rejection:
 
 
 def _page(
-    view: View, db: str, me: str, cursor: str | None, limit: int, item: Callable[[bytes, bytes], "dict | None"]
+    view: View, op: str, db: str, me: str, cursor: str | None, limit: int, item: Callable[[bytes, bytes], "dict | None"]
 ) -> dict | Rejection:
     """One page of the caller's rows of ``db``, in key order, from after the
     cursor. ``item`` turns a row (key suffix, value) into an item or None (not
     shown). The cursor is the last row examined, so rows that end between pages
     are simply absent and none that still exists is skipped (R8-10); a page
-    examines at most SCAN_BUDGET rows (R8-13)."""
+    examines at most SCAN_BUDGET rows (R8-13). A row the page did not show may
+    name what the caller cannot read: its position is sealed (D44)."""
     prefix = me.encode() + b"\x00"
-    start = _start(prefix, cursor)
+    start = _start(op, me, prefix, cursor)
     if isinstance(start, Rejection):
         return start
     items: list[dict[str, Any]] = []
     last: bytes | None = None
+    shown: dict | None = None
     scanned = 0
     more = False
     with view.txn.cursor(db=view.dbs[db]) as cur:
@@ -72,7 +81,10 @@ def _page(
                 shown = item(key[len(prefix):], value)
                 if shown is not None:
                     items.append(shown)
-    return {"items": items, "cursor": last[len(prefix):].hex() if more and last is not None else None}
+    if not more or last is None:
+        return {"items": items, "cursor": None}
+    pos = last[len(prefix):]
+    return {"items": items, "cursor": pos.hex() if shown is not None else cursors.seal(op, me, pos)}
 
 
 def turn(view: View, me: str, cursor: str | None, limit: int, now: int) -> dict | Rejection:
@@ -82,7 +94,7 @@ def turn(view: View, me: str, cursor: str | None, limit: int, now: int) -> dict 
             return None  # L4-3: the deadline won; its expiry fact is on its way
         return turn_item(ob)
 
-    return _page(view, "obligations", me, cursor, limit, item)
+    return _page(view, "turn", "obligations", me, cursor, limit, item)
 
 
 def opportunities(view: View, me: str, cursor: str | None, limit: int) -> dict | Rejection:
@@ -93,11 +105,11 @@ def opportunities(view: View, me: str, cursor: str | None, limit: int) -> dict |
     def item(ident_raw: bytes, value: bytes) -> dict | None:
         ident = ident_raw.decode()
         if ident.startswith("tk_"):
-            tk = view.state(ident)
-            return None if tk is None else opportunity_item(tk)
+            tk: TaskState | None = view.state(ident)
+            return None if tk is None or not in_audience(tk, me) else opportunity_item(tk)
         t: ThreadState | None = view.state(value.decode())
         if t is None or me not in t.members or not t.open:
             return None
         return opportunity_item(view.state(ident))
 
-    return _page(view, "opportunities", me, cursor, limit, item)
+    return _page(view, "opportunities", "opportunities", me, cursor, limit, item)

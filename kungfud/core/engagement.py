@@ -31,7 +31,7 @@ from .facts import (
 )
 from .obligations import ob_id
 from .pins import Pin, resolve_pin
-from .task import ContractState, TaskState, may_read_contract
+from .task import ContractState, TaskState, in_audience, may_read_contract
 
 if TYPE_CHECKING:
     from .context import Ctx
@@ -44,6 +44,7 @@ __all__ = [
     "JudgeTask",
     "ExpireTask",
     "is_party",
+    "take_refusal",
     "effective",
     "due_expiries",
     "expiry_outcomes",
@@ -146,7 +147,15 @@ def effective(e: EngagementState, now: int, task: TaskState, get: Any) -> str:
     return e.state
 
 
-def _eligible(task: TaskState, contract: ContractState, me: str) -> Rejection | None:
+def take_refusal(task: TaskState, contract: ContractState, me: str) -> Rejection | None:
+    """Why ``me`` may not take ``task`` under ``contract`` (its latest version),
+    whatever the Task's current state: outside the creation-time audience
+    (R7.2-3, R7.2-4), the author (R7.2-6), the designated judge (B17), or not
+    eligible (R7.1-5, B18). None: ``me`` is an agent the Task is offered to. The
+    one rule for taking, for ``task.get``'s actions, ``task.list`` and
+    ``opportunities``; assumes ``me`` may read the contract (else not_found)."""
+    if not in_audience(task, me):
+        return Rejection.forbidden(f"task {task.task} is restricted to the agents its author named at creation (R7.2-3)")
     if me == task.author:
         return Rejection.forbidden(f"the author may not take its own task {task.task} (R7.2-6)")
     if contract.contract.judge == me:
@@ -178,7 +187,7 @@ def decide_take(cmd: TakeTask, ctx: "Ctx") -> Decision | Rejection:
     if task is None or not may_read_contract(task, me):
         return Rejection.not_found("task", cmd.task)
     contract: ContractState = ctx.get(contract_obj(cmd.task, task.latest))
-    if (r := _eligible(task, contract, me)) is not None:
+    if (r := take_refusal(task, contract, me)) is not None:
         return r
     existing = task.open_by_agent.get(me)
     if existing is not None:

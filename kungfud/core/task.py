@@ -48,6 +48,7 @@ __all__ = [
     "Revise",
     "SetAccepting",
     "may_read_contract",
+    "in_audience",
     "contract_problem",
     "decide_create",
     "decide_revise",
@@ -119,10 +120,20 @@ class SetAccepting(msgspec.Struct, frozen=True):
 
 def may_read_contract(task: TaskState, reader: str) -> bool:
     """R9-13, R9-14: an open Task's contract layer is readable by anyone; a
-    restricted one's by the author, the named agents and the judge."""
+    restricted one's by the author, the named agents and every judge of any
+    version (D22). Reading grants nothing else: who may take is
+    :func:`in_audience`."""
     if task.audience is None:
         return True
     return reader == task.author or reader in task.audience or reader in task.judges
+
+
+def in_audience(task: TaskState, agent: str) -> bool:
+    """R7.2-2, R7.2-3, R7.2-4: the audience fixed at creation — anyone for an open
+    Task, only the agents named at creation for a restricted one. Being (or having
+    been) a designated judge, or named in a later version's eligibility, adds no
+    one (that list only narrows, B18)."""
+    return task.audience is None or agent in task.audience
 
 
 def contract_problem(spec: ContractSpec, ctx: "Ctx") -> Contract | Rejection:
@@ -172,9 +183,9 @@ def decide_create(cmd: CreateTask, ctx: "Ctx") -> Decision | Rejection:
     if cmd.audience is not None:
         if len(set(cmd.audience)) != len(cmd.audience):
             return Rejection.bad_request("`audience.agents` names an agent more than once - at `$.args.audience`")
-        missing = [a for a in cmd.audience if ctx.get(a) is None]
-        if missing:
-            return Rejection.bad_request(f"`audience.agents` names no such agent: {', '.join(missing)} - at `$.args.audience`")
+        # D41: whether each named id is an agent is not checked — the answer would
+        # tell the caller which ids exist (contrast D3); a name that is no agent
+        # can never take (R7.2-3).
         if me in cmd.audience:
             return Rejection.bad_request("the author cannot be in its own Task's audience (R7.2-6) - at `$.args.audience`")
     contract = contract_problem(cmd.contract, ctx)

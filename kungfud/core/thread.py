@@ -52,6 +52,8 @@ __all__ = [
     "Role",
     "Member",
     "Grant",
+    "GrantRecord",
+    "ADMISSION_HISTORY",
     "Live",
     "ThreadState",
     "AgentThreads",
@@ -99,6 +101,19 @@ class Grant(msgspec.Struct, frozen=True):
     issued_at: int
 
 
+class GrantRecord(msgspec.Struct, frozen=True):
+    """One admission grant as members read it after the fact (DECISIONS.md B8):
+    never its token or the token's hash."""
+
+    admission: str
+    role: Role
+    issued_at: int
+    voided_at: int | None = None
+
+
+ADMISSION_HISTORY = 100  # grants a Thread's state remembers, newest kept (D45)
+
+
 class Live(msgspec.Struct, frozen=True):
     """A non-terminal assignment, as the Thread needs to know it."""
 
@@ -123,6 +138,7 @@ class ThreadState(msgspec.Struct, frozen=True):
     live: dict[str, Live]  # non-terminal assignments
     content: bytes | None = None
     closed_at: int | None = None
+    admissions: list[GrantRecord] = []  # B8: issued grants, oldest first, voided ones too (≤ ADMISSION_HISTORY)
 
     @property
     def open(self) -> bool:
@@ -384,13 +400,22 @@ def decide_join(cmd: Join, ctx: "Ctx") -> Decision | Rejection:
     if me in state.members:
         m = state.members[me]
         # L2-5: the one no-effect success; no fact, no receipt drift.
-        return Decision([], {"thread": cmd.thread, "role": m.role, "joined_at": rfc3339(m.joined_at), "existing": True}, {})
+        return Decision(
+            [],
+            {"thread": cmd.thread, "role": m.role, "joined_at": rfc3339(m.joined_at), "admission": m.admission, "existing": True},
+            {},
+        )
     if len(state.members) >= ctx.limits.max_members_per_thread:
         return Rejection.rate_limited(f"thread {cmd.thread} has the most members this daemon allows")
     if (r := _capacity(me, ctx)) is not None:
         return r
     fact = MemberJoined(at=ctx.now, by=me, thread=cmd.thread, agent=me, role=state.grant.role, admission=state.grant.admission)
-    return make([fact], {"thread": cmd.thread, "role": state.grant.role, "joined_at": rfc3339(ctx.now), "existing": False}, ctx)
+    result = {
+        "thread": cmd.thread, "role": state.grant.role, "joined_at": rfc3339(ctx.now),
+        "admission": state.grant.admission,  # R6.2-16: the grant it came through
+        "existing": False,
+    }
+    return make([fact], result, ctx)
 
 
 def decide_leave(cmd: Leave, ctx: "Ctx") -> Decision | Rejection:
@@ -471,6 +496,16 @@ def _drop_pending(pending: dict[str, list[int]], agent: str, entries: list[int] 
     return out
 
 
+def _voided(history: list[GrantRecord], admission: str | None, at: int) -> list[GrantRecord]:
+    """The history with ``admission`` (if any, and still live) marked voided at ``at``."""
+    if admission is None:
+        return list(history)
+    return [
+        msgspec.structs.replace(g, voided_at=at) if g.admission == admission and g.voided_at is None else g
+        for g in history
+    ]
+
+
 def _set_live(live: dict[str, Live], asg: str, value: Live | None) -> dict[str, Live]:
     out = dict(live)
     if value is None:
@@ -498,9 +533,14 @@ def apply(state: ThreadState | None, fact: Fact) -> ThreadState:
         )
     assert state is not None
     if isinstance(fact, AdmissionIssued):
-        return rep(state, grant=Grant(fact.admission, fact.role, fact.token_hash, fact.at))
+        history = _voided(state.admissions, fact.voided, fact.at) + [GrantRecord(fact.admission, fact.role, fact.at)]
+        return rep(
+            state,
+            grant=Grant(fact.admission, fact.role, fact.token_hash, fact.at),
+            admissions=history[-ADMISSION_HISTORY:],
+        )
     if isinstance(fact, AdmissionVoided):
-        return rep(state, grant=None)
+        return rep(state, grant=None, admissions=_voided(state.admissions, fact.admission, fact.at))
     if isinstance(fact, MemberJoined):
         return rep(state, members={**state.members, fact.agent: Member(fact.role, fact.at, fact.admission)})
     if isinstance(fact, MembershipEnded):
@@ -535,7 +575,10 @@ def apply(state: ThreadState | None, fact: Fact) -> ThreadState:
         return rep(state, pending=pending)
     if isinstance(fact, ThreadClosed):
         live = {a: lv for a, lv in state.live.items() if a not in set(fact.voided)}
-        return rep(state, status="closed", closed_at=fact.at, grant=None, pending={}, live=live)
+        return rep(
+            state, status="closed", closed_at=fact.at, grant=None, pending={}, live=live,
+            admissions=_voided(state.admissions, fact.admission, fact.at),
+        )
     if isinstance(fact, AssignmentCreated):
         return rep(state, live=_set_live(state.live, fact.assignment, Live(fact.creator, fact.to, fact.entry, "open")))
     if isinstance(fact, AssignmentTaken):

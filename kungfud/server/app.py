@@ -13,6 +13,7 @@ import asyncio
 import http
 import ipaddress
 import logging
+import socket
 import threading
 import time
 from typing import Any
@@ -148,15 +149,17 @@ class Server:
 
     # --- lifecycle ---------------------------------------------------------
 
-    async def start(self) -> tuple[str, int]:
+    async def start(self, sock: socket.socket | None = None) -> tuple[str, int]:
+        """Serve on ``sock`` (already bound) or bind the configured address."""
         self.loop = asyncio.get_running_loop()
         loop = self.loop
         self.rt.event_sink = lambda events: loop.call_soon_threadsafe(self._publish, events)
-        host, port = self.cfg.listen_addr()
+        host, port = (None, None) if sock is not None else self.cfg.listen_addr()
         self._server = await serve(
             self._handler,
             host,
             port,
+            sock=sock,
             process_request=self._process_request,
             max_size=self.cfg.server.max_frame_bytes,
             compression=None,  # DESIGN.md: faster, less memory per connection

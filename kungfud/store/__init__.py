@@ -4,7 +4,7 @@ The log is the only source of truth (L1). Everything else here is derived from i
 and can be rebuilt by ``kungfud check --rebuild``.
 """
 
-from .store import Store, StoreLocked
+from .store import Store, StoreDamaged, StoreLocked
 from .writer import Committed, Failed, Item, Outcome, Replayed, Stale, Writer
 
-__all__ = ["Store", "StoreLocked", "Writer", "Item", "Outcome", "Committed", "Replayed", "Stale", "Failed"]
+__all__ = ["Store", "StoreDamaged", "StoreLocked", "Writer", "Item", "Outcome", "Committed", "Replayed", "Stale", "Failed"]

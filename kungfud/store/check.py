@@ -19,6 +19,7 @@ from ..core.atoms import apply_to
 from .events import Feed, event_key
 from .indexes import fact_rows, state_rows
 from .layout import DERIVED, decode_fact, encode_object, from_u64, stream_key
+from .integrity import log_problems
 from .store import Store
 
 _mp = msgspec.msgpack.Encoder()
@@ -26,23 +27,42 @@ _mp = msgspec.msgpack.Encoder()
 __all__ = ["expected_indexes", "compare", "write", "run_check"]
 
 
-def expected_indexes(store: Store, txn: Any = None) -> dict[str, dict[bytes, bytes]]:
-    """Derived databases as the log says they must be (in ``txn``'s snapshot)."""
+def expected_indexes(
+    store: Store, txn: Any = None, errors: list[str] | None = None
+) -> dict[str, dict[bytes, bytes]]:
+    """Derived databases as the log says they must be (in ``txn``'s snapshot).
+    With ``errors``, a fact that does not decode or apply is reported there and
+    skipped instead of raising."""
     if txn is None:
         with store.env.begin() as own:
-            return expected_indexes(store, own)
+            return expected_indexes(store, own, errors)
     out: dict[str, dict[bytes, bytes]] = {name: {} for name in DERIVED}
     states: dict[str, Any] = {}
     versions: dict[str, int] = {}
     with txn.cursor(db=store.dbs["log"]) as cur:
         for k, v in cur:
+            if len(k) != 8:
+                if errors is None:
+                    raise ValueError(f"log key {k!r} is not a seq")
+                errors.append(f"log: a key that is not a seq: {k[:32]!r}")
+                continue
             seq = from_u64(k)
-            fact = decode_fact(v)
+            try:
+                fact = decode_fact(v)
+                objs = list(fact.objects())
+                folded = {}
+                for obj in objs:
+                    folded[obj] = apply_to(obj, folded.get(obj, states.get(obj)), fact)
+            except Exception as e:  # noqa: BLE001 — a damaged fact is a finding, not a crash
+                if errors is None:
+                    raise
+                errors.append(f"log: the fact at seq {seq} does not decode or apply: {type(e).__name__}: {e}")
+                continue
             feed = Feed()
-            for obj in fact.objects():
+            for obj in objs:
                 out["stream"][stream_key(obj, seq)] = b""
                 before = states.get(obj)
-                states[obj] = apply_to(obj, before, fact)
+                states[obj] = folded[obj]
                 feed.observe(obj, before, states[obj], fact)
                 versions[obj] = versions.get(obj, 0) + 1
             for agent, event in feed.rendered():
@@ -82,32 +102,52 @@ def write(store: Store, expected: dict[str, dict[bytes, bytes]]) -> None:
 
 
 def run_check(data_dir: str, *, rebuild: bool = False, map_size_mb: int = 10240) -> int:
+    """Exit status: 0 consistent (or rebuilt), 1 differences or a damaged fact
+    log, 2 no store or a store that is not whole (integrity.py). Never a
+    traceback: every failure is a message."""
     do_rebuild = rebuild
     if not os.path.isdir(os.path.join(data_dir, "lmdb")):
         print(f"kungfud check: no kungfud data in {data_dir}", file=sys.stderr)
         return 2
     try:
         # Without --rebuild, open read-only and take no lock: it can run beside a
-        # live daemon, reading one consistent snapshot.
+        # live daemon, reading one consistent snapshot. Either way the store is
+        # checked whole before any page is read (Store, integrity.py).
         store = Store(data_dir, map_size_mb=map_size_mb, lock=do_rebuild, readonly=not do_rebuild)
     except Exception as e:
         print(f"kungfud check: {e}", file=sys.stderr)
         return 2
     try:
-        with store.env.begin() as txn:
-            n = txn.stat(store.dbs["log"])["entries"]
-            expected = expected_indexes(store, txn)
-            problems = compare(store, expected, txn)
-        for p in problems[:100]:
-            print(p)
-        if len(problems) > 100:
-            print(f"… and {len(problems) - 100} more")
-        if problems and do_rebuild:
-            write(store, expected)
-            print(f"rebuilt derived indexes from {n} facts ({len(problems)} differences fixed)")
-            return 0
-        print(f"checked {n} facts: {'OK' if not problems else f'{len(problems)} differences'}")
-        return 0 if not problems else 1
+        return _check(store, do_rebuild)
+    except Exception as e:  # noqa: BLE001 — reported, never a traceback
+        print(f"kungfud check: could not finish checking {data_dir}: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
     finally:
         store.close()
 
+
+def _check(store: Store, do_rebuild: bool) -> int:
+    with store.env.begin() as txn:
+        n = txn.stat(store.dbs["log"])["entries"]
+        # The log itself: its seqs and every fact decoding and applying. Derived
+        # rows are the comparison's business.
+        damage = [f"log: {p}" for p in log_problems(txn, store.dbs, derived=False)]
+        expected = expected_indexes(store, txn, damage)
+        problems = damage + compare(store, expected, txn)
+    for p in problems[:100]:
+        print(p)
+    if len(problems) > 100:
+        print(f"… and {len(problems) - 100} more")
+    if damage:
+        # Rebuilding from a damaged log would write indexes that lose what it lost.
+        print(
+            f"the fact log is damaged ({len(damage)} problems){'; nothing rebuilt' if do_rebuild else ''}: "
+            "restore the data directory from a backup (docs/operations.md \"Backup and restore\")"
+        )
+        return 1
+    if problems and do_rebuild:
+        write(store, expected)
+        print(f"rebuilt derived indexes from {n} facts ({len(problems)} differences fixed)")
+        return 0
+    print(f"checked {n} facts: {'OK' if not problems else f'{len(problems)} differences'}")
+    return 0 if not problems else 1

@@ -16,10 +16,11 @@ from typing import Any, Iterator
 import lmdb
 
 from ..core.atoms import state_type
+from .integrity import NOT_NEW_TRACES, StoreDamaged, check_env, check_file, log_problems
 from .layout import DBS, FORMAT, Receipt, decode_fact, decode_object, from_u64, u32
 import msgspec
 
-__all__ = ["Store", "StoreLocked", "View"]
+__all__ = ["Store", "StoreDamaged", "StoreLocked", "View"]
 
 _receipt_dec = msgspec.msgpack.Decoder(Receipt)
 _events_dec = msgspec.msgpack.Decoder(list[bytes])
@@ -34,22 +35,57 @@ class Store:
 
     def __init__(self, data_dir: str, *, map_size_mb: int = 10240, readonly: bool = False, lock: bool = True):
         self.data_dir = data_dir
-        os.makedirs(data_dir, mode=0o700, exist_ok=True)
-        self._lock_fd: int | None = None
-        if lock:
-            self._lock_fd = os.open(os.path.join(data_dir, "kungfud.lock"), os.O_RDWR | os.O_CREAT, 0o600)
-            try:
-                fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError as e:
-                os.close(self._lock_fd)
-                self._lock_fd = None
-                if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                    raise StoreLocked(
-                        f"data directory {data_dir} is in use by another kungfud process"
-                    ) from None
-                raise
+        if os.path.lexists(data_dir) and not os.path.isdir(data_dir):
+            raise StoreDamaged(f"data directory {data_dir} exists and is not a directory")
+        # What the directory held before this process touched it: with any of
+        # these but no store, it is not new (integrity.check_file).
+        traces = [t for t in NOT_NEW_TRACES if os.path.lexists(os.path.join(data_dir, t))]
         path = os.path.join(data_dir, "lmdb")
-        os.makedirs(path, mode=0o700, exist_ok=True)
+        if readonly:
+            if not os.path.isfile(os.path.join(path, "data.mdb")):
+                raise StoreDamaged(f"no kungfud store in {data_dir} ({os.path.join(path, 'data.mdb')} is missing)")
+        else:
+            try:
+                os.makedirs(data_dir, mode=0o700, exist_ok=True)
+            except OSError as e:
+                raise StoreDamaged(f"cannot create data directory {data_dir}: {e.strerror or e}") from None
+        self._lock_fd: int | None = None
+        if traces and not os.path.lexists(os.path.join(path, "data.mdb")):
+            # Not new, and no store: refused before anything is created (but a
+            # directory another daemon is creating right now is "in use").
+            if lock and "kungfud.lock" in traces:
+                self._lock(data_dir)
+                self._unlock()
+            check_file(data_dir, traces=traces)
+        if lock:
+            self._lock(data_dir)
+        try:
+            self._open(data_dir, path, traces, map_size_mb=map_size_mb, readonly=readonly)
+        except BaseException:
+            self._unlock()
+            raise
+
+    def _lock(self, data_dir: str) -> None:
+        self._lock_fd = os.open(os.path.join(data_dir, "kungfud.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+            if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise StoreLocked(
+                    f"data directory {data_dir} is in use by another kungfud process"
+                ) from None
+            raise
+
+    def _open(self, data_dir: str, path: str, traces: list[str], *, map_size_mb: int, readonly: bool) -> None:
+        # The store must be whole before LMDB sees it: a zero-length file would be
+        # taken for a new store, a short one read past its end (integrity.py).
+        check_file(data_dir, traces=traces)
+        try:
+            os.makedirs(path, mode=0o700, exist_ok=True)
+        except OSError as e:
+            raise StoreDamaged(f"cannot create {path}: {e.strerror or e}") from None
         # sync+metasync: a commit is durable when it returns (DESIGN.md "Durability").
         # writemap off: nested transactions need it, and a stray write cannot
         # corrupt the map.
@@ -64,26 +100,50 @@ class Store:
             readonly=readonly,
             lock=True,
         )
-        self.dbs: dict[str, Any] = {}
-        if readonly:
-            for name in DBS:
-                self.dbs[name] = self.env.open_db(name.encode(), create=False)
-        else:
-            with self.env.begin(write=True) as txn:
+        try:
+            check_env(self.env, data_dir)  # before any transaction reads a page
+            self.dbs: dict[str, Any] = {}
+            if readonly:
                 for name in DBS:
-                    self.dbs[name] = self.env.open_db(name.encode(), txn=txn)
-                meta = self.dbs["meta"]
-                fmt = txn.get(b"format", db=meta)
-                if fmt is None:
-                    txn.put(b"format", FORMAT, db=meta)
-                elif fmt != FORMAT:
-                    raise RuntimeError(f"data directory {data_dir} has storage format {fmt!r}; this kungfud reads {FORMAT!r}")
+                    self.dbs[name] = self.env.open_db(name.encode(), create=False)
+            else:
+                with self.env.begin(write=True) as txn:
+                    for name in DBS:
+                        self.dbs[name] = self.env.open_db(name.encode(), txn=txn)
+                    meta = self.dbs["meta"]
+                    fmt = txn.get(b"format", db=meta)
+                    if fmt is None:
+                        txn.put(b"format", FORMAT, db=meta)
+                    elif fmt != FORMAT:
+                        raise RuntimeError(f"data directory {data_dir} has storage format {fmt!r}; this kungfud reads {FORMAT!r}")
+        except BaseException:
+            self.env.close()
+            raise
 
     def close(self) -> None:
         self.env.close()
+        self._unlock()
+
+    def _unlock(self) -> None:
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
+
+    def log_problems(self) -> list[str]:
+        """Cheap check of the fact log against what was written with it
+        (integrity.log_problems); empty when consistent."""
+        with self.env.begin() as txn:
+            return log_problems(txn, self.dbs)
+
+    def require_consistent_log(self) -> None:
+        """Raise StoreDamaged naming the file and the first problems, if any."""
+        problems = self.log_problems()
+        if problems:
+            more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+            raise StoreDamaged(
+                f"{os.path.join(self.data_dir, 'lmdb', 'data.mdb')} is not consistent: {'; '.join(problems[:3])}{more}; "
+                f"run `kungfud check --data-dir {self.data_dir}` for a full report"
+            )
 
     @contextmanager
     def read(self) -> Iterator["View"]:
@@ -122,6 +182,11 @@ class View:
 
     def state(self, obj: str) -> Any:
         return self.obj(obj)[1]
+
+    def exists(self, obj: str) -> bool:
+        """Whether an object of this id was ever created (objects are never deleted)."""
+        key = obj.encode()
+        return len(key) <= 511 and self.txn.get(key, db=self.dbs["objects"]) is not None
 
     def receipt(self, scope: bytes) -> Receipt | None:
         raw = self.txn.get(scope, db=self.dbs["receipts"])

@@ -53,3 +53,41 @@ def test_actors_start_on_demand_stop_when_idle_and_restart_from_the_store(tmp_pa
     finally:
         rt.stop()
         store.close()
+
+
+@pytest.mark.rules("L4-5", "R12-11")
+def test_L4_5_no_actor_is_started_for_a_key_that_names_no_object(tmp_path):
+    """Review M5: the registry starts an actor (an OS thread) only for a service
+    actor or an object that exists, whoever tells it (an action, the deadline
+    clock); a job for a missing object is decided by its caller's agent actor."""
+    from kungfud.actors.object_actor import Expire
+    from kungfud.actors.ops import agent_actor
+    from kungfud.errors import Rejection
+    from kungfud.store import Failed
+
+    store = Store(str(tmp_path / "data"))
+    rt = Runtime(store)
+    rt.start()
+    try:
+        admin = bootstrap_admin(rt)
+        threads = threading.active_count()
+        assert rt.registry.tell("th_0000000000000000000000000z", Expire()) is None
+        assert rt.registry.tell("tk_0000000000000000000000000z", Expire()) is None
+        assert rt.registry.live() == 0 and threading.active_count() == threads
+
+        done = threading.Event()
+        box: list = []
+        args = MemoryCreateArgs({"k": 1})
+        # An action the store cannot place with any existing object: a Memory
+        # update of a made-up Memory sent to a made-up Thread's key.
+        job = Job(
+            "memory.update", admin, receipt_scope(admin, "memory.update", "k"), canonical_hash("memory.create", args),
+            memory.Update("me_0000000000000000000000000z", b'{"n":1}'), lambda o: (box.append(o), done.set()),
+        )
+        rt.submit(job, "th_0000000000000000000000000z")
+        assert done.wait(10), "no reply"
+        assert box == [Failed(Rejection.not_found("memory", "me_0000000000000000000000000z"))], box
+        assert set(rt.registry._actors) == {agent_actor(admin)}  # the caller's agent actor only
+    finally:
+        rt.stop()
+        store.close()

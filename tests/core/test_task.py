@@ -616,9 +616,15 @@ def test_R7_2_3_a_restricted_task_is_taken_only_by_the_agents_it_names(w, a):
     same_wording_as_ghost(hidden, t, ghost, GHOST_TASK)
 
 
-@pytest.mark.rules("R7.2-3")
-def test_R7_2_3_audience_must_name_existing_agents_once(w, a):
-    w.refuse("bad_request", lambda: w.create(a.alice, [a.bob, GHOST_AGENT]), "revise")
+@pytest.mark.rules("R7.2-3", "R12-9")
+def test_R7_2_3_audience_names_agents_once_and_reveals_no_agents_existence(w, a):
+    # D41: an id that is no agent is accepted exactly like an agent's (L4).
+    with_ghost = ok(w.create(a.alice, [a.bob, GHOST_AGENT]))
+    with_agent = ok(w.create(a.alice, [a.bob, a.carol]))
+    assert with_ghost.result.keys() == with_agent.result.keys()
+    t = with_ghost.result["task"]
+    assert w.task(t).audience == [a.bob, GHOST_AGENT]
+    w.refuse("not_found", lambda: w.take(a.carol, t))  # naming a ghost adds no one
     w.refuse("bad_request", lambda: w.create(a.alice, [a.bob, a.bob]))
     w.refuse("bad_request", lambda: w.create(a.alice, [a.bob], eligibility=[a.bob, a.bob]))
 

@@ -461,7 +461,7 @@ async def test_R7_5_5_a_task_reference_in_a_thread_grants_nothing(daemon):
     posted = await bob.act("thread.post", {"thread": th, "content": {"text": "see my engagement"}, "task": t})
     await bob.act("thread.post", {"thread": th, "content": {"text": "and this one"}, "task": r})
     entries = (await dave.read("thread.entries", {"thread": th}))["items"]
-    assert [x.get("task") for x in entries] == [t, r]
+    assert [x.get("task") for x in entries] == [t, None]  # D43: r is not dave's to read
     # R7.5-3: the Task is unchanged by the reference.
     after = await alice.read("task.get", {"task": t})
     assert after == before

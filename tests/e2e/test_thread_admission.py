@@ -86,7 +86,7 @@ async def test_L2_5_joining_again_returns_the_existing_membership(daemon):
     # B9: a grant of another role changes nothing
     g2 = await a.act("thread.admit", {"thread": t, "role": "governor"})
     third = await b.act("thread.join", {"token": g2["token"]})
-    assert third == {"thread": t, "role": "speaker", "joined_at": first["joined_at"], "existing": True}
+    assert third == {"thread": t, "role": "speaker", "joined_at": first["joined_at"], "admission": first["admission"], "existing": True}
     members = (await a.read("thread.get", {"thread": t}))["members"]
     assert [m["agent"] for m in members].count(b.id) == 1
     await close_all(a, b)

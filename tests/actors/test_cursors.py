@@ -1,0 +1,95 @@
+"""A page's cursor never names an object the caller may not read (R12-8, R12-9,
+D44), and paging still never skips an item (WIRE.md "Lists").
+
+The reads are run over a real LMDB store holding hand-written index rows and
+object states, with the scan budget made small, so that a page stops on rows the
+caller may not read (security review M1: ``memory.list`` returned another
+author's private Memory as its cursor; ``opportunities`` did the same with an
+assignment in a Thread the caller had left)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kungfud.actors import reads, turn_reads
+from kungfud.core.memory import MemoryState
+from kungfud.core.task import TaskState
+from kungfud.core.thread import Member, ThreadState
+from kungfud.store import Store
+from kungfud.store.layout import encode_object
+
+ALICE, BOB, CAROL = "ag_01alice", "ag_01bob", "ag_01carol"
+T0 = 1_764_504_000_000
+
+
+def _put_state(txn, store: Store, obj: str, state) -> None:
+    txn.put(obj.encode(), encode_object(1, state), db=store.dbs["objects"])
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = Store(str(tmp_path / "data"), map_size_mb=64)
+    yield s
+    s.close()
+
+
+def _pages(read, limit: int = 100) -> tuple[list[dict], list[str]]:
+    items, cursors, cursor = [], [], None
+    for _ in range(1000):
+        page = read(cursor, limit)
+        assert not isinstance(page, Exception) and isinstance(page, dict), page
+        items += page["items"]
+        cursor = page["cursor"]
+        if cursor is None:
+            return items, cursors
+        cursors.append(cursor)
+    raise AssertionError("paging did not end")
+
+
+def _reveals(cursor: str, secrets: list[str]) -> bool:
+    """Whether the cursor carries one of the ids, as text or hex of its bytes."""
+    return any(s in cursor or s.encode().hex() in cursor for s in secrets)
+
+
+@pytest.mark.rules("R12-9", "R12-8", "R8-13")
+def test_R12_9_memory_list_cursor_never_names_a_private_memory(store, monkeypatch):
+    monkeypatch.setattr(reads, "SCAN_BUDGET", 4)
+    private = [f"me_01a{n:03d}" for n in range(10)]
+    public = "me_01b000"
+    with store.env.begin(write=True) as txn:
+        for m in private + [public]:
+            txn.put(ALICE.encode() + b"\x00" + m.encode(), b"", db=store.dbs["memories"])
+            vis = "public" if m == public else "private"
+            _put_state(txn, store, m, MemoryState(m, ALICE, 1, "valid", vis, T0))
+    with store.read() as view:
+        items, cursors = _pages(lambda c, n: reads.memory_list(view, BOB, ALICE, c, n))
+        assert [i["memory"] for i in items] == [public]  # nothing skipped
+        assert cursors, "the budget must run out on private rows for this test to mean anything"
+        assert not any(_reveals(c, private) for c in cursors), cursors
+        # A sealed cursor is the caller's own: another caller gets bad_request.
+        other = reads.memory_list(view, CAROL, ALICE, cursors[0], 100)
+        assert getattr(other, "code", None) == "bad_request", other
+        # The author pages through everything; its cursors name its own Memories.
+        mine, _ = _pages(lambda c, n: reads.memory_list(view, ALICE, None, c, n), limit=3)
+        assert [i["memory"] for i in mine] == private + [public]
+
+
+@pytest.mark.rules("R12-9", "R12-8", "R8-13", "B24")
+def test_R12_9_opportunities_cursor_never_names_an_assignment_the_caller_may_not_read(store, monkeypatch):
+    monkeypatch.setattr(turn_reads, "SCAN_BUDGET", 3)
+    left = "th_01left"  # a Thread bob has left: its assignments are not his to read
+    hidden = [f"as_01h{n:03d}" for n in range(8)]
+    task = "tk_01named"
+    with store.env.begin(write=True) as txn:
+        _put_state(txn, store, left, ThreadState(left, ALICE, T0, "open", {ALICE: Member("governor", T0, None)}, None, 0, {}, {}))
+        for asg in hidden:
+            txn.put(BOB.encode() + b"\x00" + asg.encode(), left.encode(), db=store.dbs["opportunities"])
+        _put_state(txn, store, task, TaskState(task, ALICE, [BOB], T0, 1, True, 0, [], {}, {}))
+        txn.put(BOB.encode() + b"\x00" + task.encode(), task.encode(), db=store.dbs["opportunities"])
+    with store.read() as view:
+        items, cursors = _pages(lambda c, n: turn_reads.opportunities(view, BOB, c, n))
+        assert [i["ref"] for i in items] == [{"task": task}]  # nothing skipped
+        assert cursors and not any(_reveals(c, hidden) for c in cursors), cursors
+        c = cursors[0]
+        forged = turn_reads.opportunities(view, BOB, c[:-1] + ("A" if c[-1] != "A" else "B"), 100)
+        assert getattr(forged, "code", None) == "bad_request", forged
