@@ -462,6 +462,25 @@
     notice(rejectionView(e), "error");
   }
 
+  // Keep a container's children in the order of `items`, one element per key,
+  // rebuilding only the elements whose item changed.
+  function keyed(container, items, keyOf, build) {
+    const old = new Map([...container.children].map((el) => [el.dataset.key, el]));
+    items.forEach((it, n) => {
+      const sig = JSON.stringify(it);
+      let el = old.get(keyOf(it));
+      if (!el || el.dataset.sig !== sig) {
+        const fresh = build(it);
+        fresh.dataset.key = keyOf(it);
+        fresh.dataset.sig = sig;
+        if (el) el.replaceWith(fresh);
+        el = fresh;
+      }
+      if (container.children[n] !== el) container.insertBefore(el, container.children[n] || null);
+    });
+    while (container.children.length > items.length) container.lastElementChild.remove();
+  }
+
   // Replace a container's children only when the data changed, so a refresh
   // never disturbs focus or half-typed text elsewhere on the page.
   function update(container, data, build) {
@@ -1133,6 +1152,7 @@
     const agents = h("div", { id: "agent-list" });
     const health = h("div", { id: "health" });
     const secrets = h("div", { id: "admin-secrets", "aria-live": "polite" });
+    const tbody = h("tbody", {});
     const filter = h("select", { id: "status-filter", "aria-label": "Status", onchange: () => scheduleRefresh() }, ["all", "active", "deactivated"].map((s) => h("option", { value: s }, s)));
     setMain(
       h("div", { class: "cols wide-left" },
@@ -1154,42 +1174,40 @@
       const args = filter.value === "all" ? {} : { status: filter.value };
       const list = await readAll("admin.agent.list", args);
       for (const a of list) state.names.set(a.agent, a.content && a.content.name);
-      update(agents, list, (as) =>
-        h("table", { class: "agents" },
-          h("thead", {}, h("tr", {}, ["Name", "Agent", "Status", "Last seen", ""].map((c) => h("th", {}, c)))),
-          h("tbody", {}, as.map((a) =>
-            h("tr", { "data-agent": a.agent },
-              h("td", {}, (a.content && a.content.name) || "", a.admin ? h("span", { class: "badge" }, "admin") : ""),
-              h("td", {}, h("code", {}, a.agent)),
-              h("td", {}, stateBadge(a.status)),
-              h("td", { class: "small" }, a.last_seen_at ? fmtTime(a.last_seen_at) : "never"),
-              h("td", { class: "row-actions" },
-                a.agent === state.me.agent
-                  ? h("span", { class: "muted small" }, "you")
-                  : [
-                      actionForm({
-                        label: a.status === "active" ? "Deactivate" : "Reactivate",
-                        cls: "set-status inline",
-                        danger: a.status === "active",
-                        confirmText: a.status === "active" ? "Deactivate this agent? It loses every membership." : null,
-                        build: () => ({ op: "admin.agent.set_status", args: { agent: a.agent, status: a.status === "active" ? "deactivated" : "active" } }),
-                      }),
-                      actionForm({
-                        label: "Reset key",
-                        cls: "reset-key inline",
-                        confirmText: "Issue a new key? The old one stops working at once.",
-                        build: () => ({ op: "admin.agent.reset_key", args: { agent: a.agent } }),
-                        // Shown above the table, which is rebuilt whenever the list changes.
-                        onDone: (r) => {
-                          secrets.replaceChildren(h("div", {}, h("p", {}, "New key for ", agentLabel(r.agent)), secretBox("New key", r.key)));
-                          secrets.scrollIntoView({ block: "nearest" });
-                          return h("span", { class: "ok" }, "Reset.");
-                        },
-                      }),
-                    ],
-              ),
-            ),
-          )),
+      // Rows are kept while their agent's data is unchanged, so a re-read never
+      // pulls a button from under the pointer.
+      if (!tbody.isConnected) agents.replaceChildren(h("table", { class: "agents" }, h("thead", {}, h("tr", {}, ["Name", "Agent", "Status", "Last seen", ""].map((c) => h("th", {}, c)))), tbody));
+      keyed(tbody, list, (a) => a.agent, (a) =>
+        h("tr", { "data-agent": a.agent },
+          h("td", {}, (a.content && a.content.name) || "", a.admin ? h("span", { class: "badge" }, "admin") : ""),
+          h("td", {}, h("code", {}, a.agent)),
+          h("td", {}, stateBadge(a.status)),
+          h("td", { class: "small" }, a.last_seen_at ? fmtTime(a.last_seen_at) : "never"),
+          h("td", { class: "row-actions" },
+            a.agent === state.me.agent
+              ? h("span", { class: "muted small" }, "you")
+              : [
+                  actionForm({
+                    label: a.status === "active" ? "Deactivate" : "Reactivate",
+                    cls: "set-status inline",
+                    danger: a.status === "active",
+                    confirmText: a.status === "active" ? "Deactivate this agent? It loses every membership." : null,
+                    build: () => ({ op: "admin.agent.set_status", args: { agent: a.agent, status: a.status === "active" ? "deactivated" : "active" } }),
+                  }),
+                  actionForm({
+                    label: "Reset key",
+                    cls: "reset-key inline",
+                    confirmText: "Issue a new key? The old one stops working at once.",
+                    build: () => ({ op: "admin.agent.reset_key", args: { agent: a.agent } }),
+                    // Shown above the table: a row is rebuilt when its agent's data changes.
+                    onDone: (r) => {
+                      secrets.replaceChildren(h("div", {}, h("p", {}, "New key for ", agentLabel(r.agent)), secretBox("New key", r.key)));
+                      secrets.scrollIntoView({ block: "nearest" });
+                      return h("span", { class: "ok" }, "Reset.");
+                    },
+                  }),
+                ],
+          ),
         ),
       );
       const [hz, mt] = await Promise.all([

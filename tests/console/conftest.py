@@ -96,8 +96,13 @@ class Console:
         return self.wait(lambda: (self.find(css, within) or [None])[0], timeout, f"element {css}")
 
     def text(self, css: str) -> str:
-        els = self.find(css)
-        return els[0].text if els else ""
+        from selenium.common.exceptions import StaleElementReferenceException
+
+        try:  # the page may replace the element between finding and reading it
+            els = self.find(css)
+            return els[0].text if els else ""
+        except StaleElementReferenceException:
+            return ""
 
     def wait_text(self, css: str, text: str, timeout: float = 20.0):
         return self.wait(lambda: text in self.text(css), timeout, f"{text!r} in {css}")
