@@ -16,14 +16,14 @@ from typing import Any
 import msgspec
 
 from ..core.clock import rfc3339
-from ..core.engagement import EngagementState, effective, is_party
+from ..core.engagement import EngagementState, closed_to_takes, effective, is_party
 from ..core.facts import contract_obj
 from ..core.obligations import ob_id
 from ..core.task import ContractState, TaskState, may_read_contract
 from ..errors import Rejection
 from ..store.store import View
 
-__all__ = ["task_get", "task_list", "engagement_get", "contract_view"]
+__all__ = ["task_get", "task_list", "engagement_get", "contract_view", "takes_engagements"]
 
 MAX_LISTED = 100  # engagements / adoptions shown in a working set
 
@@ -78,6 +78,13 @@ def _engagement_ids(view: View, prefix: bytes, limit: int, newest: bool = False)
             out.append(key.rsplit(b"\x00", 1)[1].decode())
             ok = step()
     return out[::-1] if newest else out
+
+
+def takes_engagements(view: View, t: TaskState) -> bool:
+    """WIRE.md 1.1 "Offers that can be taken": the test that refuses a take
+    (B20, B2, B21), applied to the offers."""
+    author = view.state(t.author)
+    return closed_to_takes(t, author is not None and author.active) is None
 
 
 def task_get(view: View, me: str, task_id: str, version: int | None, now: int) -> dict | Rejection:
@@ -162,6 +169,8 @@ def task_list(view: View, me: str, cursor: str | None, limit: int, mine: bool) -
             el = c.contract.eligibility
             if t.author == me or c.contract.judge == me or (el is not None and me not in el):
                 continue  # not a Task the caller may take
+            if not takes_engagements(view, t):
+                continue  # WIRE.md 1.1: it takes no new engagement now
         items.append(
             {
                 "task": tk,

@@ -16,6 +16,7 @@ from typing import Any, Callable
 import msgspec
 
 from ..core.obligations import Obligation
+from .task_reads import takes_engagements
 from ..core.thread import ThreadState
 from ..errors import Rejection
 from ..store.events import opportunity_item, turn_item
@@ -87,14 +88,15 @@ def turn(view: View, me: str, cursor: str | None, limit: int, now: int) -> dict 
 
 def opportunities(view: View, me: str, cursor: str | None, limit: int) -> dict | Rejection:
     """R8-3…R8-5, B24: untaken assignments addressed to the caller, while it is a
-    member of their open Thread, and restricted Tasks naming it. They bind no one
-    and are never in the turn."""
+    member of their open Thread, and restricted Tasks naming it that take a new
+    engagement now (WIRE.md 1.1). They bind no one and are never in the turn."""
 
     def item(ident_raw: bytes, value: bytes) -> dict | None:
         ident = ident_raw.decode()
         if ident.startswith("tk_"):
             tk = view.state(ident)
-            return None if tk is None else opportunity_item(tk)
+            # WIRE.md 1.1: only a Task that takes a new engagement now is offered.
+            return None if tk is None or not takes_engagements(view, tk) else opportunity_item(tk)
         t: ThreadState | None = view.state(value.decode())
         if t is None or me not in t.members or not t.open:
             return None
