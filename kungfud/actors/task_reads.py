@@ -206,6 +206,14 @@ def engagement_get(view: View, me: str, en: str, now: int) -> dict | Rejection:
     }
     if e.judge_by is not None:
         out["judge_by"] = rfc3339(e.judge_by)
+    # WIRE.md 1.1: the bound contract version (R9-13: its parties always read it).
+    bound: ContractState = view.state(contract_obj(e.task, e.contract_version))
+    out["contract"] = {
+        "version": bound.version,
+        "content": msgspec.Raw(bound.contract.content),
+        "deliver_within_s": bound.contract.deliver_within_s,
+        "judge_within_s": bound.contract.judge_within_s,
+    }
     # R9-15: the bound input versions, even after the author withdrew them.
     out["inputs"] = [
         {"memory": m, "version": v, "content": _raw(view.memory_content(m, v))} for m, v in e.inputs
