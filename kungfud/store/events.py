@@ -26,6 +26,8 @@ import msgspec
 from ..core.assignment import TERMINAL as ASSIGNMENT_TERMINAL
 from ..core.assignment import AssignmentState
 from ..core.clock import rfc3339
+from ..core.engagement import TERMINAL as ENGAGEMENT_TERMINAL
+from ..core.engagement import EngagementState
 from ..core.facts import (
     AssignmentDelivered,
     AssignmentDropped,
@@ -45,8 +47,6 @@ from ..core.facts import (
     ThreadClosed,
 )
 from ..core.obligations import NEXT, Obligation, of_state
-from ..core.engagement import TERMINAL as ENGAGEMENT_TERMINAL
-from ..core.engagement import EngagementState
 from ..core.task import TaskState
 from ..core.thread import ThreadState
 from .layout import u64
