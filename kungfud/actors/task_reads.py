@@ -136,7 +136,7 @@ def task_get(view: View, me: str, task_id: str, version: int | None, now: int) -
     actions = []
     if me == t.author:
         actions += ["task.revise", "task.resume" if not t.accepting else "task.pause"]
-    elif me not in (c.contract.judge,) and t.accepting and me not in t.open_by_agent:
+    elif me not in (c.contract.judge,) and takes_engagements(view, t) and me not in t.open_by_agent:
         actions.append("task.take")
     out["actions"] = actions
     return out

@@ -45,11 +45,13 @@ async def test_B21_a_paused_or_full_task_is_not_offered(daemon):
     assert await offered(w2) == ({restricted}, {restricted, open_tk})  # taking does not use the limit up
     await author.act("task.judge", {"engagement": en, "verdict": "adopt"})
     assert await offered(w2) == (set(), {open_tk})  # full: a take would be refused
+    assert "task.take" not in (await w2.read("task.get", {"task": restricted}))["actions"]
     err = await fails(w2, "task.take", {"task": restricted}, "conflict")
     assert "limit" in err["reason"]
     # Raising the limit by revision offers it again.
     await author.act("task.revise", {"task": restricted, "contract": {"content": CONTENT, "adoption_limit": 2}})
     assert await offered(w2) == ({restricted}, {restricted, open_tk})
+    assert "task.take" in (await w2.read("task.get", {"task": restricted}))["actions"]
     # The author still lists its own Tasks with `mine`, whatever their state.
     await author.act("task.pause", {"task": open_tk})
     mine = {i["task"] for i in (await author.read("task.list", {"mine": True}))["items"]}
