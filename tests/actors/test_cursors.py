@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from kungfud.actors import reads, turn_reads
+from kungfud.core.agent import AgentState
 from kungfud.core.memory import MemoryState
 from kungfud.core.task import TaskState
 from kungfud.core.thread import Member, ThreadState
