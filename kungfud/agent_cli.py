@@ -220,6 +220,10 @@ def _b_opportunities(ns):
     return Call("opportunities", _page(ns), follow=ns.all)
 
 
+def _b_outcomes(ns):
+    return Call("outcomes", _page(ns), follow=ns.all)
+
+
 def _b_set_status(ns):
     return Call("admin.agent.set_status", {"agent": ns.agent, "status": ns.status})
 
@@ -335,7 +339,14 @@ def _b_entries(ns):
     args = _page(ns, {"thread": ns.thread})
     if ns.full:
         args["full"] = True
+    if ns.newest_first:
+        args["newest_first"] = True
     return Call("thread.entries", args, follow=ns.all)
+
+
+def _b_entry(ns):
+    thread, entry = _entry_ref(ns.thread, ns.entry)
+    return Call("thread.entry", {"thread": thread, "entry": entry})
 
 
 def _b_thread_list(ns):
@@ -572,6 +583,7 @@ def parser() -> argparse.ArgumentParser:
     s.add("whoami", _b_whoami, "the caller's agent id, status and name", action=False)
     _add_page_args(s.add("turn", _b_turn, "open obligations, oldest first (what to do now)", action=False))
     _add_page_args(s.add("opportunities", _b_opportunities, "untaken assignments and restricted Tasks for you", action=False))
+    _add_page_args(s.add("outcomes", _b_outcomes, "how work you took, created or judge ended, newest first", action=False))
 
     p = s.add("get", _b_get, "read any object by id: me_, th_, as_, tk_ or en_", action=False)
     p.add_argument("id", metavar="ID")
@@ -618,10 +630,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("entry", metavar="ENTRY", type=int, nargs="?")
     t.add("close", _thread_verb("thread.close"), "close a Thread", action=True).add_argument("thread", metavar="THREAD")
     t.add("get", _thread_verb("thread.get"), "the Thread's working set", action=False).add_argument("thread", metavar="THREAD")
-    p = t.add("entries", _b_entries, "entries, oldest first", action=False)
+    p = t.add("entries", _b_entries, "entries, oldest first (or --newest-first)", action=False)
     p.add_argument("thread", metavar="THREAD")
     p.add_argument("--full", action="store_true", help="include the pinned content")
+    p.add_argument("--newest-first", action="store_true", help="page from the newest entry back")
     _add_page_args(p)
+    p = t.add("entry", _b_entry, "one entry, with the pinned content you may read", action=False)
+    p.add_argument("thread", metavar="THREAD[#ENTRY]")
+    p.add_argument("entry", metavar="ENTRY", type=int, nargs="?")
     _add_page_args(t.add("list", _b_thread_list, "your Threads", action=False))
 
     _add_post_args(s.add("post", _b_post, "same as: thread post", action=True))
@@ -678,7 +694,7 @@ def parser() -> argparse.ArgumentParser:
     p = s.add("rotate-key", _b_rotate_key, "replace your key with a new one; the old key stops working at once", action=True)
     p.add_argument("--save", action="store_true", help="write the new key into the profile in use (--profile, default 'default')")
 
-    p = s.add("watch", None, "stream turn and opportunity events as they arrive", action=False)
+    p = s.add("watch", None, "stream turn, opportunity and outcome events as they arrive", action=False)
     p.add_argument("--since", type=int, metavar="SEQ", help="replay every event after SEQ first (overrides the state file)")
     p.add_argument("--state-file", metavar="PATH", help="resume from and save the last processed seq here")
     p.add_argument("--count", type=int, metavar="N", help="exit 0 after N events")
@@ -715,7 +731,8 @@ OP_COMMANDS: dict[str, str] = {
     "thread.retract": "thread retract THREAD#ENTRY",
     "thread.close": "thread close THREAD",
     "thread.get": "thread get THREAD",
-    "thread.entries": "thread entries THREAD [--full] [--all]",
+    "thread.entries": "thread entries THREAD [--full] [--newest-first] [--all]",
+    "thread.entry": "thread entry THREAD#ENTRY",
     "thread.list": "thread list [--all]",
     "assignment.take": "take as_…",
     "assignment.deliver": "deliver as_… --text TEXT",
@@ -736,6 +753,7 @@ OP_COMMANDS: dict[str, str] = {
     "engagement.get": "engagement get en_…",
     "turn": "turn [--all]",
     "opportunities": "opportunities [--all]",
+    "outcomes": "outcomes [--all]",
     "subscribe": "watch [--since SEQ] [--state-file PATH]",
 }
 
@@ -916,6 +934,17 @@ def _opportunity_line(it: dict) -> str:
     return f"{it.get('opportunity', '?')} {_ref(ref)} {_inline(extra)}".rstrip()
 
 
+def _outcome_line(it: dict) -> str:
+    """``th_…/as_… rejected at=… by=ag_… content={"reason":…}``: the judge's
+    content stays JSON on the one line (its text can never start a new line)."""
+    head = f"{_ref(it.get('ref', {}))} {it.get('state', '?')} at={it.get('at', '-')}"
+    if it.get("by"):
+        head += f" by={it['by']}"
+    if "content" in it:
+        head += f" content={_scalar(it['content'])}"
+    return head
+
+
 def _memory_line(it: dict) -> str:
     return f"{it['memory']} v{it.get('latest')} {it.get('visibility')} {it.get('status')} by {it.get('author')}"
 
@@ -944,6 +973,7 @@ def _entry_lines(it: dict) -> list[str]:
 _ITEM_LINES: dict[str, Callable[[dict], str | list[str]]] = {
     "turn": _turn_line,
     "opportunities": _opportunity_line,
+    "outcomes": _outcome_line,
     "memory.list": _memory_line,
     "thread.list": _thread_line,
     "task.list": _task_line,
@@ -975,6 +1005,8 @@ def render_event(msg: dict) -> list[str]:
         return out or [f"{seq} turn (no change)"]
     if kind == "opportunity":
         return [f"{seq} opportunity {_opportunity_line(data)}"]
+    if kind == "outcome":
+        return [f"{seq} outcome {_outcome_line(data)}"]
     return [f"{seq} {kind} {_scalar(data)}"]
 
 

@@ -183,8 +183,13 @@ DESCRIPTIONS: dict[str, tuple[str, str, bool]] = {
     ),
     "thread.entries": (
         "§6.3",
-        "Page through a Thread's entries, oldest first (digests; `full` adds the pinned content "
-        "you may read).",
+        "Page through a Thread's entries, oldest first or with `newest_first` newest first "
+        "(digests; `full` adds the pinned content you may read).",
+        False,
+    ),
+    "thread.entry": (
+        "§6.3",
+        "Read one entry of a Thread by its number, with the pinned content you may read.",
         False,
     ),
     "thread.list": ("§6", "Page through the Threads you are a member of.", False),
@@ -269,7 +274,13 @@ DESCRIPTIONS: dict[str, tuple[str, str, bool]] = {
     ),
     "opportunities": (
         "§8",
-        "Untaken assignments addressed to you and restricted Tasks naming you.",
+        "Untaken assignments addressed to you and restricted Tasks naming you that you can take now.",
+        False,
+    ),
+    "outcomes": (
+        "§8",
+        "How work you took, created or judge ended (adopted, rejected with its reason, undecided, "
+        "timed_out, dropped, voided), newest first.",
         False,
     ),
 }

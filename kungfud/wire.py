@@ -225,6 +225,7 @@ class EntriesArgs(_Args, frozen=True):
     cursor: Cursor = None
     limit: Limit = 50
     full: bool = False
+    newest_first: bool = False  # WIRE.md 1.1 "Reading the work itself"
 
 
 class PageArgs(_Args, frozen=True):
@@ -377,6 +378,7 @@ OPS: dict[str, OpSpec] = {
     "thread.close": OpSpec("A", ThreadRefArgs),
     "thread.get": OpSpec("R", ThreadRefArgs),
     "thread.entries": OpSpec("R", EntriesArgs),
+    "thread.entry": OpSpec("R", EntryRefArgs),
     "thread.list": OpSpec("R", PageArgs),
     "assignment.take": OpSpec("A", TakeArgs),
     "assignment.deliver": OpSpec("A", DeliverArgs),
@@ -397,6 +399,7 @@ OPS: dict[str, OpSpec] = {
     "engagement.get": OpSpec("R", EngagementRefArgs),
     "turn": OpSpec("R", PageArgs),
     "opportunities": OpSpec("R", PageArgs),
+    "outcomes": OpSpec("R", PageArgs),
     "subscribe": OpSpec("R", SubscribeArgs),
 }
 ACTION_OPS = frozenset(op for op, s in OPS.items() if s.kind == "A")

@@ -16,14 +16,14 @@ from typing import Any
 import msgspec
 
 from ..core.clock import rfc3339
-from ..core.engagement import EngagementState, effective, is_party, take_refusal
+from ..core.engagement import EngagementState, closed_to_takes, effective, is_party, take_refusal
 from ..core.facts import contract_obj
 from ..core.obligations import ob_id
 from ..core.task import ContractState, TaskState, may_read_contract
 from ..errors import Rejection
 from ..store.store import View
 
-__all__ = ["task_get", "task_list", "engagement_get", "contract_view"]
+__all__ = ["task_get", "task_list", "engagement_get", "contract_view", "takes_engagements"]
 
 MAX_LISTED = 100  # engagements / adoptions shown in a working set
 
@@ -87,6 +87,13 @@ def _may_take(view: View, t: TaskState, me: str) -> bool:
     return take_refusal(t, latest, me) is None
 
 
+def takes_engagements(view: View, t: TaskState) -> bool:
+    """WIRE.md 1.1 "Offers that can be taken": the test that refuses a take
+    (paused, author deactivated, adoption limit reached), applied to the offers."""
+    author = view.state(t.author)
+    return closed_to_takes(t, author is not None and author.active) is None
+
+
 def task_get(view: View, me: str, task_id: str, version: int | None, now: int) -> dict | Rejection:
     t: TaskState | None = view.state(task_id)
     if t is None or not may_read_contract(t, me):
@@ -139,7 +146,7 @@ def task_get(view: View, me: str, task_id: str, version: int | None, now: int) -
     actions = []
     if me == t.author:
         actions += ["task.revise", "task.resume" if not t.accepting else "task.pause"]
-    elif t.accepting and me not in t.open_by_agent and _may_take(view, t, me):
+    elif me not in t.open_by_agent and takes_engagements(view, t) and _may_take(view, t, me):
         actions.append("task.take")
     out["actions"] = actions
     return out
@@ -169,6 +176,8 @@ def task_list(view: View, me: str, cursor: str | None, limit: int, mine: bool) -
         t: TaskState = view.state(tk)
         if not mine and not _may_take(view, t, me):
             continue  # not a Task the caller may take
+        if not mine and not takes_engagements(view, t):
+            continue  # WIRE.md 1.1: it takes no new engagement now
         items.append(
             {
                 "task": tk,
@@ -204,6 +213,14 @@ def engagement_get(view: View, me: str, en: str, now: int) -> dict | Rejection:
     }
     if e.judge_by is not None:
         out["judge_by"] = rfc3339(e.judge_by)
+    # WIRE.md 1.1: the bound contract version (R9-13: its parties always read it).
+    bound: ContractState = view.state(contract_obj(e.task, e.contract_version))
+    out["contract"] = {
+        "version": bound.version,
+        "content": msgspec.Raw(bound.contract.content),
+        "deliver_within_s": bound.contract.deliver_within_s,
+        "judge_within_s": bound.contract.judge_within_s,
+    }
     # R9-15: the bound input versions, even after the author withdrew them.
     out["inputs"] = [
         {"memory": m, "version": v, "content": _raw(view.memory_content(m, v))} for m, v in e.inputs

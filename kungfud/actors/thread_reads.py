@@ -22,7 +22,9 @@ from ..core.thread import SPEAKING, ThreadState, readable_thread
 from ..errors import Rejection
 from ..store.store import View
 
-__all__ = ["thread_get", "thread_entries", "thread_list", "assignment_get", "entry_digest", "pin_content"]
+__all__ = [
+    "thread_get", "thread_entries", "thread_entry", "thread_list", "assignment_get", "entry_digest", "pin_content",
+]
 
 RECENT = 10  # entries in a working set's digest of history
 MAX_MEMBERS = 100  # members listed in a working set (the count is always given)
@@ -204,23 +206,53 @@ def _cursor_int(cursor: str | None) -> int | Rejection:
     return int(cursor)
 
 
-def thread_entries(view: View, me: str, thread: str, cursor: str | None, limit: int, full: bool) -> dict | Rejection:
+def thread_entries(
+    view: View, me: str, thread: str, cursor: str | None, limit: int, full: bool, newest_first: bool = False
+) -> dict | Rejection:
+    """Oldest first, or newest first (WIRE.md 1.1): the cursor is the number of
+    the last entry returned, and the next page continues from the one after it
+    in the chosen direction. Entries are never removed, so neither direction
+    skips one that existed when paging began."""
     t: ThreadState | None = view.state(thread)
     if (r := readable_thread(t, thread, me)) is not None:
         return r
     assert t is not None
-    after = _cursor_int(cursor)
-    if isinstance(after, Rejection):
-        return after
+    at = _cursor_int(cursor)
+    if isinstance(at, Rejection):
+        return at
+    if newest_first:
+        top = t.entries if cursor is None else min(t.entries, at - 1)
+        numbers = range(top, max(0, top - limit), -1)
+    else:
+        numbers = range(at + 1, min(t.entries, at + limit) + 1)
+    # A page stops at READ_PAGE_BYTES of pinned content (after at least one
+    # entry), so one small read never returns an unbounded reply (D29).
     items = []
     budget = READ_PAGE_BYTES
-    last = after
-    while last < min(t.entries, after + limit) and budget > 0:
-        last += 1
-        item = entry_digest(view, view.state(entry_obj(thread, last)), me, full)
+    last = None
+    for n in numbers:
+        if budget <= 0:
+            break
+        item = entry_digest(view, view.state(entry_obj(thread, n)), me, full)
         items.append(item)
         budget -= _content_bytes(item)
-    return {"items": items, "cursor": str(last) if last < t.entries else None}
+        last = n
+    if last is None:
+        return {"items": items, "cursor": None}
+    more = last > 1 if newest_first else last < t.entries
+    return {"items": items, "cursor": str(last) if more else None}
+
+
+def thread_entry(view: View, me: str, thread: str, entry: int) -> dict | Rejection:
+    """WIRE.md 1.1: one entry in the read shape of ``thread.entries``, with its
+    pinned content when the caller may read the pin (R9-10)."""
+    t: ThreadState | None = view.state(thread)
+    if (r := readable_thread(t, thread, me)) is not None:
+        return r
+    assert t is not None
+    if entry > t.entries:
+        return Rejection.not_found("entry", f"{entry} in thread {thread}")
+    return entry_digest(view, view.state(entry_obj(thread, entry)), me, True)
 
 
 def _content_bytes(item: dict) -> int:
@@ -266,6 +298,8 @@ def assignment_get(view: View, me: str, asg: str, now: int) -> dict | Rejection:
         "deliver_within_s": a.deliver_within_s,
         "judge_within_s": a.judge_within_s,
         "content": msgspec.Raw(a.content),
+        # WIRE.md 1.1: the entry that carries the assignment, as thread.entry shows it.
+        "instruction": entry_digest(view, view.state(entry_obj(a.thread, a.entry)), me, True),
     }
     if a.redoes is not None:
         out["redoes"] = a.redoes

@@ -22,6 +22,7 @@ from ..errors import Rejection
 from ..store.events import opportunity_item, turn_item
 from ..store.store import View
 from . import cursors
+from .task_reads import takes_engagements
 
 __all__ = ["turn", "opportunities", "SCAN_BUDGET"]
 
@@ -99,14 +100,17 @@ def turn(view: View, me: str, cursor: str | None, limit: int, now: int) -> dict 
 
 def opportunities(view: View, me: str, cursor: str | None, limit: int) -> dict | Rejection:
     """R8-3…R8-5, B24: untaken assignments addressed to the caller, while it is a
-    member of their open Thread, and restricted Tasks naming it. They bind no one
-    and are never in the turn."""
+    member of their open Thread, and restricted Tasks naming it that take a new
+    engagement now (WIRE.md 1.1). They bind no one and are never in the turn."""
 
     def item(ident_raw: bytes, value: bytes) -> dict | None:
         ident = ident_raw.decode()
         if ident.startswith("tk_"):
             tk: TaskState | None = view.state(ident)
-            return None if tk is None or not in_audience(tk, me) else opportunity_item(tk)
+            # WIRE.md 1.1: only a Task the caller may take, and that takes a new engagement now, is offered.
+            if tk is None or not in_audience(tk, me) or not takes_engagements(view, tk):
+                return None
+            return opportunity_item(tk)
         t: ThreadState | None = view.state(value.decode())
         if t is None or me not in t.members or not t.open:
             return None

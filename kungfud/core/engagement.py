@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
-from ..errors import Rejection
+from ..errors import Hint, Rejection
 from .agent import require_active
 from .clock import rfc3339
 from .decision import make
@@ -45,6 +45,7 @@ __all__ = [
     "ExpireTask",
     "is_party",
     "take_refusal",
+    "closed_to_takes",
     "effective",
     "due_expiries",
     "expiry_outcomes",
@@ -166,6 +167,20 @@ def take_refusal(task: TaskState, contract: ContractState, me: str) -> Rejection
     return None
 
 
+def closed_to_takes(task: TaskState, author_active: bool) -> Rejection | None:
+    """Why a Task takes no new engagement now, or None when it does: paused
+    (B20), its author deactivated (B2), or its adoption limit reached (B21).
+    The one test behind refusing a take and leaving the Task out of the offers
+    (``opportunities``, ``task.list``; WIRE.md 1.1 "Offers that can be taken")."""
+    if not task.accepting:
+        return Rejection("conflict", f"task {task.task} is paused and accepts no new engagements", "wait")
+    if not author_active:
+        return Rejection.conflict(f"the author of task {task.task} is deactivated; it accepts no new engagements (B2)")
+    if task.limit is not None and task.adoptions >= task.limit:
+        return Rejection.conflict(f"task {task.task} reached its adoption limit of {task.limit} (B21)")
+    return None
+
+
 def _take_result(e_id: str, task: TaskState, version: int, inputs: list, deliver_by: int, state: str, existing: bool) -> dict:
     return {
         "engagement": e_id,
@@ -205,13 +220,9 @@ def decide_take(cmd: TakeTask, ctx: "Ctx") -> Decision | Rejection:
         result = _take_result(existing, task, e.contract_version, e.inputs, e.deliver_by, "delivered", True)
         result["judge_by"] = rfc3339(facts[-1].judge_by)  # type: ignore[attr-defined]
         return make(facts, result, ctx)
-    if not task.accepting:
-        return Rejection("conflict", f"task {cmd.task} is paused and accepts no new engagements", "wait")
     author = ctx.get(task.author)
-    if author is None or not author.active:
-        return Rejection.conflict(f"the author of task {cmd.task} is deactivated; it accepts no new engagements (B2)")
-    if task.limit is not None and task.adoptions >= task.limit:
-        return Rejection.conflict(f"task {cmd.task} reached its adoption limit of {task.limit} (B21)")
+    if (r := closed_to_takes(task, author is not None and author.active)) is not None:
+        return r
     c = contract.contract
     e_id = ctx.new_id("en_")
     deliver_by = ctx.now + c.deliver_within_s * 1000
@@ -337,7 +348,14 @@ def decide_judge(cmd: JudgeTask, ctx: "Ctx") -> Decision | Rejection:
     if cmd.verdict == "reject" and cmd.reason is None:
         return Rejection.bad_request("a rejection must carry a reason the engaged agent can read (R7.3-17) - at `$.args.content`")
     if cmd.verdict == "adopt" and e.adoption_limit is not None and task.adoptions >= e.adoption_limit:
-        return Rejection.conflict(f"task {e.task} reached its adoption limit of {e.adoption_limit} (R7.4-2)")
+        # WIRE.md 1.1: the judge obligation stays until a verdict; the one left is reject.
+        return Rejection(
+            "conflict",
+            f"task {e.task} reached its adoption limit of {e.adoption_limit}; "
+            "reject the delivery instead, with a reason the engaged agent can read",
+            "revise",
+            Hint("task.judge", {"engagement": cmd.engagement, "verdict": "reject"}),
+        )
     fact = EngagementJudged(at=ctx.now, by=me, engagement=cmd.engagement, task=e.task, verdict=cmd.verdict, reason=cmd.reason)
     final = "adopted" if cmd.verdict == "adopt" else "rejected"
     return make([fact], {"engagement": cmd.engagement, "state": final, "ended": [ob_id("judge", cmd.engagement, me)]}, ctx)

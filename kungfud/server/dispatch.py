@@ -11,7 +11,7 @@ from typing import Any, Callable, Mapping
 
 import msgspec
 
-from ..actors import reads, task_reads, thread_reads, turn_reads
+from ..actors import outcome_reads, reads, task_reads, thread_reads, turn_reads
 from ..core import agent, assignment, engagement, entry, memory, task, thread
 from ..core.pins import Pin
 from ..errors import Rejection
@@ -165,7 +165,10 @@ _READS: dict[str, Callable[[View, str, Any, int], "dict | Rejection"]] = {
     "memory.get": lambda v, c, a, now: reads.memory_get(v, c, a.memory, a.version),
     "memory.list": lambda v, c, a, now: reads.memory_list(v, c, a.author, a.cursor, a.limit),
     "thread.get": lambda v, c, a, now: thread_reads.thread_get(v, c, a.thread, now),
-    "thread.entries": lambda v, c, a, now: thread_reads.thread_entries(v, c, a.thread, a.cursor, a.limit, a.full),
+    "thread.entries": lambda v, c, a, now: thread_reads.thread_entries(
+        v, c, a.thread, a.cursor, a.limit, a.full, a.newest_first
+    ),
+    "thread.entry": lambda v, c, a, now: thread_reads.thread_entry(v, c, a.thread, a.entry),
     "thread.list": lambda v, c, a, now: thread_reads.thread_list(v, c, a.cursor, a.limit),
     "assignment.get": lambda v, c, a, now: thread_reads.assignment_get(v, c, a.assignment, now),
     "task.get": lambda v, c, a, now: task_reads.task_get(v, c, a.task, a.contract_version, now),
@@ -173,6 +176,7 @@ _READS: dict[str, Callable[[View, str, Any, int], "dict | Rejection"]] = {
     "engagement.get": lambda v, c, a, now: task_reads.engagement_get(v, c, a.engagement, now),
     "turn": lambda v, c, a, now: turn_reads.turn(v, c, a.cursor, a.limit, now),
     "opportunities": lambda v, c, a, now: turn_reads.opportunities(v, c, a.cursor, a.limit),
+    "outcomes": lambda v, c, a, now: outcome_reads.outcomes(v, c, a.cursor, a.limit),
 }
 
 

@@ -13,16 +13,12 @@ import os
 import sys
 from typing import Any
 
-import msgspec
-
 from ..core.atoms import apply_to
-from .events import Feed, event_key
+from .events import Feed
 from .indexes import fact_rows, state_rows
 from .layout import DERIVED, decode_fact, encode_object, from_u64, stream_key
 from .integrity import log_problems
 from .store import Store
-
-_mp = msgspec.msgpack.Encoder()
 
 __all__ = ["expected_indexes", "compare", "write", "run_check"]
 
@@ -65,8 +61,8 @@ def expected_indexes(
                 states[obj] = folded[obj]
                 feed.observe(obj, before, states[obj], fact)
                 versions[obj] = versions.get(obj, 0) + 1
-            for agent, event in feed.rendered():
-                out["events"][event_key(agent, seq)] = _mp.encode([event])
+            for db, key, value in feed.rows(seq, feed.rendered()):
+                out[db][key] = value
             for db, key, value in fact_rows(fact, seq):
                 out[db][key] = value
     for obj, state in states.items():

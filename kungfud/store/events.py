@@ -1,12 +1,20 @@
-"""The durable per-agent event feed (WIRE.md "Event", §8 R8-20).
+"""The durable per-agent event feed (WIRE.md "Event", §8 R8-20) and the
+per-agent outcome index (WIRE.md 1.1 "Outcomes").
 
 Events are derived, fact by fact, from how each fact changed the obligations and
 opportunities its objects imply: ``turn`` events list obligations added and ended
 (with why), ``opportunity`` events announce an untaken assignment addressed to an
-agent or a restricted Task naming it. Each event carries the seq of the fact that
-produced it, is stored under (agent, seq) in the same transaction as the fact,
-and can be rebuilt from the log (``kungfud check``). Notifications only speed
-recovery up; the turn alone is always sufficient (R8-21).
+agent or a restricted Task naming it, ``outcome`` events tell the parties of an
+assignment or engagement the terminal state it reached (not the agent whose
+action ended it). Each fact's events are stored together under (agent, seq) in
+the same transaction as the fact, and can be rebuilt from the log
+(``kungfud check``). Notifications only speed recovery up; the turn alone is
+always sufficient (R8-21).
+
+The same observation yields the ``outcomes`` index: one row per party and ended
+piece of work, keyed (party, seq, id), holding the outcome item exactly as the
+event shows it — so the ``outcomes`` read pages it newest first at a cost that
+does not grow with history.
 """
 
 from __future__ import annotations
@@ -15,8 +23,11 @@ from typing import Any
 
 import msgspec
 
+from ..core.assignment import TERMINAL as ASSIGNMENT_TERMINAL
 from ..core.assignment import AssignmentState
 from ..core.clock import rfc3339
+from ..core.engagement import TERMINAL as ENGAGEMENT_TERMINAL
+from ..core.engagement import EngagementState
 from ..core.facts import (
     AssignmentDelivered,
     AssignmentDropped,
@@ -37,11 +48,16 @@ from ..core.facts import (
 )
 from ..core.obligations import NEXT, Obligation, of_state
 from ..core.task import TaskState
+from ..core.thread import ThreadState
 from .layout import u64
 
-__all__ = ["Feed", "why_ended", "turn_item", "event_key", "opportunity_item"]
+__all__ = [
+    "Feed", "why_ended", "turn_item", "event_key", "opportunity_item", "outcome_item", "outcome_parties",
+    "outcome_key", "OutcomeRow",
+]
 
 _json = msgspec.json.Encoder()
+_mp = msgspec.msgpack.Encoder()
 
 
 def event_key(agent: str, seq: int) -> bytes:
@@ -112,6 +128,57 @@ def opportunity_item(state: Any) -> dict[str, Any]:
     }
 
 
+def outcome_item(state: Any, by: str | None) -> dict[str, Any]:
+    """An outcome as the ``outcome`` event and the ``outcomes`` read show it
+    (WIRE.md 1.1 "Outcomes"): ``by`` absent when a deadline ended the work;
+    ``content.reason`` only for a rejection (R6.4-26, R7.3-17: the taker reads it)."""
+    if isinstance(state, AssignmentState):
+        ref = {"thread": state.thread, "assignment": state.assignment}
+    else:
+        assert isinstance(state, EngagementState)
+        ref = {"task": state.task, "engagement": state.engagement}
+    assert state.ended_at is not None
+    item: dict[str, Any] = {"ref": ref, "state": state.state, "at": rfc3339(state.ended_at)}
+    if by is not None:
+        item["by"] = by
+    if state.state == "rejected" and state.reason is not None:
+        item["content"] = msgspec.Raw(state.reason)
+    return item
+
+
+def outcome_parties(state: Any) -> list[str]:
+    """The parties of a piece of work: the taker and the creator of an
+    assignment (the creator judges it); the engaged agent, the author and the
+    judge of an engagement (R9-16)."""
+    if isinstance(state, AssignmentState):
+        agents = [state.taker, state.creator]
+    else:
+        agents = [state.agent, state.author, state.judge]
+    return list(dict.fromkeys(a for a in agents if a is not None))
+
+
+def outcome_key(agent: str, seq: int, ident: str) -> bytes:
+    return agent.encode() + b"\x00" + u64(seq) + ident.encode()
+
+
+class OutcomeRow(msgspec.Struct, frozen=True, array_like=True):
+    """A row of the ``outcomes`` index: the Thread whose membership gates reading
+    an assignment's outcome (§9 R9-9, R9-2; None for an engagement), and the
+    outcome item's JSON."""
+
+    thread: str | None
+    item: bytes
+
+
+def _ended(before: Any, after: Any) -> bool:
+    """Did this fact bring an assignment or engagement to its terminal state?"""
+    if isinstance(after, AssignmentState):
+        return after.state in ASSIGNMENT_TERMINAL and (before is None or before.state not in ASSIGNMENT_TERMINAL)
+    if isinstance(after, EngagementState):
+        return after.state in ENGAGEMENT_TERMINAL and (before is None or before.state not in ENGAGEMENT_TERMINAL)
+    return False
+
+
 def _opportunities(state: Any) -> dict[tuple[str, str], dict[str, Any]]:
     if isinstance(state, AssignmentState) and state.state == "open":
         return {(state.to, state.assignment): opportunity_item(state)}
@@ -122,15 +189,22 @@ def _opportunities(state: Any) -> dict[tuple[str, str], dict[str, Any]]:
 
 
 class Feed:
-    """Collects the events of one fact, then renders them per agent."""
+    """Collects the events and outcomes of one fact, then renders them per agent."""
 
-    __slots__ = ("_turn", "_opps")
+    __slots__ = ("_turn", "_opps", "_ended", "_threads", "_items")
 
     def __init__(self) -> None:
         self._turn: dict[str, dict[str, list]] = {}
         self._opps: dict[str, list] = {}
+        self._ended: list[tuple[Any, str | None]] = []  # (terminal state, acting agent)
+        self._threads: dict[str, ThreadState] = {}  # Threads as this fact left them
+        self._items: list[tuple[Any, str | None, bytes]] | None = None
 
     def observe(self, obj: str, before: Any, after: Any, fact: Any) -> None:
+        if isinstance(after, ThreadState):
+            self._threads[obj] = after
+        if _ended(before, after):
+            self._ended.append((after, fact.by))
         ob_before = {o.obligation_id: o for o in of_state(obj, before)} if before is not None else {}
         ob_after = {o.obligation_id: o for o in of_state(obj, after)}
         for oid, ob in ob_after.items():
@@ -146,12 +220,47 @@ class Feed:
             if key not in opp_before:
                 self._opps.setdefault(key[0], []).append(item)
 
+    def _outcomes(self) -> list[tuple[Any, str | None, bytes]]:
+        """(terminal state, acting agent, JSON of the outcome item)."""
+        if self._items is None:
+            self._items = [(state, by, _json.encode(outcome_item(state, by))) for state, by in self._ended]
+        return self._items
+
+    def _may_read(self, agent: str, state: Any) -> bool:
+        """§9 R9-9, R9-2: an assignment's outcome is Thread history, readable by
+        current members only; an engagement's by its parties (R9-16)."""
+        if isinstance(state, AssignmentState):
+            t = self._threads.get(state.thread)
+            return t is not None and agent in t.members
+        return True
+
     def rendered(self) -> list[tuple[str, bytes]]:
-        """(agent, JSON of the event without seq), turn events first."""
+        """(agent, JSON of the event without seq): turn events first, then
+        opportunities, then outcomes — to every party but the one whose action
+        ended the work."""
         out: list[tuple[str, bytes]] = []
         for agent, data in self._turn.items():
             out.append((agent, _json.encode({"event": "turn", "data": data})))
         for agent, items in self._opps.items():
             for item in items:
                 out.append((agent, _json.encode({"event": "opportunity", "data": item})))
+        for state, by, item in self._outcomes():
+            for agent in outcome_parties(state):
+                if agent != by and self._may_read(agent, state):
+                    out.append((agent, b'{"event":"outcome","data":' + item + b"}"))
         return out
+
+    def rows(self, seq: int, rendered: list[tuple[str, bytes]]) -> list[tuple[str, bytes, bytes]]:
+        """The derived rows of this fact (fact ``seq``, events ``rendered``):
+        each agent's events of the fact as one ``events`` row (in order), and one
+        ``outcomes`` row per party of each piece of work it ended."""
+        grouped: dict[str, list[bytes]] = {}
+        for agent, event in rendered:
+            grouped.setdefault(agent, []).append(event)
+        rows = [("events", event_key(agent, seq), _mp.encode(evs)) for agent, evs in grouped.items()]
+        for state, _, item in self._outcomes():
+            ident = state.assignment if isinstance(state, AssignmentState) else state.engagement
+            value = _mp.encode(OutcomeRow(state.thread if isinstance(state, AssignmentState) else None, item))
+            for agent in outcome_parties(state):
+                rows.append(("outcomes", outcome_key(agent, seq, ident), value))
+        return rows

@@ -19,6 +19,7 @@
 | engagements| agent, 0, task, 0, engagement    | b"" (an agent's engagements per Task)  |
 | adopted    | task, 0, engagement              | b"" (adopted engagements)              |
 | events     | agent, 0, seq (u64 BE)           | msgpack list of event JSON (the feed)  |
+| outcomes   | party, 0, seq (u64 BE), work id  | msgpack [thread or nil, outcome JSON]: ended assignments and engagements per party |
 
 Everything but ``log``, ``meta`` and ``receipts`` is derived (rebuildable from
 the log); receipts are the record of each first success.
@@ -52,7 +53,7 @@ FORMAT = b"1"
 DBS = (
     "meta", "log", "stream", "objects", "receipts", "agent_keys", "memories", "versions",
     "memberships", "tokens", "obligations", "deadlines", "opportunities", "tasks", "engagements", "adopted",
-    "events",
+    "events", "outcomes",
 )
 DERIVED = tuple(d for d in DBS if d not in ("meta", "log", "receipts"))
 

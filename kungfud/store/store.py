@@ -212,6 +212,9 @@ class View:
                 if not key.startswith(prefix):
                     return
                 seq = from_u64(key[len(prefix):])
+                if value[:1] == b"{":  # written before a fact's events were stored as one list
+                    yield seq, bytes(value)
+                    continue
                 for event in _events_dec.decode(value):
                     yield seq, event
 

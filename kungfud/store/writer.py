@@ -28,7 +28,7 @@ import msgspec
 from ..core.atoms import state_type
 from ..errors import Rejection
 from ..core.atoms import apply_to
-from .events import Feed, event_key
+from .events import Feed
 from .indexes import fact_rows, state_rows
 from .layout import Receipt, decode_object, encode_fact, encode_object, from_u64, stream_key, u64
 from .store import Store
@@ -352,7 +352,8 @@ class Writer:
                 before = current.get(obj)
                 current[obj] = after = apply_to(obj, before, fact)
                 feed.observe(obj, before, after, fact)
-            plan.facts.append((seq, fact, objs, list(fact_rows(fact, seq)), feed.rendered()))
+            rendered = feed.rendered()
+            plan.facts.append((seq, fact, objs, list(fact_rows(fact, seq)) + feed.rows(seq, rendered), rendered))
         if touched.keys() != item.states.keys():
             raise AssertionError(f"decision states disagree with the fold of its facts for {sorted(touched)}")
         decided = item.encoded or {}
@@ -397,10 +398,9 @@ class Writer:
             txn.put(u64(seq), encode_fact(fact), db=dbs["log"], overwrite=False)
             for obj in objs:
                 txn.put(stream_key(obj, seq), b"", db=dbs["stream"])
-            for db, key, value in rows:
+            for db, key, value in rows:  # the fact's events and outcomes among them
                 txn.put(key, value, db=dbs[db])
             for agent, event in rendered:
-                txn.put(event_key(agent, seq), _mp.encode([event]), db=dbs["events"])
                 plan.events.append((agent, seq, event))
         for obj, encoded, gone, added, _, _ in plan.objects:
             if fault:

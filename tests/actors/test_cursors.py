@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from kungfud.actors import reads, turn_reads
+from kungfud.core.agent import AgentState
 from kungfud.core.memory import MemoryState
 from kungfud.core.task import TaskState
 from kungfud.core.thread import Member, ThreadState
@@ -84,6 +85,7 @@ def test_R12_9_opportunities_cursor_never_names_an_assignment_the_caller_may_not
         _put_state(txn, store, left, ThreadState(left, ALICE, T0, "open", {ALICE: Member("governor", T0, None)}, None, 0, {}, {}))
         for asg in hidden:
             txn.put(BOB.encode() + b"\x00" + asg.encode(), left.encode(), db=store.dbs["opportunities"])
+        _put_state(txn, store, ALICE, AgentState(ALICE, "active", False, b'{"name":"alice"}', T0))
         _put_state(txn, store, task, TaskState(task, ALICE, [BOB], T0, 1, True, 0, [], {}, {}))
         txn.put(BOB.encode() + b"\x00" + task.encode(), task.encode(), db=store.dbs["opportunities"])
     with store.read() as view:

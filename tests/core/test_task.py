@@ -40,7 +40,7 @@ from kungfud.core.facts import (
 from kungfud.core.obligations import Obligation, of_state
 from kungfud.core.pins import Pin
 from kungfud.core.task import ContractSpec, ContractState, TaskState
-from kungfud.errors import Rejection
+from kungfud.errors import Hint, Rejection
 
 from .helpers import T0, assert_well_formed, without_id
 
@@ -672,8 +672,10 @@ def test_R7_4_2_B21_the_limit_is_checked_at_adoption_first_come_first_served(w, 
     es = [w.engage(x, t, deliver=True) for x in (a.bob, a.carol, a.dave)]
     ok(w.judge(a.alice, es[2]))
     ok(w.judge(a.alice, es[0]))
-    r = w.refuse("conflict", lambda: w.judge(a.alice, es[1]), "stop")
+    # WIRE.md 1.1: the refusal points at the exit that remains, a rejection.
+    r = w.refuse("conflict", lambda: w.judge(a.alice, es[1]), "revise")
     assert "limit" in r.reason
+    assert r.hint == Hint("task.judge", {"engagement": es[1], "verdict": "reject"})
     assert w.task(t).adoptions == 2
     # The over-limit delivery still has an exit: rejection, or its deadline.
     ok(w.reject(a.alice, es[1]))

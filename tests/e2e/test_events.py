@@ -106,7 +106,9 @@ def check_frame(ev: dict) -> None:
     """docs/wire.md: ``{seq, event, data}``; turn data ``{added, ended}``."""
     assert ev.keys() == {"seq", "event", "data"}, ev
     assert isinstance(ev["seq"], int) and ev["seq"] > 0, ev
-    assert ev["event"] in ("turn", "opportunity"), ev
+    assert ev["event"] in ("turn", "opportunity", "outcome"), ev
+    if ev["event"] == "outcome":  # WIRE.md 1.1 "Outcomes"
+        assert {"ref", "state", "at"} <= ev["data"].keys() <= {"ref", "state", "at", "by", "content"}, ev
     if ev["event"] == "turn":
         assert ev["data"].keys() == {"added", "ended"}, ev
         for item in ev["data"]["added"]:
@@ -240,6 +242,12 @@ async def test_R8_20_each_ended_item_names_the_exit_that_ended_it(daemon):
         ev = await next_event(c)
         assert ev["event"] == "opportunity", ev
 
+    async def outcome(c: Client, state: str) -> None:
+        """WIRE.md 1.1: the other party learns how the work ended, after the turn event."""
+        ev = await next_event(c, timeout=8.0)
+        check_frame(ev)
+        assert ev["event"] == "outcome" and ev["data"]["state"] == state, ev
+
     e = await ask(a, t, x)
     ob = await added(x.c, "respond")
     await x.act("thread.post", {"thread": t, "content": {"re": 1}, "reply_to": e, "ask": []})
@@ -267,6 +275,7 @@ async def test_R8_20_each_ended_item_names_the_exit_that_ended_it(daemon):
     judge = await added(a.c, "judge")
     await a.act("assignment.judge", {"assignment": r["assignment"], "verdict": "adopt"})
     await ended_with(a.c, judge, "judged")
+    await outcome(x.c, "adopted")
 
     for how, who, why in (("assignment.drop", x, "dropped"), ("assignment.void", a, "voided")):
         asg = await assign(a, t, x)
@@ -275,12 +284,15 @@ async def test_R8_20_each_ended_item_names_the_exit_that_ended_it(daemon):
         ob = await added(x.c, "deliver")
         await who.act(how, {"assignment": asg})
         await ended_with(x.c, ob, why)
+        await outcome(a.c if who is x else x.c, why)  # the party that did not act
 
     asg = await assign(a, t, x, deliver_within_s=1)
     await opportunity(x.c)
     await x.act("assignment.take", {"assignment": asg})
     ob = await added(x.c, "deliver")
     await ended_with(x.c, ob, "expired")  # no one acts: the deadline does
+    await outcome(x.c, "timed_out")
+    await outcome(a.c, "timed_out")
 
     e = await ask(a, t, x)
     ob = await added(x.c, "respond")

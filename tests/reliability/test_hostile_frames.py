@@ -58,7 +58,7 @@ FIELD_NAMES = sorted(
     {
         "content", "memory", "version", "author", "cursor", "limit", "thread", "role", "token", "agent", "status",
         "entry", "reply_to", "ask", "task", "assign", "to", "criteria", "deliver", "assignment", "verdict",
-        "reason", "note", "audience", "contract", "engagement", "full", "mine", "since", "key", "name",
+        "reason", "note", "audience", "contract", "engagement", "full", "newest_first", "mine", "since", "key", "name",
         "deliver_within_s", "judge_within_s", "redoes", "inputs", "adoption_limit", "judge", "eligibility",
         "agents", "readers", "on_no_judgment", "output", "contract_version",
     }
@@ -419,7 +419,8 @@ async def _corpus(url: str) -> tuple[list[Conn], dict]:
         "thread.retract": {"thread": th, "entry": 1},
         "thread.close": {"thread": th},
         "thread.get": {"thread": th},
-        "thread.entries": {"thread": th, "cursor": None, "limit": 5, "full": True},
+        "thread.entries": {"thread": th, "cursor": None, "limit": 5, "full": True, "newest_first": True},
+        "thread.entry": {"thread": th, "entry": 1},
         "thread.list": {"cursor": None, "limit": 5},
         "assignment.take": {"assignment": asg, "deliver": {"content": {"r": 1}}},
         "assignment.deliver": {"assignment": asg, "memory": ref},
@@ -440,6 +441,7 @@ async def _corpus(url: str) -> tuple[list[Conn], dict]:
         "engagement.get": {"engagement": en},
         "turn": {"cursor": None, "limit": 5},
         "opportunities": {"limit": 5},
+        "outcomes": {"cursor": None, "limit": 5},
         "subscribe": {},
     }
     assert set(args) == set(OPS) - KEY_CHANGING, (set(OPS) - KEY_CHANGING) ^ set(args)

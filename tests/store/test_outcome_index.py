@@ -1,0 +1,162 @@
+"""The outcome feed and index (WIRE.md 1.1 "Outcomes", kungfud/store/events.py):
+derived fact by fact from how a fact moved an assignment or engagement into its
+terminal state — events to every party but the actor, one index row per party —
+and rebuilt identically from the log by ``kungfud check --rebuild`` (L1-1)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+import msgspec
+import pytest
+
+from kungfud.core.atoms import apply_to
+from kungfud.core.facts import (
+    AssignmentCreated,
+    AssignmentDelivered,
+    AssignmentJudged,
+    AssignmentTaken,
+    MemberJoined,
+    MembershipEnded,
+    ThreadCreated,
+)
+from kungfud.store import Store
+from kungfud.store.check import compare, expected_indexes
+from kungfud.store.events import Feed, OutcomeRow, event_key, outcome_key
+from kungfud.store.layout import from_u64
+from tests.conftest import ROOT
+from tests.e2e.thread_kit import agents, close_all, new_thread
+from tests.store.helpers import T0
+
+LEAD, W, OTHER = "ag_lead", "ag_w", "ag_other"
+TH, AS = "th_1", "as_1"
+
+
+def _world(*facts: Any) -> dict[str, Any]:
+    states: dict[str, Any] = {}
+    for f in facts:
+        for obj in f.objects():
+            states[obj] = apply_to(obj, states.get(obj), f)
+    return states
+
+
+def _feed(states: dict[str, Any], fact: Any) -> Feed:
+    feed = Feed()
+    for obj in fact.objects():
+        before = states.get(obj)
+        states[obj] = after = apply_to(obj, before, fact)
+        feed.observe(obj, before, after, fact)
+    return feed
+
+
+def _delivered() -> dict[str, Any]:
+    return _world(
+        ThreadCreated(at=T0, by=LEAD, thread=TH, creator=LEAD),
+        MemberJoined(at=T0, by=W, thread=TH, agent=W, role="speaker", admission="ad_1"),
+        MemberJoined(at=T0, by=OTHER, thread=TH, agent=OTHER, role="speaker", admission="ad_2"),
+        AssignmentCreated(
+            at=T0, by=LEAD, assignment=AS, thread=TH, entry=1, creator=LEAD, to=W, content=b'{"criteria":"c"}',
+            deliver_within_s=60, judge_within_s=60,
+        ),
+        AssignmentTaken(at=T0 + 1, by=W, assignment=AS, thread=TH, taker=W, deliver_by=T0 + 60_000),
+        AssignmentDelivered(at=T0 + 2, by=W, assignment=AS, thread=TH, pin_memory="me_1", pin_version=1, judge_by=T0 + 60_000),
+    )
+
+
+REJECT = AssignmentJudged(at=T0 + 3, by=LEAD, assignment=AS, thread=TH, verdict="reject", reason=b'{"reason":"no"}')
+ITEM = {
+    "ref": {"thread": TH, "assignment": AS}, "state": "rejected", "at": "2025-11-30T12:00:00.003Z", "by": LEAD,
+    "content": {"reason": "no"},
+}
+
+
+@pytest.mark.rules("R8-20", "R6.4-26")
+def test_R8_20_a_rejection_is_an_event_for_the_taker_and_a_row_for_both_parties():
+    feed = _feed(_delivered(), REJECT)
+    events = [(agent, json.loads(ev)) for agent, ev in feed.rendered()]
+    assert [(a, e["event"]) for a, e in events] == [(LEAD, "turn"), (W, "outcome")]  # not to the judge who acted
+    assert events[1][1]["data"] == ITEM
+    rows = feed.rows(7, feed.rendered())
+    outcome_rows = {key: msgspec.msgpack.decode(value, type=OutcomeRow) for db, key, value in rows if db == "outcomes"}
+    assert set(outcome_rows) == {outcome_key(W, 7, AS), outcome_key(LEAD, 7, AS)}
+    for row in outcome_rows.values():
+        assert row.thread == TH and json.loads(row.item) == ITEM
+    event_rows = {key: value for db, key, value in rows if db == "events"}
+    assert set(event_rows) == {event_key(LEAD, 7), event_key(W, 7)}
+
+
+@pytest.mark.rules("R9-2", "R9-9")
+def test_R9_2_a_party_no_longer_in_the_thread_gets_no_event_but_keeps_its_row():
+    states = _delivered()
+    _feed(states, MembershipEnded(at=T0 + 3, by=LEAD, thread=TH, agent=W, why="removed"))
+    feed = _feed(states, REJECT)
+    assert [a for a, ev in feed.rendered() if json.loads(ev)["event"] == "outcome"] == []
+    # The row stays: the read shows it again once W is a member again.
+    assert {key for db, key, _ in feed.rows(9, feed.rendered()) if db == "outcomes"} == {
+        outcome_key(W, 9, AS), outcome_key(LEAD, 9, AS),
+    }
+
+
+@pytest.mark.rules("R8-20")
+def test_R8_20_a_fact_that_moves_work_on_without_ending_it_makes_no_outcome():
+    states = _delivered()
+    states[AS] = apply_to(AS, None, AssignmentCreated(
+        at=T0, by=LEAD, assignment=AS, thread=TH, entry=1, creator=LEAD, to=W, content=b"{}",
+        deliver_within_s=60, judge_within_s=60,
+    ))
+    feed = _feed(states, AssignmentTaken(at=T0 + 1, by=W, assignment=AS, thread=TH, taker=W, deliver_by=T0 + 60_000))
+    assert [json.loads(ev)["event"] for _, ev in feed.rendered()] == ["turn"]
+    assert [r for r in feed.rows(1, feed.rendered()) if r[0] == "outcomes"] == []
+
+
+def _check(data: Any, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "kungfud", "check", "--data-dir", str(data), *extra],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )
+
+
+@pytest.mark.rules("L1-1", "L1-4", "R8-20")
+async def test_L1_1_check_rebuilds_the_outcome_index_identically(daemon):
+    lead, w, judge = await agents(daemon.url, "lead", "w", "judge")
+    t = await new_thread(lead, (w, "speaker"))
+    for verdict in ("adopt", "reject"):
+        r = await lead.act("thread.post", {"thread": t, "content": {"text": "do"}, "ask": [], "assign": {"to": w.id, "content": {"criteria": "c"}}})
+        await w.act("assignment.take", {"assignment": r["assignment"], "deliver": {"content": {"v": 1}}})
+        args = {"assignment": r["assignment"], "verdict": verdict}
+        await lead.act("assignment.judge", {**args, "content": {"reason": "r"}} if verdict == "reject" else args)
+    tk = (await lead.act("task.create", {"audience": "open", "contract": {"judge": judge.id, "content": {"output": "o", "criteria": "c"}}}))["task"]
+    en = (await w.act("task.take", {"task": tk}))["engagement"]
+    await w.act("task.drop", {"engagement": en})
+    await close_all(lead, w, judge)
+    daemon.stop()
+
+    store = Store(str(daemon.data_dir))
+    try:
+        expected = expected_indexes(store)
+        with store.env.begin() as txn:
+            stored = dict(txn.cursor(db=store.dbs["outcomes"]))
+        assert stored == expected["outcomes"] and compare(store, expected) == []
+        # 2 parties × 2 assignments + 3 parties × 1 engagement
+        assert len(stored) == 7
+        owners = sorted(k.split(b"\x00")[0].decode() for k in stored)
+        assert owners == sorted([lead.id] * 3 + [w.id] * 3 + [judge.id])
+        assert all(from_u64(k.split(b"\x00", 1)[1][:8]) > 0 for k in stored)
+        with store.env.begin(write=True) as txn:
+            txn.drop(store.dbs["outcomes"], delete=False)
+    finally:
+        store.close()
+
+    r = _check(daemon.data_dir)
+    assert r.returncode == 1 and "outcomes: missing" in r.stdout, r.stdout + r.stderr
+    r = _check(daemon.data_dir, "--rebuild")
+    assert r.returncode == 0, r.stdout + r.stderr
+    store = Store(str(daemon.data_dir))
+    try:
+        with store.env.begin() as txn:
+            assert dict(txn.cursor(db=store.dbs["outcomes"])) == stored
+    finally:
+        store.close()
