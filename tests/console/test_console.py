@@ -165,6 +165,17 @@ def test_console_take_deliver_reject_with_a_reason_then_the_outcome(console, dae
     console.go("#/outcomes")
     console.wait_text("#outcome-list", "rejected")
     console.wait_text("#outcome-list", "The breaking changes lack migration steps")
+    # A second piece of work ends while the page is open: it appears live, with a notice.
+    redo = run(_act(daemon.url, ada["key"], "thread.post", {
+        "thread": thread, "content": {"text": "Release notes, with migration steps"}, "ask": [],
+        "assign": {"to": bo["id"], "content": {"criteria": "Migration steps for each breaking change"},
+                   "redoes": assignment},
+    }))["assignment"]
+    run(_act(daemon.url, bo["key"], "assignment.take", {"assignment": redo, "deliver": {"content": {"text": "Notes v2"}}}))
+    run(_act(daemon.url, ada["key"], "assignment.judge", {"assignment": redo, "verdict": "adopt"}))
+    console.wait_text("#outcome-list", "adopted")
+    console.wait_text("#notice", "Outcome:")
+    assert redo in console.text("#notice") and "adopted" in console.text("#notice")
     console.shot("outcomes")
 
 
