@@ -338,31 +338,12 @@
     return contents.get(name);
   }
 
-  // One entry, as thread.entry (wire 1.1) shows it; on a daemon without that
-  // read, the page of thread.entries that starts after entry n-1 (docs/wire.md:
-  // that cursor is the last entry number returned).
-  const older = { entry: false, newestFirst: false }; // 1.1 reads this daemon lacks
-  async function readEntry(thread, n) {
-    try {
-      if (!older.entry) return await state.conn.read("thread.entry", { thread, entry: n });
-    } catch (e) {
-      if (e.code !== "bad_request") throw e;
-      older.entry = true;
-    }
-    const page = await state.conn.read("thread.entries", { thread, cursor: String(n - 1), limit: 1, full: true });
-    if (!page.items[0]) throw new Rejected({ code: "not_found", reason: `entry ${n} was not found`, next: "stop" });
-    return page.items[0];
-  }
-  // The newest `count` (≤ 100) entries of a Thread of `total`, oldest first.
-  async function recentEntries(thread, total, count) {
-    try {
-      if (!older.newestFirst) return (await state.conn.read("thread.entries", { thread, newest_first: true, limit: count, full: true })).items.reverse();
-    } catch (e) {
-      if (e.code !== "bad_request") throw e;
-      older.newestFirst = true;
-    }
-    const start = Math.max(0, total - count);
-    return (await state.conn.read("thread.entries", { thread, cursor: start ? String(start) : null, limit: count, full: true })).items;
+  // One entry, as thread.entry shows it to this agent.
+  const readEntry = (thread, n) => state.conn.read("thread.entry", { thread, entry: n });
+  // The newest `count` (≤ 100) entries of a Thread, oldest first.
+  async function recentEntries(thread, count) {
+    const page = await state.conn.read("thread.entries", { thread, newest_first: true, limit: count, full: true });
+    return page.items.reverse();
   }
 
   // An action form: submits with Enter (and Ctrl+Enter in text areas), shows
@@ -672,25 +653,17 @@
           }),
         );
       } else if (ref.assignment) {
-        const a = await withInstruction(await state.conn.read("assignment.get", { assignment: ref.assignment }));
+        const a = await state.conn.read("assignment.get", { assignment: ref.assignment });
         body.replaceChildren(assignmentSummary(a));
         actions.replaceChildren(...assignmentActions(a, it.obligation));
       } else if (ref.engagement) {
-        const e = await withContract(await state.conn.read("engagement.get", { engagement: ref.engagement }));
+        const e = await state.conn.read("engagement.get", { engagement: ref.engagement });
         body.replaceChildren(engagementSummary(e));
         actions.replaceChildren(...engagementActions(e, it.obligation));
       }
     };
     fill().catch((e) => body.replaceChildren(rejectionView(e)));
     return card;
-  }
-
-  // The entry that carries an assignment (assignment.get gives it as
-  // `instruction` from wire 1.1; older daemons: read that one entry).
-  async function withInstruction(a) {
-    if (a.instruction || !a.thread || !a.entry) return a;
-    const instruction = await readEntry(a.thread, a.entry).catch(() => null);
-    return instruction ? { ...a, instruction } : a;
   }
 
   function assignmentSummary(a) {
@@ -732,14 +705,6 @@
     if (obligation === "judge") return verdictForms("assignment.judge", id);
     return [];
   }
-  // The contract an engagement bound (engagement.get gives it as `contract`
-  // from wire 1.1; older daemons: read that version of the Task).
-  async function withContract(e) {
-    if (e.contract || !e.task) return e;
-    const t = await state.conn.read("task.get", { task: e.task, contract_version: e.contract_version }).catch(() => null);
-    return t ? { ...e, contract: t.contract } : e;
-  }
-
   function engagementSummary(e) {
     return h(
       "div",
@@ -771,7 +736,7 @@
     const card = h("article", { class: "item opp", "data-opportunity": o.ref.assignment || o.ref.task }, h("header", {}, h("strong", {}, o.opportunity === "task" ? "Task" : "Assignment"), " · ", refLink(o.ref), " · from ", agentLabel(o.creator || o.author)), body);
     const fill = async () => {
       if (o.opportunity === "assignment") {
-        const a = await withInstruction(await state.conn.read("assignment.get", { assignment: o.ref.assignment }));
+        const a = await state.conn.read("assignment.get", { assignment: o.ref.assignment });
         body.replaceChildren(
           assignmentSummary(a),
           h("p", { class: "small muted" }, `Deliver within ${fmtDur(a.deliver_within_s * 1000)} of taking.`),
@@ -894,7 +859,7 @@
     };
     const refresh = async () => {
       ws = await state.conn.read("thread.get", { thread: id });
-      const page = { items: await recentEntries(id, ws.entries, 100) };
+      const page = { items: await recentEntries(id, 100) };
       update(head, ws, (t) =>
         h("div", { class: "card" },
           h("h1", {}, (t.content && (t.content.title || t.content.text)) || "Thread"),
