@@ -258,22 +258,23 @@ class Server:
                 ),
             )
             return
+        op = env.op
+        spec = wire.OPS[op]
+        if conn.agent is None and not spec.open:
+            # Before authentication nothing but the envelope is read (H2).
+            self._reject(
+                conn,
+                req_id,
+                Rejection("unauthenticated", f"authenticate with hello before {op}", "revise", _HELLO_HINT),
+            )
+            return
         try:
             args = wire.decode_args(env)
-            op = env.op
             if op == "hello":
                 self._hello(conn, req_id, args)
                 return
-            if op == "subscribe" and conn.agent is not None:
+            if op == "subscribe":
                 self._subscribe(conn, req_id, args)
-                return
-            spec = wire.OPS[op]
-            if conn.agent is None and not spec.open:
-                self._reject(
-                    conn,
-                    req_id,
-                    Rejection("unauthenticated", f"authenticate with hello before {op}", "revise", _HELLO_HINT),
-                )
                 return
             if spec.kind == "R":
                 self._read(conn, req_id, op, args)
@@ -302,10 +303,10 @@ class Server:
         from the durable feed, then stream live ones — in order, no gap, no
         duplicate: live events at or below the replayed seq are dropped."""
         assert conn.agent is not None
-        self._unsubscribe(conn)
         with self.rt.store.read() as view:
             newest = view.last_seq()
             replay = list(view.events_for(conn.agent, args.since)) if args.since is not None else []
+        self._unsubscribe(conn)  # only once the new subscription is sure to start
         self._send(conn, wire.encode_ok(req_id, wire.encode({"subscribed": True, "seq": newest})))
         for seq, event in replay:
             if seq <= newest:

@@ -30,7 +30,7 @@ def _register(a: wire.RegisterArgs) -> Any:
     try:
         msgspec.convert(a.content, wire.NameContent)
     except msgspec.ValidationError as e:
-        raise wire.FrameError(f"invalid args for agent.register: {e} - in `$.args.content`") from None
+        raise wire.FrameError(f"invalid args for agent.register: {wire.why(e)} - in `$.args.content`") from None
     return agent.Register(_content(a.content))
 
 
@@ -40,7 +40,7 @@ def _shape(op: str, where: str, content: dict, shape: type) -> bytes:
     try:
         msgspec.convert(content, shape)
     except msgspec.ValidationError as e:
-        raise wire.FrameError(f"invalid args for {op}: {e} - in `$.args.{where}`") from None
+        raise wire.FrameError(f"invalid args for {op}: {wire.why(e)} - in `$.args.{where}`") from None
     return _content(content)
 
 
