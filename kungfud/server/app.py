@@ -42,6 +42,7 @@ log = logging.getLogger("kungfud.server")
 _HELLO_HINT = Hint("hello", {"key": "<your agent key>"})
 OUTBOX_HIGH = 8 * 1024 * 1024  # stop reading a connection's frames above this backlog …
 OUTBOX_LOW = 2 * 1024 * 1024  # … until it drains below this
+TURN_BUDGET_S = 0.002  # one connection's frames hold the loop this long before others get a turn
 _FAILED_JOIN = frozenset({"not_found", "forbidden", "conflict"})
 _ALL = "*"  # the key of the daemon-wide failed-join window
 
@@ -180,6 +181,7 @@ class Server:
         self.connections.add(conn)
         sender = asyncio.create_task(self._sender(conn))
         try:
+            turn_started = time.perf_counter()
             async for message in ws:
                 if isinstance(message, bytes):
                     await ws.close(1003, "binary frames are not accepted; send JSON text frames")
@@ -187,6 +189,11 @@ class Server:
                 self._on_frame(conn, message)
                 if conn.pending_bytes > OUTBOX_HIGH:
                     await conn.writable.wait()  # backpressure: read nothing more until it reads
+                elif time.perf_counter() - turn_started > TURN_BUDGET_S:
+                    # Frames already received come without a pause: give other
+                    # connections the loop between them, not after the whole batch.
+                    await asyncio.sleep(0)
+                    turn_started = time.perf_counter()
         except ConnectionClosed:
             pass
         finally:

@@ -33,6 +33,7 @@ import re
 import string
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -774,19 +775,25 @@ _FLOODER = r"""
 import asyncio, sys, time
 from websockets.asyncio.client import connect
 url, key, frame_file, seconds = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
-frame = open(frame_file).read()
+frame = open(frame_file, "rb").read()
 async def main():
     headers = {"Authorization": "Bearer " + key} if key != "-" else None
     async with connect(url, additional_headers=headers, compression=None, max_size=None) as ws:
-        sent = 0
+        replies = 0
+        async def drain():
+            nonlocal replies
+            async for _ in ws:
+                replies += 1
+                if replies == 1:
+                    print("flooding", flush=True)
+        reader = asyncio.create_task(drain())
         end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            await ws.send(frame)
-            await ws.recv()
+        sent = 0
+        while time.monotonic() < end:  # pipelined: never waits for a reply
+            await ws.send(frame, text=True)
             sent += 1
-            if sent == 1:
-                print("flooding", flush=True)
-        print(sent, flush=True)
+        reader.cancel()
+        print(sent, replies, flush=True)
 asyncio.run(main())
 """
 
@@ -811,29 +818,39 @@ async def _victim_p50(url: str, key: str, samples: int = 40) -> float:
     return times[len(times) // 2]
 
 
+async def _p50_during_flood(url: str, flooder_key: str, victim_key: str, frame_file: Path) -> float:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", _FLOODER, url, flooder_key, str(frame_file), "30",
+        stdout=asyncio.subprocess.PIPE, cwd=str(ROOT),
+    )
+    try:
+        assert proc.stdout is not None
+        line = await asyncio.wait_for(proc.stdout.readline(), 60)
+        assert line.strip() == b"flooding", line
+        return await _victim_p50(url, victim_key)
+    finally:
+        proc.kill()
+        await proc.wait()
+
+
 @pytest.mark.rules("R12-11")
 async def test_wire_empty_array_flood_before_and_after_authentication_does_not_stall_others(make_daemon, tmp_path):
+    """Review H2: 1 MiB frames of ~350k empty arrays, sent without waiting for
+    replies, moved another client's p50 from 0.16 ms to 617 ms. The victim must
+    stay under 50 ms beyond what a flood of harmless 1 MiB frames (one string,
+    the review's control) costs it on the same machine in the same run — the
+    control absorbs CPU contention from whatever else the machine runs."""
     d = make_daemon(CONFIG, name="flood")
     _, flooder_key = await register(d.url, "flooder")
     _, victim_key = await register(d.url, "victim")
-    frame_file = tmp_path / "frame.json"
-    frame_file.write_text(_empty_arrays_frame())
-    for key in ("-", flooder_key):  # unauthenticated, then authenticated
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-c", _FLOODER, d.url, key, str(frame_file), "20",
-            stdout=asyncio.subprocess.PIPE, cwd=str(ROOT),
-        )
-        try:
-            assert proc.stdout is not None
-            line = await asyncio.wait_for(proc.stdout.readline(), 60)
-            assert line.strip() == b"flooding", line
-            p50 = await _victim_p50(d.url, victim_key)
-        finally:
-            proc.kill()
-            await proc.wait()
-        # WIRE.md Transport: nothing a client sends slows other connections. The
-        # review measured p50 617 ms here; unloaded the victim answers in < 1 ms.
-        assert p50 < 50, (key == "-", p50)
+    control, arrays = tmp_path / "control.json", tmp_path / "arrays.json"
+    arrays.write_text(_empty_arrays_frame())
+    control.write_text('{"id":1,"op":"turn","args":{"x":"' + "a" * (len(arrays.read_text()) - 35) + '"}}')
+    assert abs(len(control.read_text()) - len(arrays.read_text())) < 8
+    for key in (flooder_key, "-"):  # authenticated, then unauthenticated
+        p50_control = await _p50_during_flood(d.url, key, victim_key, control)
+        p50 = await _p50_during_flood(d.url, key, victim_key, arrays)
+        assert p50 < 50 + p50_control, ("authenticated" if key != "-" else "unauthenticated", p50, p50_control)
     assert d.proc.poll() is None
 
 
@@ -847,7 +864,7 @@ async def test_wire_review_L1_L6_shapes_are_bad_request_with_short_reasons(make_
         text = await anon.call_text({"id": 1, "op": "agent.register", "key": new_key(), "args": {long_name: 1}})
         reply = json.loads(text)
         assert reply["error"]["code"] == "bad_request" and len(text) < 400, text[:400]
-        th = (await r.req("thread.create", {"content": {"t": 1}}))["result"]["thread"]
+        th = (await r.req("thread.create", {"content": {"t": 1}}, key=new_key()))["result"]["thread"]
         shapes = [
             ("thread.entries", {"thread": th, "cursor": "²"}, "cursor"),
             ("thread.entries", {"thread": th, "cursor": "①"}, "cursor"),
