@@ -54,7 +54,7 @@ RoleName = Literal["observer", "speaker", "governor"]
 # Every integer arg has a range and every cursor a format, so a value the daemon
 # cannot use is `bad_request` naming the field at the wire, never a failure deeper
 # in (an integer too large to store, a cursor `int()` cannot read). 2^53 is the
-# largest integer every JSON client reads exactly (RFC 7493).
+# largest integer below which doubles (how most JSON clients read numbers) are exact.
 MAX_INT = 2**53
 EntryNo = Annotated[int, msgspec.Meta(ge=1, le=MAX_INT)]
 Version = Annotated[int, msgspec.Meta(ge=1, le=MAX_INT)]

@@ -139,6 +139,9 @@ def check_reply(frame: str, reply: dict, authenticated: bool) -> str:
     except AssertionError:
         must(False, "error object outside WIRE.md")
     must(err["code"] != "internal", "internal: the daemon failed on a frame")
+    # Client text in a reason is cut to 64 characters (WIRE.md 1.1): no reason
+    # grows with what the frame holds.
+    must(len(err["reason"]) <= 400, "a reason echoing unbounded client text")
     must(err["code"] != "rate_limited" or err["next"] == "wait", "rate_limited without next: wait")
     if not (ok and is_request(value)):
         must(err["code"] == "bad_request", f"not a request, yet {err['code']}")
@@ -273,7 +276,7 @@ def mutated_frames(draw: st.DrawFn) -> str:
     for _ in range(draw(st.integers(0, 2))):
         paths = _paths(value)
         path = draw(st.sampled_from(paths))
-        how = draw(st.integers(0, 5))
+        how = draw(st.integers(0, 7))
         if how == 0:
             value = _set(value, path, draw(json_values))  # wrong type / random value
         elif how == 1 and path:
@@ -286,9 +289,14 @@ def mutated_frames(draw: st.DrawFn) -> str:
             if isinstance(target, dict):
                 target[draw(st.sampled_from(FIELD_NAMES) | st.text(max_size=8))] = draw(json_values)
         elif how == 3:
-            value = _set(value, path, draw(st.sampled_from([2**63, -(2**63) - 1, 10**40, 2**53 + 1, 0, -1, 31_536_001])))
+            value = _set(value, path, draw(st.sampled_from(
+                [2**63, -(2**63) - 1, 10**40, 2**53 + 1, 0, -1, 31_536_001, 2**64 - 1, 2**64])))
         elif how == 4:
             value = _set(value, path, draw(st.sampled_from(REAL_VALUES)))
+        elif how == 5:  # review L1/L6: digits int() cannot read, huge client text
+            value = _set(value, path, draw(st.sampled_from(["²", "①", "١", "1\n", "0x1", "A" * 100_000])))
+        elif how == 6 and isinstance(value, dict) and isinstance(value.get("args"), dict):
+            value["args"]["f" * draw(st.sampled_from([65, 5000, 100_000]))] = 1  # an unknown field, echoed cut
         else:
             value = _set(value, path, "x" * draw(st.sampled_from([0, 63, 64, 65, 128, 129, 200, 201, 256, 257, 1001])))
     text = _dumps(value, draw(st.booleans()))
