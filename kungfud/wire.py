@@ -524,6 +524,8 @@ def decode_envelope(text: str | bytes) -> Envelope:
     spec = OPS.get(env.op)
     if spec is None:
         raise FrameError(f"unknown op `{echo(env.op)}`", env.id)
+    if bytes(memoryview(env.args)[:1]) != b"{":  # the rest of args is read only when it is used
+        raise FrameError(f"invalid args for {env.op}: Expected `object` - at `$.args`", env.id)
     if spec.kind == "A":
         if env.key is None or env.key is msgspec.UNSET:
             raise FrameError(f"op {env.op} is an action and needs an idempotency `key`", env.id)
