@@ -464,20 +464,33 @@ def _leading_id(text: str | bytes) -> ReqId | None:
     return rid if isinstance(rid, (int, str)) and not isinstance(rid, bool) else None
 
 
+class _IdOnly(msgspec.Struct):
+    """A frame's id, everything else skipped over in C (never built as objects)."""
+
+    id: msgspec.Raw = msgspec.Raw(b"null")
+
+
+_id_dec = msgspec.json.Decoder(_IdOnly)
+
+
 def _readable_id(text: str | bytes) -> ReqId | None:
     """Best effort: the request id of a frame that failed to decode."""
     try:
-        obj = _loose_dec.decode(text)
+        raw = _id_dec.decode(text).id
     except RecursionError:
         return _leading_id(text)  # too deep to decode at all
-    except (msgspec.DecodeError, ValueError):
+    except (msgspec.DecodeError, msgspec.ValidationError, ValueError):
         return None
-    if isinstance(obj, dict):
-        rid = obj.get("id")
-        if isinstance(rid, bool):
-            return None
-        if (isinstance(rid, int) and -(2**63) <= rid < 2**63) or (isinstance(rid, str) and len(rid) <= 64):
-            return rid
+    if len(raw) > 400:  # longer than any valid id, even with every character escaped
+        return None
+    try:
+        rid = _loose_dec.decode(raw)
+    except (msgspec.DecodeError, ValueError, RecursionError):
+        return None
+    if isinstance(rid, bool):
+        return None
+    if (isinstance(rid, int) and -(2**63) <= rid < 2**63) or (isinstance(rid, str) and len(rid) <= 64):
+        return rid
     return None
 
 
