@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import difflib
+import functools
 import logging
 import os
 import re
@@ -172,7 +173,8 @@ def tool_name(op: str) -> str:
 # --- schemas generated from the wire types ------------------------------------------
 
 #: Description of each argument, by its path in args (``assign.to``); ``op:path``
-#: overrides for one op. Every property of every tool schema gets one.
+#: overrides for one op, ``*.name`` applies at any depth. Every top-level argument
+#: must have one (a nested one may be named by its parent's description instead).
 FIELDS: dict[str, str] = {
     "thread": "Thread id",
     "entry": "Entry number",
@@ -358,15 +360,17 @@ _KEY_SCHEMA: dict[str, Any] = {"type": "string"}
 
 
 _ID_PATTERN = re.compile(r"^\^[a-z]{2}_\[")
-_FAR = 31_536_000  # a year of seconds, 1,000 ids, a 256-character cursor or token: no model reaches them
+_A_YEAR_S = 31_536_000
 
 
 def _lean(node: Any) -> Any:
     """Drop what costs a model's context and only repeats the daemon's own checks:
     id patterns (ids come from results; the description names the kind), bounds no
-    model reaches, and ``additionalProperties: false`` (an unknown field is
-    ``bad_request`` naming it). The daemon still checks all of them. A handle
-    note's closed shape is part of its content type and stays."""
+    model reaches (a year of seconds, 1,000 ids, 256-character cursors and tokens
+    copied from results), the lower bound 1 of counts and numbers, and
+    ``additionalProperties: false`` (an unknown field is ``bad_request`` naming it).
+    The daemon still checks all of them. A handle note's closed shape is part of
+    its content type and stays (D27)."""
     if isinstance(node, list):
         return [_lean(x) for x in node]
     if not isinstance(node, dict):
@@ -376,11 +380,13 @@ def _lean(node: Any) -> Any:
         del out["additionalProperties"]
     if isinstance(out.get("pattern"), str) and _ID_PATTERN.match(out["pattern"]):
         del out["pattern"]
-    if isinstance(out.get("maximum"), int) and out["maximum"] >= _FAR:
+    if isinstance(out.get("maximum"), int) and out["maximum"] >= _A_YEAR_S:
         del out["maximum"]
-    if out.get("maxItems") == 1000 or out.get("maxLength") == 256:  # id lists; cursors and tokens
-        out.pop("maxItems" if out.get("maxItems") == 1000 else "maxLength")
-    if out.get("minimum") == 1 and out.get("type") == "integer":  # counts and numbers start at 1
+    if out.get("maxItems") == 1000:
+        del out["maxItems"]
+    if out.get("maxLength") == 256:
+        del out["maxLength"]
+    if out.get("minimum") == 1 and out.get("type") == "integer":
         del out["minimum"]
     return out
 
@@ -406,16 +412,22 @@ class ToolSpec:
     input_schema: dict[str, Any] = field(hash=False)
 
 
-def tool_specs() -> list[ToolSpec]:
-    """Every tool the bridge offers, in catalogue order: one per op in
-    :data:`kungfud.wire.OPS` (the one place ops are listed) but :data:`EXCLUDED_OPS`."""
+@functools.lru_cache(maxsize=1)
+def _specs() -> tuple[ToolSpec, ...]:
     out = []
     for op, spec in OPS.items():
         if op in EXCLUDED_OPS:
             continue
         text = DESCRIPTIONS.get(op, f"The `{op}` operation.")
         out.append(ToolSpec(tool_name(op), op, spec.kind, text, input_schema(op)))
-    return out
+    return tuple(out)
+
+
+def tool_specs() -> list[ToolSpec]:
+    """Every tool the bridge offers, in catalogue order: one per op in
+    :data:`kungfud.wire.OPS` (the one place ops are listed) but :data:`EXCLUDED_OPS`."""
+    return list(_specs())
+
 
 # --- calling the daemon ----------------------------------------------------------------
 
