@@ -338,9 +338,7 @@ def _shape(op: str, node: dict[str, Any], path: str = "") -> dict[str, Any]:
         elif prop.get("type") == "array" and prop.get("items", {}).get("type") == "object":
             prop["items"] = _shape(op, prop["items"], sub)
         if "description" not in prop:
-            doc = _field_doc(op, sub)
-            if doc is None and not path:
-                raise AssertionError(f"no description for {op} {sub}")
+            doc = _field_doc(op, sub)  # None for a new field nobody described yet: the catalogue test says so
             if doc is not None:
                 prop = {"description": doc, **prop}
         props[name] = prop
