@@ -42,6 +42,9 @@ _dec = msgspec.json.Decoder()
 #: What a lost reply looks like to the caller: the request may or may not have been done.
 LOST = (ConnectionError, ConnectionClosed, OSError, asyncio.TimeoutError)
 
+#: ``timeout=DEFAULT``: the client's own timeout (``None`` means no bound).
+DEFAULT: Any = ...
+
 
 def new_key() -> str:
     return uuid.uuid4().hex
@@ -205,7 +208,7 @@ class Client:
         return await fut
 
     async def request(
-        self, op: str, args: dict | None = None, *, key: str | None = None, timeout: float | None | type = ...
+        self, op: str, args: dict | None = None, *, key: str | None = None, timeout: Any = DEFAULT
     ) -> dict:
         """Send one request; return the whole response object (ok or not).
         Raises ``TimeoutError`` when no reply comes within ``timeout`` (default:
@@ -219,7 +222,7 @@ class Client:
             frame["key"] = key
         fut: asyncio.Future[dict] = asyncio.get_running_loop().create_future()
         self._pending[rid] = fut
-        wait = self.timeout if timeout is ... else timeout
+        wait = self.timeout if timeout is DEFAULT else timeout
         try:
             await self.ws.send(_enc.encode(frame).decode())
             return await asyncio.wait_for(fut, wait)
@@ -246,7 +249,7 @@ class Client:
 
     async def act(
         self, op: str, args: dict | None = None, *, key: str | None = None, retries: int | None = None,
-        timeout: float | None | type = ...,
+        timeout: Any = DEFAULT,
     ) -> Result:
         """An action: keyed automatically (or with ``key``) and sent again with
         the same key after a lost reply. Returns the ``result`` (a :class:`Result`,
@@ -254,7 +257,7 @@ class Client:
         return await self._call(op, args, key or new_key(), retries, timeout)
 
     async def read(
-        self, op: str, args: dict | None = None, *, retries: int | None = None, timeout: float | None | type = ...
+        self, op: str, args: dict | None = None, *, retries: int | None = None, timeout: Any = DEFAULT
     ) -> Result:
         """A read: sent again after a lost reply (it changes nothing)."""
         return await self._call(op, args, None, retries, timeout)
