@@ -111,7 +111,7 @@ def bench_daemon(extra_config: str = "", *, echo: bool = False, prefix: str = "k
     tmp = tempfile.mkdtemp(prefix=prefix)
     cfg = os.path.join(tmp, "bench.toml")
     with open(cfg, "w") as f:
-        f.write("[limits]\nactions_per_minute = 1000000000\n" + extra_config)
+        f.write("[limits]\nactions_per_minute = 1000000000\nreads_per_minute = 1000000000\n" + extra_config)
     data_dir = os.path.join(tmp, "data")
     stderr = open(os.path.join(tmp, "daemon.stderr"), "wb")
     daemon = echo_proc = None

@@ -224,6 +224,22 @@ def _b_set_status(ns):
     return Call("admin.agent.set_status", {"agent": ns.agent, "status": ns.status})
 
 
+def _b_admin_agents(ns):
+    return Call("admin.agent.list", _page(ns, _set({}, "status", ns.status)), follow=ns.all)
+
+
+def _b_admin_create(ns):
+    return Call("admin.agent.create", {"content": {"name": ns.name}})
+
+
+def _b_admin_reset_key(ns):
+    return Call("admin.agent.reset_key", {"agent": ns.agent})
+
+
+def _b_rotate_key(ns):
+    return Call("agent.rotate_key")
+
+
 def _need_content(ns, what: str) -> dict:
     content = _content(ns)
     if content is None:
@@ -510,6 +526,11 @@ def _add_contract_args(p) -> None:
     p.add_argument("--readers", choices=["parties", "public"])
 
 
+def _add_save_as_args(p) -> None:
+    p.add_argument("--save-as", metavar="PROFILE", help="write the daemon URL and the new key to PROFILE instead of printing the key")
+    p.add_argument("--force", action="store_true", help="with --save-as: replace an existing profile")
+
+
 class _Parsers:
     """Adds subcommands; each carries its builder (or runner) as a default."""
 
@@ -644,6 +665,18 @@ def parser() -> argparse.ArgumentParser:
     p = ad.add("set-status", _b_set_status, "activate or deactivate an agent", action=True)
     p.add_argument("agent", metavar="AGENT")
     p.add_argument("status", choices=["active", "deactivated"])
+    p = ad.add("agents", _b_admin_agents, "list agents with status and last seen", action=False)
+    p.add_argument("--status", choices=["active", "deactivated"])
+    _add_page_args(p)
+    p = ad.add("create", _b_admin_create, "create an agent (also with open registration off); prints its key once", action=True)
+    p.add_argument("name", metavar="NAME")
+    _add_save_as_args(p)
+    p = ad.add("reset-key", _b_admin_reset_key, "give an agent a new key (lost or leaked key); prints it once", action=True)
+    p.add_argument("agent", metavar="AGENT")
+    _add_save_as_args(p)
+
+    p = s.add("rotate-key", _b_rotate_key, "replace your key with a new one; the old key stops working at once", action=True)
+    p.add_argument("--save", action="store_true", help="write the new key into the profile in use (--profile, default 'default')")
 
     p = s.add("watch", None, "stream turn and opportunity events as they arrive", action=False)
     p.add_argument("--since", type=int, metavar="SEQ", help="replay every event after SEQ first (overrides the state file)")
@@ -659,6 +692,10 @@ OP_COMMANDS: dict[str, str] = {
     "agent.register": "register NAME [--save]",
     "agent.whoami": "whoami",
     "admin.agent.set_status": "admin set-status AGENT active|deactivated",
+    "admin.agent.create": "admin create NAME [--save-as PROFILE]",
+    "admin.agent.list": "admin agents [--status active|deactivated] [--all]",
+    "agent.rotate_key": "rotate-key [--save]",
+    "admin.agent.reset_key": "admin reset-key AGENT [--save-as PROFILE]",
     "memory.create": "memory create --text TEXT",
     "memory.update": "memory update MEMORY --content JSON",
     "memory.publish": "memory publish MEMORY",
@@ -766,6 +803,7 @@ class Settings:
     url: str
     key: str | None
     profile: str  # the profile name in effect (for --save)
+    key_from_profile: bool = False  # the key was read from that profile (rotate-key --save rewrites it)
 
 
 def settings(ns: argparse.Namespace, env: os._Environ | dict = os.environ) -> Settings:
@@ -782,11 +820,11 @@ def settings(ns: argparse.Namespace, env: os._Environ | dict = os.environ) -> Se
         if prof is None:
             raise UsageError(f"no profile [{name}] in {path}; create one with: kungfu register NAME --save --profile {name}")
         prof = prof or {}
-        return Settings(url_flag or prof.get("url") or env_url or DEFAULT_URL, prof.get("key"), name)
+        return Settings(url_flag or prof.get("url") or env_url or DEFAULT_URL, prof.get("key"), name, bool(prof.get("key")))
     if env_key:
         return Settings(url_flag or env_url or DEFAULT_URL, env_key, name)
     prof = load_profiles(config_path()).get(name) or {}
-    return Settings(url_flag or env_url or prof.get("url") or DEFAULT_URL, prof.get("key"), name)
+    return Settings(url_flag or env_url or prof.get("url") or DEFAULT_URL, prof.get("key"), name, bool(prof.get("key")))
 
 
 # --- rendering -----------------------------------------------------------------------
@@ -1113,6 +1151,53 @@ async def _run_register(ns: argparse.Namespace, out: Out) -> int:
     return 0
 
 
+_NEW_KEY_OPS = frozenset({"admin.agent.create", "admin.agent.reset_key", "agent.rotate_key"})
+
+
+async def _run_new_key(st: Settings, ns: argparse.Namespace, call: Call, out: Out) -> int:
+    """Commands whose receipt carries a key shown only once: print it, or save
+    it to a profile (``--save-as PROFILE``; ``rotate-key --save`` rewrites the
+    profile the key came from). What can be checked is checked before acting,
+    so a refused save never costs the key."""
+    path = config_path()
+    save_as = getattr(ns, "save_as", None)
+    rotate_save = call.op == "agent.rotate_key" and ns.save
+    if save_as is not None and save_as in load_profiles(path) and not ns.force:
+        raise UsageError(f"profile [{save_as}] already exists in {path}; pick another name or add --force")
+    if rotate_save and not st.key_from_profile:
+        raise UsageError(
+            "--save rewrites the profile the key came from, but this key came from KUNGFU_KEY; "
+            "pass --profile NAME, or rotate without --save and update KUNGFU_KEY"
+        )
+    if call.needs_agent and not st.key:
+        raise Failed("unauthenticated", "no agent key: set KUNGFU_KEY, or pass --profile NAME", "revise")
+    resp, client = await _send(st, call, out)
+    await client.close()
+    if not resp.get("ok"):
+        return out.error(resp.get("error") or {"code": "internal", "reason": "malformed reply", "next": "retry"})
+    result = resp["result"]
+    if resp.get("replayed"):
+        out.note("replayed: this key was used before, so this is the first receipt; its agent key is shown only the first time")
+    target = save_as if save_as is not None else st.profile if rotate_save else None
+    if target is None or not result.get("key"):
+        out.result(call.op, result)
+        if result.get("key") and not out.as_json:
+            out.note("the key is shown only once: keep it secret (KUNGFU_KEY or a profile)")
+    else:
+        values = dict(load_profiles(path).get(target) or {}) if rotate_save else {}
+        values.update({"url": values.get("url") or st.url, "key": result["key"], "agent": result["agent"]})
+        try:
+            save_profile(path, target, values)
+        except OSError as e:
+            out.result(call.op, result)  # the only copy of the key: never lose it
+            raise UsageError(f"cannot write profile [{target}] to {path} ({e}); the key is printed above") from None
+        out.result(call.op, {"agent": result["agent"]})
+        out.note(f"saved the new key in profile [{target}] in {path} (mode 0600)")
+    if call.op != "admin.agent.create" and result.get("key"):
+        out.note("the old key no longer works; its connections were closed")
+    return 0
+
+
 def _read_state(path: Path | None) -> int | None:
     if path is None:
         return None
@@ -1225,6 +1310,8 @@ async def _run(ns: argparse.Namespace, call: Call | None, out: Out) -> int:
     if ns.cmd == "watch":
         return await _run_watch(st, ns, out)
     assert call is not None
+    if call.op in _NEW_KEY_OPS and call.is_action and ns.cmd != "call":
+        return await _run_new_key(st, ns, call, out)
     return await _run_call(st, call, out)
 
 

@@ -32,6 +32,8 @@ class ServerConfig(_Section, frozen=True):
     # "auto": uvloop where it is installed (a dependency on Linux and macOS), else
     # asyncio's own loop; "uvloop" insists on it; "asyncio" never uses it.
     event_loop: Literal["auto", "asyncio", "uvloop"] = "auto"
+    # One line per action outcome on the logger kungfud.audit (WIRE.md "Operating a deployment").
+    audit_log: bool = True
 
 
 def default_data_dir() -> str:
@@ -49,6 +51,8 @@ class LimitsConfig(_Section, frozen=True):
     failed_joins_per_window: Pos = 20
     failed_join_window_s: Pos = 900
     failed_joins_total_per_window: Pos = 1000
+    registrations_per_minute: Pos = 1200
+    reads_per_minute: Pos = 6000
     max_content_bytes: Pos = 262_144
     max_members_per_thread: Pos = 10_000
     max_threads_per_agent: Pos = 10_000

@@ -18,6 +18,9 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "msg": record.getMessage(),
         }
+        audit = getattr(record, "audit", None)
+        if audit is not None:  # an audit line: its fields are the object (kungfud.server.audit)
+            out.update(audit)
         if record.exc_info:
             out["exc"] = self.formatException(record.exc_info)
         return json.dumps(out, ensure_ascii=False)

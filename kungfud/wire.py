@@ -82,6 +82,27 @@ class SetStatusArgs(_Args, frozen=True):
     status: Literal["active", "deactivated"]
 
 
+# --- operating a deployment (WIRE.md "Additions in 1.1") ----------------------
+
+
+class AdminCreateArgs(_Args, frozen=True):
+    content: Content  # {"name": …}, as agent.register
+
+
+class AgentListArgs(_Args, frozen=True):
+    status: Literal["active", "deactivated"] | None = None
+    cursor: Cursor = None
+    limit: Limit = 50
+
+
+class RotateKeyArgs(_Args, frozen=True):
+    pass
+
+
+class ResetKeyArgs(_Args, frozen=True):
+    agent: AgentId
+
+
 # --- memory (§5) -------------------------------------------------------------
 
 
@@ -332,6 +353,10 @@ OPS: dict[str, OpSpec] = {
     "agent.register": OpSpec("A", RegisterArgs, open=True),
     "agent.whoami": OpSpec("R", WhoamiArgs),
     "admin.agent.set_status": OpSpec("A", SetStatusArgs),
+    "admin.agent.create": OpSpec("A", AdminCreateArgs),
+    "admin.agent.list": OpSpec("R", AgentListArgs),
+    "agent.rotate_key": OpSpec("A", RotateKeyArgs),
+    "admin.agent.reset_key": OpSpec("A", ResetKeyArgs),
     "memory.create": OpSpec("A", MemoryCreateArgs),
     "memory.update": OpSpec("A", MemoryUpdateArgs),
     "memory.publish": OpSpec("A", MemoryRefArgs),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kungfud.server.limits import SlidingWindow
+from kungfud.server.limits import SlidingWindow, TokenBucket
 
 
 class FakeClock:
@@ -54,3 +54,26 @@ def test_L4_5_callers_without_a_hit_in_the_window_are_forgotten():
     for _ in range(4):
         w.allow("conn:4999")
     assert w.full("conn:4999")
+
+
+@pytest.mark.rules("L4-5", "R12-11")
+def test_L4_5_a_read_bucket_admits_its_limit_at_once_then_its_rate_and_forgets_idle_callers():
+    clock = FakeClock()
+    b = TokenBucket(6, 60.0, clock)  # 6 at once, then one per 10 s
+    assert [b.allow("a") for _ in range(7)] == [True] * 6 + [False]
+    assert b.allow("b")  # per caller
+    assert b.retry_after("a") == pytest.approx(10.0)
+    clock.now += 5
+    assert not b.allow("a") and b.retry_after("a") == pytest.approx(5.0)
+    clock.now += 5
+    assert b.allow("a") and not b.allow("a")
+    clock.now += 3600  # an hour idle refills to the limit, never beyond
+    assert [b.allow("a") for _ in range(7)] == [True] * 6 + [False]
+    # Callers whose buckets are full again are forgotten when the table grows.
+    b2 = TokenBucket(2, 1.0, clock)
+    for i in range(2000):
+        b2.allow(f"c{i}")
+    clock.now += 10
+    for i in range(2000, 4000):
+        b2.allow(f"c{i}")
+    assert len(b2) < 3000

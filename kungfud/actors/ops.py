@@ -79,6 +79,11 @@ ACTIONS: dict[str, ActionSpec] = {
     "admin.agent.set_status": ActionSpec(
         lambda c, a, v: agent_actor(c.agent), lambda c, ctx: agent.decide_set_status(ctx.get(c.agent), c, ctx)
     ),
+    "admin.agent.create": ActionSpec(lambda c, a, v: REGISTRAR, agent.decide_create),
+    "agent.rotate_key": ActionSpec(_caller, agent.decide_rotate_key),
+    "admin.agent.reset_key": ActionSpec(
+        lambda c, a, v: agent_actor(c.agent), lambda c, ctx: agent.decide_reset_key(ctx.get(c.agent), c, ctx)
+    ),
     "memory.create": ActionSpec(_caller, lambda c, ctx: memory.decide_create(c, ctx)),
     "memory.update": ActionSpec(_caller, lambda c, ctx: memory.decide_update(ctx.get(c.memory), c, ctx)),
     "memory.publish": ActionSpec(_caller, lambda c, ctx: memory.decide_set_visibility(ctx.get(c.memory), c, ctx)),

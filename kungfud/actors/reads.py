@@ -4,7 +4,7 @@ nothing. They run without an actor hop: a read serializes with nothing."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 import msgspec
 
@@ -13,7 +13,7 @@ from ..core.visibility import may_list_memory, may_read_memory
 from ..errors import Rejection
 from ..store.store import View
 
-__all__ = ["whoami", "memory_get", "memory_list", "SCAN_BUDGET"]
+__all__ = ["whoami", "memory_get", "memory_list", "agent_list", "SCAN_BUDGET"]
 
 SCAN_BUDGET = 1000  # index rows one page may examine: every read is bounded (R8-13)
 
@@ -69,4 +69,43 @@ def memory_list(view: View, caller: str, author: str | None, cursor: str | None,
                     "visibility": state.visibility,
                 }
             )
+    return {"items": items, "cursor": None if exhausted else last}
+
+
+def agent_list(
+    view: View, caller: str, status: str | None, cursor: str | None, limit: int, seen: Mapping[str, int]
+) -> dict | Rejection:
+    """``admin.agent.list`` (WIRE.md "Operating a deployment"): every agent, in
+    creation order, for an active admin only (docs/decisions.md). ``seen`` is
+    when this daemon last saw each agent (in memory; absent: not since start)."""
+    me = view.state(caller)
+    if me is None or not me.admin:
+        return Rejection.forbidden("only an admin agent may list agents")
+    if not me.active:
+        return Rejection.forbidden(f"agent {caller} is deactivated and may not use admin ops")
+    if cursor is not None and not (cursor.startswith("ag_") and cursor[3:].replace("_", "").isalnum() and cursor.isascii()):
+        return Rejection.bad_request("`cursor` is not a cursor this daemon returned - at `$.args.cursor`")
+    items: list[dict[str, Any]] = []
+    last: str | None = None
+    scanned = 0
+    exhausted = True
+    for agent in view.agents(cursor):
+        if len(items) == limit or scanned == SCAN_BUDGET:
+            exhausted = False
+            break
+        scanned += 1
+        last = agent
+        state = view.state(agent)
+        if state is None or (status is not None and state.status != status):
+            continue
+        item: dict[str, Any] = {
+            "agent": agent,
+            "status": state.status,
+            "admin": state.admin,
+            "content": msgspec.Raw(state.content),
+            "created_at": rfc3339(state.created_at),
+        }
+        if (at := seen.get(agent)) is not None:
+            item["last_seen_at"] = rfc3339(at)
+        items.append(item)
     return {"items": items, "cursor": None if exhausted else last}

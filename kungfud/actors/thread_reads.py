@@ -174,6 +174,12 @@ def thread_get(view: View, me: str, thread: str, now: int) -> dict | Rejection:
     return out
 
 
+# The content one page of a list read returns (docs/wire.md "Reads"): a page
+# stops after the item that reaches it, so one read is about this size however
+# large `limit` is, and always makes progress.
+READ_PAGE_BYTES = 1_048_576
+
+
 def _cursor_int(cursor: str | None) -> int | Rejection:
     if cursor is None:
         return 0
@@ -190,9 +196,20 @@ def thread_entries(view: View, me: str, thread: str, cursor: str | None, limit: 
     after = _cursor_int(cursor)
     if isinstance(after, Rejection):
         return after
-    last = min(t.entries, after + limit)
-    items = [entry_digest(view, view.state(entry_obj(thread, n)), me, full) for n in range(after + 1, last + 1)]
+    items = []
+    budget = READ_PAGE_BYTES
+    last = after
+    while last < min(t.entries, after + limit) and budget > 0:
+        last += 1
+        item = entry_digest(view, view.state(entry_obj(thread, last)), me, full)
+        items.append(item)
+        budget -= _content_bytes(item)
     return {"items": items, "cursor": str(last) if last < t.entries else None}
+
+
+def _content_bytes(item: dict) -> int:
+    content = item.get("content")
+    return len(content) if isinstance(content, msgspec.Raw) else 0
 
 
 def thread_list(view: View, me: str, cursor: str | None, limit: int) -> dict | Rejection:

@@ -1,7 +1,9 @@
 """§4 Agent: an authenticated identity, active or deactivated.
 
 Account state is set by the implementation (R4-3): registration (open by default,
-see config) and ``admin.agent.set_status`` by an admin agent. Only an active agent
+see config), ``admin.agent.create`` and ``admin.agent.set_status`` by an admin
+agent, and a new key by ``agent.rotate_key`` (the agent itself) or
+``admin.agent.reset_key`` (an admin; WIRE.md "Operating a deployment"). Only an active agent
 may act (R4-1); reads do not require activity (R4-2). Deactivation erases no fact
 (R4-4); its effects on Threads and Tasks (R4-6…R4-8) join this module's decision
 when those atoms exist.
@@ -16,7 +18,7 @@ import msgspec
 
 from ..errors import Rejection
 from .decision import fold_into
-from .facts import AgentRegistered, AgentStatusSet, Decision, Fact
+from .facts import AgentKeySet, AgentRegistered, AgentStatusSet, Decision, Fact
 
 if TYPE_CHECKING:
     from .context import Ctx
@@ -25,9 +27,15 @@ __all__ = [
     "AgentState",
     "Register",
     "SetStatus",
+    "CreateAgent",
+    "RotateKey",
+    "ResetKey",
     "apply",
     "decide_register",
     "decide_set_status",
+    "decide_create",
+    "decide_rotate_key",
+    "decide_reset_key",
     "require_active",
     "key_hash",
 ]
@@ -58,6 +66,22 @@ class SetStatus(msgspec.Struct, frozen=True):
     status: Status
 
 
+class CreateAgent(msgspec.Struct, frozen=True):
+    """``admin.agent.create``: an admin makes a (non-admin) agent."""
+
+    content: bytes  # {"name": …}, validated at the wire boundary
+
+
+class RotateKey(msgspec.Struct, frozen=True):
+    """``agent.rotate_key``: the caller's own new key."""
+
+
+class ResetKey(msgspec.Struct, frozen=True):
+    """``admin.agent.reset_key``: an admin gives ``agent`` a new key."""
+
+    agent: str
+
+
 def key_hash(key: str) -> bytes:
     return hashlib.sha256(key.encode()).digest()
 
@@ -73,26 +97,79 @@ def require_active(ctx: "Ctx") -> Rejection | None:
 
 def decide_register(cmd: Register, ctx: "Ctx", *, bootstrap: bool = False) -> Decision | Rejection:
     if not bootstrap and not ctx.limits.open_registration:
-        return Rejection.forbidden("open registration is disabled on this daemon; ask its operator for an agent")
-    if len(cmd.content) > ctx.limits.max_content_bytes:
+        return Rejection.forbidden(
+            "open registration is disabled on this daemon; ask its operator for an agent "
+            "(an admin creates one with admin.agent.create)"
+        )
+    return _new_agent(cmd.content, ctx, by=None, admin=cmd.admin and bootstrap)
+
+
+def _new_agent(content: bytes, ctx: "Ctx", *, by: str | None, admin: bool) -> Decision | Rejection:
+    """One definition of making an agent: registration, bootstrap and
+    ``admin.agent.create``. The key is in the result once; only its hash is kept."""
+    if len(content) > ctx.limits.max_content_bytes:
         return Rejection(
-            "too_large", f"content is {len(cmd.content)} bytes encoded; the limit is {ctx.limits.max_content_bytes}", "revise"
+            "too_large", f"content is {len(content)} bytes encoded; the limit is {ctx.limits.max_content_bytes}", "revise"
         )
     agent = ctx.new_id("ag_")
     key = ctx.new_secret()
-    fact = AgentRegistered(
-        at=ctx.now, by=None, agent=agent, content=cmd.content, key_hash=key_hash(key), admin=cmd.admin and bootstrap
-    )
+    fact = AgentRegistered(at=ctx.now, by=by, agent=agent, content=content, key_hash=key_hash(key), admin=admin)
     state = apply(None, fact)
     return Decision([fact], {"agent": agent, "key": key}, {agent: state})
 
 
-def decide_set_status(target: AgentState | None, cmd: SetStatus, ctx: "Ctx") -> Decision | Rejection:
+def _require_admin(ctx: "Ctx", what: str) -> Rejection | None:
+    """An active admin caller, checked before anything about a target is read
+    (D5): a non-admin learns nothing about which agents exist."""
     if (r := require_active(ctx)) is not None:
         return r
     assert ctx.caller is not None
     if not ctx.caller.admin:
-        return Rejection.forbidden("only an admin agent may set an agent's account status")
+        return Rejection.forbidden(f"only an admin agent may {what}")
+    return None
+
+
+def decide_create(cmd: CreateAgent, ctx: "Ctx") -> Decision | Rejection:
+    """``admin.agent.create``: works whether or not open registration is on."""
+    if (r := _require_admin(ctx, "create agents")) is not None:
+        return r
+    assert ctx.caller is not None
+    return _new_agent(cmd.content, ctx, by=ctx.caller.agent, admin=False)
+
+
+def _new_key(target: AgentState, ctx: "Ctx") -> Decision:
+    assert ctx.caller is not None
+    key = ctx.new_secret()
+    fact = AgentKeySet(at=ctx.now, by=ctx.caller.agent, agent=target.agent, key_hash=key_hash(key))
+    return Decision([fact], {"agent": target.agent, "key": key}, {target.agent: apply(target, fact)})
+
+
+def decide_rotate_key(cmd: RotateKey, ctx: "Ctx") -> Decision | Rejection:
+    """``agent.rotate_key``: the caller's new key; the old one stops
+    authenticating with this fact (the server closes its connections)."""
+    if (r := require_active(ctx)) is not None:
+        return r
+    assert ctx.caller is not None
+    current = ctx.get(ctx.caller.agent)
+    assert current is not None, "an authenticated caller's account exists"
+    return _new_key(current, ctx)
+
+
+def decide_reset_key(target: AgentState | None, cmd: ResetKey, ctx: "Ctx") -> Decision | Rejection:
+    """``admin.agent.reset_key``: as rotate_key, for any agent, by an admin.
+    A deactivated target is reset too (its old key could still read, R4-2) and
+    stays deactivated (docs/decisions.md)."""
+    if (r := _require_admin(ctx, "reset an agent's key")) is not None:
+        return r
+    if target is None:
+        return Rejection.not_found("agent", cmd.agent)
+    return _new_key(target, ctx)
+
+
+def decide_set_status(target: AgentState | None, cmd: SetStatus, ctx: "Ctx") -> Decision | Rejection:
+    if (r := _require_admin(ctx, "set an agent's account status")) is not None:
+        return r
+    assert ctx.caller is not None
     if target is None:
         return Rejection.not_found("agent", cmd.agent)
     if target.status == cmd.status:
@@ -126,4 +203,7 @@ def apply(state: AgentState | None, fact: Fact) -> AgentState:
     if isinstance(fact, AgentStatusSet):
         assert state is not None
         return msgspec.structs.replace(state, status=fact.status)
+    if isinstance(fact, AgentKeySet):
+        assert state is not None
+        return msgspec.structs.replace(state, key_hash=fact.key_hash)
     raise TypeError(f"agent cannot apply {type(fact).__name__}")

@@ -25,6 +25,7 @@ __all__ = [
     "Fact",
     "AgentRegistered",
     "AgentStatusSet",
+    "AgentKeySet",
     "MemoryCreated",
     "MemoryUpdated",
     "MemoryVisibilitySet",
@@ -98,6 +99,18 @@ class AgentRegistered(Fact, frozen=True, tag="agent.registered"):
 class AgentStatusSet(Fact, frozen=True, tag="agent.status_set"):
     agent: str
     status: Literal["active", "deactivated"]
+
+    def objects(self) -> tuple[str, ...]:
+        return (self.agent,)
+
+
+class AgentKeySet(Fact, frozen=True, tag="agent.key_set"):
+    """A new key for the agent (``agent.rotate_key`` by itself, or
+    ``admin.agent.reset_key`` by an admin): from this fact on only the new key
+    authenticates it."""
+
+    agent: str
+    key_hash: bytes  # sha256 of the new key; the key itself is never stored
 
     def objects(self) -> tuple[str, ...]:
         return (self.agent,)
@@ -461,6 +474,7 @@ class EngagementExpired(Fact, frozen=True, tag="engagement.expired"):
 AnyFact = Union[
     AgentRegistered,
     AgentStatusSet,
+    AgentKeySet,
     MemoryCreated,
     MemoryUpdated,
     MemoryVisibilitySet,

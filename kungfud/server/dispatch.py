@@ -6,7 +6,8 @@ opaque bytes (L6): the core measures them, never reads them.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from types import MappingProxyType
+from typing import Any, Callable, Mapping
 
 import msgspec
 
@@ -26,12 +27,17 @@ def _content(c: dict) -> bytes:
     return _enc.encode(c)
 
 
-def _register(a: wire.RegisterArgs) -> Any:
+def _name(op: str, content: dict) -> bytes:
+    """An agent's content must carry a ``name`` (agent.register, admin.agent.create)."""
     try:
-        msgspec.convert(a.content, wire.NameContent)
+        msgspec.convert(content, wire.NameContent)
     except msgspec.ValidationError as e:
-        raise wire.FrameError(f"invalid args for agent.register: {e} - in `$.args.content`") from None
-    return agent.Register(_content(a.content))
+        raise wire.FrameError(f"invalid args for {op}: {e} - in `$.args.content`") from None
+    return _content(content)
+
+
+def _register(a: wire.RegisterArgs) -> Any:
+    return agent.Register(_name("agent.register", a.content))
 
 
 def _shape(op: str, where: str, content: dict, shape: type) -> bytes:
@@ -112,6 +118,9 @@ def _task_judge(a: wire.TaskJudgeArgs) -> Any:
 _COMMANDS: dict[str, Callable[[Any], Any]] = {
     "agent.register": _register,
     "admin.agent.set_status": lambda a: agent.SetStatus(a.agent, a.status),
+    "admin.agent.create": lambda a: agent.CreateAgent(_name("admin.agent.create", a.content)),
+    "agent.rotate_key": lambda a: agent.RotateKey(),
+    "admin.agent.reset_key": lambda a: agent.ResetKey(a.agent),
     "memory.create": lambda a: memory.Create(_content(a.content)),
     "memory.update": lambda a: memory.Update(a.memory, _content(a.content)),
     "memory.publish": lambda a: memory.SetVisibility(a.memory, "public"),
@@ -167,7 +176,20 @@ _READS: dict[str, Callable[[View, str, Any, int], "dict | Rejection"]] = {
 }
 
 
-def run_read(view: View, op: str, caller: str, args: Any, now: int) -> "dict | Rejection":
+# Reads that also need what only the running server knows: when it last saw
+# each agent (kept in memory, not a fact; docs/decisions.md).
+_SERVER_READS: dict[str, Callable[[View, str, Any, int, Mapping[str, int]], "dict | Rejection"]] = {
+    "admin.agent.list": lambda v, c, a, now, seen: reads.agent_list(v, c, a.status, a.cursor, a.limit, seen),
+}
+
+
+def run_read(
+    view: View, op: str, caller: str, args: Any, now: int, seen: Mapping[str, int] = MappingProxyType({})
+) -> "dict | Rejection":
     """``now`` decides which deadlines have passed: readers never show an
-    obligation whose deadline passed (L4-3)."""
+    obligation whose deadline passed (L4-3). ``seen``: agent -> when this
+    daemon last saw it (ms)."""
+    server_read = _SERVER_READS.get(op)
+    if server_read is not None:
+        return server_read(view, caller, args, now, seen)
     return _READS[op](view, caller, args, now)

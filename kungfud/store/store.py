@@ -173,3 +173,17 @@ class View:
                 if not key.startswith(prefix):
                     return
                 yield key[len(prefix):].decode()
+
+    def agents(self, after: str | None) -> Iterator[str]:
+        """Every agent id, in id order (= creation order: ids are time-ordered),
+        after ``after``. Agents are the ``ag_…`` objects without a sub-object
+        suffix (``ag_….threads``)."""
+        start = after.encode() + b"\x00" if after else b"ag_"
+        with self.txn.cursor(db=self.dbs["objects"]) as cur:
+            if not cur.set_range(start):
+                return
+            for key in cur.iternext(values=False):
+                if not key.startswith(b"ag_"):
+                    return
+                if b"." not in key:
+                    yield key.decode()

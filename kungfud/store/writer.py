@@ -136,6 +136,7 @@ class Writer:
         self._fault = fault
         self.batches = 0
         self.items = 0
+        self.failures = FailureLog()
 
     def start(self) -> None:
         self._thread.start()
@@ -209,7 +210,7 @@ class Writer:
 
         def isolated(txn: Any, i: int, item: Item, events: list, dues: list[int]) -> Outcome:
             if i == bad:
-                return Failed(Rejection.unavailable(_storage_reason(cause)))
+                return Failed(self._unavailable(cause))
             return self._write_item_nested(txn, item, events, dues)
 
         error = self._in_one_transaction(batch, isolated)
@@ -263,10 +264,15 @@ class Writer:
             self._report(item, outcome)
 
     def _fail_all(self, batch: list[Item], e: BaseException) -> None:
-        log.error("storage write failed for a batch of %d actions: %s", len(batch), e)
-        rej = Rejection.unavailable(_storage_reason(e))
+        rej = self._unavailable(e, len(batch))
         for item in batch:
             self._report(item, Failed(rej))
+
+    def _unavailable(self, e: BaseException, actions: int = 1) -> Rejection:
+        """The one place a storage failure becomes a rejection: it is logged
+        (once per burst, :class:`FailureLog`) and answered ``unavailable``."""
+        self.failures.note(e, actions)
+        return Rejection.unavailable(_storage_reason(e))
 
     @staticmethod
     def _report(item: Item, outcome: Outcome) -> None:
@@ -296,7 +302,7 @@ class Writer:
             txn.abort()
             if not isinstance(e, lmdb.Error) and not getattr(e, "injected", False):
                 log.exception("unexpected error writing an action")
-            return Failed(Rejection.unavailable(_storage_reason(e)))
+            return Failed(self._unavailable(e))
         txn.commit()
         self._advance(plan)
         events += plan.events  # published only if the batch commits too
@@ -454,6 +460,41 @@ def mismatch() -> Rejection:
         "this idempotency key was already used for a different request by this agent; use a new key",
         "revise",
     )
+
+
+class FailureLog:
+    """Storage failures that reject actions, logged at WARNING once per burst:
+    the first of a kind at once, then at most one line per ``every_s`` seconds
+    with how many actions were rejected since the previous line. An operator
+    learns of a full map or disk without a line per rejected action."""
+
+    def __init__(self, every_s: float = 10.0, clock: Callable[[], float] = time.monotonic):
+        self.every_s = every_s
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._last: dict[str, float] = {}
+        self._count: dict[str, int] = {}
+
+    def note(self, e: BaseException, actions: int = 1) -> None:
+        kind = _storage_kind(e)
+        with self._lock:
+            self._count[kind] = self._count.get(kind, 0) + actions
+            now = self.clock()
+            last = self._last.get(kind)
+            if last is not None and now - last < self.every_s:
+                return
+            count = self._count.pop(kind)
+            self._last[kind] = now
+        since = "" if last is None else f" in the last {now - last:.0f} s"
+        log.warning("%s: %d action(s) rejected as unavailable%s (%s: %s)", kind, count, since, type(e).__name__, e)
+
+
+def _storage_kind(e: BaseException) -> str:
+    if isinstance(e, lmdb.MapFullError):
+        return "storage is full (map size reached; enlarge [storage] map_size_mb)"
+    if isinstance(e, OSError) or "No space" in str(e):
+        return "storage could not be written (disk full or I/O error)"
+    return "storage could not be written"
 
 
 def _storage_reason(e: BaseException) -> str:

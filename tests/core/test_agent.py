@@ -12,10 +12,11 @@ import hashlib
 import msgspec
 import pytest
 
-from kungfud.core.agent import Register, SetStatus, decide_register, decide_set_status
+from kungfud.core import agent as agent_core
+from kungfud.core.agent import CreateAgent, Register, ResetKey, RotateKey, SetStatus, decide_register, decide_set_status
 from kungfud.core.atoms import fold
 from kungfud.core.context import Limits
-from kungfud.core.facts import AgentRegistered, AgentStatusSet, Decision, touches
+from kungfud.core.facts import AgentKeySet, AgentRegistered, AgentStatusSet, Decision, touches
 from kungfud.core.memory import (
     Create,
     SetVisibility,
@@ -283,3 +284,69 @@ def test_L1_1_every_accepted_agent_decision_states_only_objects_its_facts_touch(
     ):
         assert isinstance(d, Decision)
         assert set(d.states) == {o for f in d.facts for o in touches(f)}
+
+
+# --- operating a deployment: create, rotate, reset (WIRE.md 1.1) ------------
+
+
+def _key_decisions(w: World, by: str, target: str | None = None):
+    """admin.agent.create, agent.rotate_key and admin.agent.reset_key by ``by``."""
+    target = target or getattr(w, "bob", by)
+    return {
+        "create": agent_core.decide_create(CreateAgent(b'{"name":"new"}'), w.ctx(by)),
+        "rotate": agent_core.decide_rotate_key(RotateKey(), w.ctx(by)),
+        "reset": agent_core.decide_reset_key(w.states.get(target), ResetKey(target), w.ctx(by)),
+    }
+
+
+@pytest.mark.rules("R4-3", "R4-1")
+def test_R4_3_admin_creates_a_plain_agent_with_open_registration_off():
+    """WIRE.md "Operating a deployment": admin.agent.create works whether or not
+    open registration is on; the agent it makes is never an admin."""
+    w = World(Limits(open_registration=False))
+    w.admin = w.register("admin", admin=True)
+    d = accepted(_key_decisions(w, w.admin)["create"])
+    (fact,) = d.facts
+    assert fact == AgentRegistered(
+        at=w.now - 2_000, by=w.admin, agent=d.result["agent"], content=b'{"name":"new"}',
+        key_hash=hashlib.sha256(b"kf_secret").digest(), admin=False,
+    )
+    assert d.result == {"agent": fact.agent, "key": "kf_secret"}
+    (state,) = d.states.values()
+    assert state.active and not state.admin and state == fold(fact.agent, d.facts)
+    for recorded in (fact, state):
+        assert b"kf_secret" not in msgspec.msgpack.encode(recorded)
+
+
+@pytest.mark.rules("R4-3", "L2-3", "L2-4")
+def test_R4_3_only_an_active_admin_creates_agents_or_resets_keys(w):
+    before = w.snapshot()
+    got = _key_decisions(w, w.alice)
+    r = rejected(got["create"], "forbidden", "stop")
+    assert "admin" in r.reason
+    r = rejected(got["reset"], "forbidden", "stop")
+    # A non-admin learns nothing about which agents exist (D5).
+    assert rejected(_key_decisions(w, w.alice, GHOST_AGENT)["reset"], "forbidden") == r
+    assert w.snapshot() == before
+    rejected(_key_decisions(w, w.admin, GHOST_AGENT)["reset"], "not_found", "stop")
+    second = w.register("second", admin=True)
+    accepted(w.set_status(second, w.admin, "deactivated"))
+    got = _key_decisions(w, w.admin)
+    for what in ("create", "rotate", "reset"):
+        r = rejected(got[what], "forbidden", "stop")
+        assert "deactivated" in r.reason
+
+
+@pytest.mark.rules("R4-3", "R4-4")
+def test_R4_3_a_new_key_is_one_fact_that_changes_only_the_key_hash(w):
+    before = w.states[w.bob]
+    d = accepted(w.record(_key_decisions(w, w.bob)["rotate"]))
+    assert d.result == {"agent": w.bob, "key": "kf_secret"}
+    assert d.facts == [AgentKeySet(at=d.facts[0].at, by=w.bob, agent=w.bob, key_hash=hashlib.sha256(b"kf_secret").digest())]
+    after = w.states[w.bob]
+    assert after == msgspec.structs.replace(before, key_hash=hashlib.sha256(b"kf_secret").digest())
+    assert after == w.fold(w.bob)  # registration, then the new key: nothing erased (R4-4)
+    # An admin resets a deactivated agent's key too; it stays deactivated.
+    accepted(w.set_status(w.admin, w.alice, "deactivated"))
+    d = accepted(w.record(_key_decisions(w, w.admin, w.alice)["reset"]))
+    assert d.facts[0].by == w.admin and w.states[w.alice].status == "deactivated"

@@ -3,6 +3,10 @@ state set by an admin (R4-1, R4-2, R4-4, L2-7)."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+import urllib.request
+
 import pytest
 
 from kungfud.client import Client, new_key
@@ -200,3 +204,65 @@ async def test_L3_2_set_status_replay_returns_the_original_seq(daemon):
         assert again["result"] == first["result"]
         # the replay did not deactivate anyone
         await rejected(admin, "admin.agent.set_status", {"agent": alice_id, "status": "active"}, "conflict")
+
+
+# --- the registration limit (review M3) ----------------------------------------------------
+
+
+async def _register_burst(url: str, n: int, source: str = "127.0.0.1", tag: str = "") -> dict[str, int]:
+    """``n`` registrations pipelined on one new connection from ``source``:
+    counts of the outcomes (``ok`` or the rejection code); every
+    ``rate_limited`` must say ``next: wait``."""
+    async with await Raw.connect(url, local_addr=(source, 0)) as raw:
+        frames = [
+            {"id": i, "op": "agent.register", "key": f"reg-{tag}-{source}-{i}-{new_key()}", "args": {"content": {"name": f"r{i}"}}}
+            for i in range(n)
+        ]
+        for f in frames:
+            await raw.send(f)
+        out: dict[str, int] = {}
+        for f in frames:
+            r = json.loads(await raw.reply_text(f["id"], 30))
+            code = "ok" if r["ok"] else check_failure(r)["code"]
+            if code == "rate_limited":
+                assert r["error"]["next"] == "wait", r
+            out[code] = out.get(code, 0) + 1
+        return out
+
+
+@pytest.mark.rules("L4-5", "R12-11", "L4-6")
+async def test_L4_5_registrations_from_one_address_share_one_budget_whatever_the_connections(make_daemon):
+    """Review M3. With ``actions_per_minute = 10``, four connections from
+    127.0.0.1 held open together each pipeline 6 registrations: together at
+    most 10 agents are made (the budget is the address's, not the
+    connection's); a later fresh connection from the same address is refused
+    too; a connection from another address (127.0.0.2) has its own budget."""
+    d = make_daemon("[limits]\nactions_per_minute = 10\n", name="reglimit")
+    bursts = await asyncio.gather(*(_register_burst(d.url, 6, tag=f"c{i}") for i in range(4)))
+    ok = sum(b.get("ok", 0) for b in bursts)
+    limited = sum(b.get("rate_limited", 0) for b in bursts)
+    assert ok == 10 and limited == 14, bursts
+    assert await _register_burst(d.url, 2, tag="late") == {"rate_limited": 2}
+    assert await _register_burst(d.url, 3, source="127.0.0.2") == {"ok": 3}
+
+
+@pytest.mark.rules("L4-5", "R12-11", "L4-6")
+async def test_L4_5_the_daemon_wide_registration_budget_holds_across_addresses(make_daemon):
+    """Review M3. ``registrations_per_minute = 6`` bounds agent.register by
+    everyone together: three addresses with room of their own make 6 agents
+    in all; the others wait, and no agent was made for them."""
+    d = make_daemon("[limits]\nactions_per_minute = 100\nregistrations_per_minute = 6\n", name="regall")
+    bursts = await asyncio.gather(*(_register_burst(d.url, 4, source=f"127.0.0.{i}") for i in (1, 2, 3)))
+    ok = sum(b.get("ok", 0) for b in bursts)
+    assert ok == 6 and sum(b.get("rate_limited", 0) for b in bursts) == 6, bursts
+    assert _registered(d.url) == 6  # a refused registration made no agent (L4-6)
+
+
+def _registered(url: str) -> int:
+    """``kungfud_actions_total{op="agent.register"}`` from GET /metrics."""
+    base = url.replace("ws://", "http://").rsplit("/", 1)[0]
+    with urllib.request.urlopen(base + "/metrics", timeout=10) as r:  # noqa: S310 (loopback only)
+        for line in r.read().decode().splitlines():
+            if line.startswith('kungfud_actions_total{op="agent.register"} '):
+                return int(line.split()[1])
+    return 0

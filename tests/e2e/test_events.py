@@ -371,6 +371,57 @@ async def test_R8_20_subscribing_again_on_a_connection_replaces_the_subscription
     await close(a, x)
 
 
+async def subscriber_gauge(url: str) -> tuple[int, int]:
+    """(``kungfud_connections``, ``kungfud_subscribers``) from GET /metrics."""
+    u = urlparse(url)
+    reader, writer = await asyncio.open_connection(u.hostname, u.port)
+    writer.write(f"GET /metrics HTTP/1.1\r\nHost: {u.hostname}\r\nConnection: close\r\n\r\n".encode())
+    body = (await reader.read()).decode()
+    writer.close()
+    values = dict(line.split() for line in body.splitlines() if line.startswith(("kungfud_connections ", "kungfud_subscribers ")))
+    return int(values["kungfud_connections"]), int(values["kungfud_subscribers"])
+
+
+@pytest.mark.rules("R8-20", "R12-8")
+async def test_R12_8_hello_as_another_agent_ends_the_previous_agents_subscription(daemon):
+    """Review L3. A connection subscribed as xavier re-authenticates with
+    yuki's key: xavier's events must no longer reach it (they are not yuki's
+    to read); xavier's other subscribed connection still gets them."""
+    url = daemon.url
+    a, x, y = await agent(url, "alice"), await agent(url, "xavier"), await agent(url, "yuki")
+    t = await thread_of(a, x, y)
+    x2 = await x.conn(url)
+    await subscribe(x.c)
+    await subscribe(x2)
+    assert (await x.read("hello", {"key": y.key}))["agent"] == y.id
+    await ask(a, t, x)
+    assert (await next_event(x2))["data"]["added"][0]["obligation"] == "respond"  # the event was published
+    # A reply on the re-authenticated connection comes after any event queued before it.
+    assert (await x.read("agent.whoami"))["agent"] == y.id
+    assert pending(x.c) == [], "the connection, now yuki, still receives xavier's events"
+    await close(a, x, y, x2)
+
+
+@pytest.mark.rules("R8-20", "R12-11")
+async def test_R8_20_a_closed_subscriber_leaves_no_subscription_behind(daemon):
+    """Review L3. Every subscription ends with its connection, whoever the
+    connection was authenticated as when it closed: ``kungfud_subscribers``
+    returns to 0."""
+    url = daemon.url
+    x, y = await agent(url, "xavier"), await agent(url, "yuki")
+    plain = await x.conn(url)
+    await subscribe(plain)
+    await subscribe(x.c)
+    await x.read("hello", {"key": y.key})  # subscribed as xavier, now yuki
+    await subscribe(y.c)
+    await close(x, y, plain)
+    deadline = time.monotonic() + 10
+    while (gauge := await subscriber_gauge(url))[0] != 0:
+        assert time.monotonic() < deadline, f"connections still open: {gauge}"
+        await asyncio.sleep(0.05)
+    assert gauge == (0, 0), f"subscriptions left behind after every connection closed: {gauge}"
+
+
 # --- since: replay without gap or duplicate -------------------------------------------
 
 

@@ -6,12 +6,13 @@ from a missing id, failed joins are rate limited (R6.1-*, L2-5, L3-6, R12-*)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 
 import pytest
 
 from kungfud.client import Client, new_key
-from tests.e2e.helpers import check_failure
+from tests.e2e.helpers import Raw, check_failure
 from tests.e2e.thread_kit import admit_join, agents, close_all, fails, fake_id, new_thread
 
 
@@ -227,6 +228,79 @@ async def test_R12_7_failed_joins_of_many_agents_share_a_daemon_wide_budget(make
     await asyncio.sleep(max(0.0, last_failure + 2.3 - time.monotonic()))
     assert (await e.act("thread.join", {"token": grant["token"]}))["existing"] is False
     await close_all(a, b, c, e)
+
+
+async def pipelined_joins(url: str, key: str, tokens: list[str]) -> list[dict]:
+    """Send one ``thread.join`` per token on one connection without waiting for
+    any reply, then collect every reply (in request order)."""
+    async with await Raw.connect(url, key) as raw:
+        frames = [{"id": i, "op": "thread.join", "key": new_key(), "args": {"token": t}} for i, t in enumerate(tokens)]
+        await asyncio.gather(*(raw.send(f) for f in frames))
+        return [json.loads(await raw.reply_text(f["id"], 30)) for f in frames]
+
+
+def codes(replies: list[dict]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for r in replies:
+        code = "ok" if r["ok"] else check_failure(r)["code"]
+        out[code] = out.get(code, 0) + 1
+    return out
+
+
+@pytest.mark.rules("R12-7", "L4-5", "L4-6")
+async def test_R12_7_pipelined_failed_joins_cannot_outrun_the_limit(make_daemon):
+    """Review M2. 25 wrong tokens sent at once on one connection with
+    ``failed_joins_per_window = 5``: a join counts against the budget when it
+    arrives, so at most 5 are answered ``not_found`` and the rest
+    ``rate_limited`` with ``next: wait``; then even a valid token waits."""
+    d = make_daemon("[limits]\nfailed_joins_per_window = 5\nfailed_join_window_s = 60\n")
+    a, b = await agents(d.url, "alice", "bob")
+    t = await new_thread(a)
+    grant = await a.act("thread.admit", {"thread": t})
+    replies = await pipelined_joins(d.url, b.key, [f"kt_wrong-{i}" for i in range(25)])
+    got = codes(replies)
+    assert got.get("not_found", 0) <= 5 and got.get("not_found", 0) + got.get("rate_limited", 0) == 25, got
+    assert all(r["error"]["next"] == "wait" for r in replies if r["error"]["code"] == "rate_limited")
+    await fails(b, "thread.join", {"token": grant["token"]}, "rate_limited")
+    assert [m["agent"] for m in (await a.read("thread.get", {"thread": t}))["members"]] == [a.id]
+    await close_all(a, b)
+
+
+@pytest.mark.rules("R12-7", "L4-5", "L4-6")
+async def test_R12_7_pipelined_failed_joins_of_many_agents_cannot_outrun_the_daemon_wide_budget(make_daemon):
+    """Review M2, D25. Three agents pipeline 10 wrong tokens each at the same
+    time; each may fail 5, the daemon as a whole 8: at most 8 ``not_found``."""
+    d = make_daemon(
+        "[limits]\nfailed_joins_per_window = 5\nfailed_joins_total_per_window = 8\nfailed_join_window_s = 60\n"
+    )
+    a, b, c, e = await agents(d.url, "alice", "bob", "carol", "erin")
+    await new_thread(a)
+    batches = await asyncio.gather(
+        *(pipelined_joins(d.url, m.key, [f"kt_wrong-{m.name}-{i}" for i in range(10)]) for m in (b, c, e))
+    )
+    got = codes([r for batch in batches for r in batch])
+    assert got.get("not_found", 0) <= 8 and got.get("not_found", 0) + got.get("rate_limited", 0) == 30, got
+    await close_all(a, b, c, e)
+
+
+@pytest.mark.rules("R12-7", "L2-5")
+async def test_R12_7_successful_joins_give_their_budget_back(make_daemon):
+    """Review M2: a join is counted when it arrives and refunded when it
+    succeeds (or is replayed), so successes never use up the failed-join budget."""
+    d = make_daemon("[limits]\nfailed_joins_per_window = 3\nfailed_join_window_s = 60\n")
+    a, b = await agents(d.url, "alice", "bob")
+    t = await new_thread(a)
+    grant = await a.act("thread.admit", {"thread": t})
+    key = new_key()
+    for _ in range(2):  # a join and its replay
+        r = await b.c.request("thread.join", {"token": grant["token"]}, key=key)
+        assert r["ok"] is True, r
+    for _ in range(3):  # joining again is the existing membership (L2-5): a success too
+        assert (await b.act("thread.join", {"token": grant["token"]}))["existing"] is True
+    for i in range(3):  # the whole budget of failures is still there
+        await fails(b, "thread.join", {"token": f"kt_wrong-{i}"}, "not_found")
+    await fails(b, "thread.join", {"token": grant["token"]}, "rate_limited")
+    await close_all(a, b)
 
 
 @pytest.mark.rules("R6.1-3")

@@ -330,3 +330,73 @@ async def test_wire_compression_is_off_even_when_a_client_offers_permessage_defl
         raw.close()
     async with await Client.connect(daemon.url, key) as c:  # the daemon is unaffected
         assert (await c.read("agent.whoami", {}))["status"] == "active"
+
+
+# --- clients that drop their connection while backpressured (review H1) ---------------------
+
+
+async def _metric(url: str, name: str) -> float:
+    _, text = await asyncio.to_thread(_http_get, url, "/metrics")
+    [line] = [x for x in text.splitlines() if x.startswith(name + " ")]
+    return float(line.split()[1])
+
+
+async def _overflow_then_abort(url: str, key: str, memory: str, requests: int) -> None:
+    """Pipeline ``requests`` reads of a ~200 KB Memory without reading a byte,
+    wait until the daemon stops taking them (its backpressure), then drop the
+    TCP connection without a close handshake."""
+    raw = await RawWS.connect(url, key)
+    frame = RawWS.frame(OP_TEXT, json.dumps({"id": 1, "op": "memory.get", "args": {"memory": memory}}).encode())
+    before = await _metric(url, "kungfud_reads_total")
+    raw.write(frame * requests)
+    # Backpressure has engaged when the daemon answered some reads and then
+    # stopped taking this client's frames.
+    deadline = time.monotonic() + 30
+    last, stable_since = -1.0, time.monotonic()
+    while True:
+        now = await _metric(url, "kungfud_reads_total") - before
+        if now != last:
+            last, stable_since = now, time.monotonic()
+        elif now > 0 and time.monotonic() - stable_since > 1.0:
+            break
+        assert time.monotonic() < deadline, "the daemon never stopped reading this client's frames"
+        await asyncio.sleep(0.1)
+    assert 0 < last < requests, f"no backpressure: {last} of {requests} reads answered without the client reading"
+    raw.writer.transport.abort()
+
+
+@pytest.mark.rules("R12-11")
+async def test_wire_clients_dropping_while_backpressured_free_their_slots_and_sigterm_still_exits(make_daemon):
+    """Review H1. Three clients fill ``max_connections = 3``; each pipelines
+    reads of a ~200 KB Memory without reading until the daemon stops taking its
+    frames (backpressure), then drops its TCP connection. Expected (WIRE.md
+    Transport: nothing a client sends slows other connections; SIGTERM exits 0):
+    the slots come back, so a fresh client connects within 45 s, and SIGTERM
+    then exits 0 within 10 s."""
+    d = make_daemon("[server]\nmax_connections = 3\n", name="stuck")
+    owner, key = await register(d.url, "owner")
+    async with await Client.connect(d.url, key) as c:
+        memory = (await c.act("memory.create", {"content": {"blob": "b" * 200_000}}))["memory"]
+    await settle(d.url, 0)
+    for _ in range(3):
+        await _overflow_then_abort(d.url, key, memory, 400)
+    t0 = time.monotonic()
+    while True:
+        try:
+            async with await Client.connect(d.url, key) as c:
+                assert (await c.read("agent.whoami", {}))["agent"] == owner
+            break
+        except InvalidStatus as e:
+            assert e.response.status_code == 503, e.response
+            assert time.monotonic() - t0 < 45, "the dropped clients still hold every connection slot after 45 s"
+            await asyncio.sleep(0.25)
+    print(f"a fresh client connected {time.monotonic() - t0:.1f}s after three backpressured clients dropped")
+    # One more backpressured client that stays connected, then SIGTERM.
+    raw = await RawWS.connect(d.url, key)
+    raw.write(RawWS.frame(OP_TEXT, json.dumps({"id": 1, "op": "memory.get", "args": {"memory": memory}}).encode()) * 400)
+    t0 = time.monotonic()
+    try:
+        assert await asyncio.to_thread(d.terminate, 10.0) == 0
+    finally:
+        raw.close()
+    print(f"SIGTERM exited 0 in {time.monotonic() - t0:.1f}s")

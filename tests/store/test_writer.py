@@ -7,6 +7,7 @@ reported before the batch is durable (L1-4)."""
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 
@@ -348,6 +349,42 @@ def test_L2_1_filling_the_map_fails_the_item_that_overflows_and_smaller_items_st
         with store.read() as view:
             assert len(list(view.memories_of(alice, None))) == n + 1
         assert compare(store, expected_indexes(store)) == []
+    finally:
+        store.close()
+
+
+@pytest.mark.rules("L2-1")
+def test_L2_1_storage_full_rejections_are_logged_once_per_burst_with_a_count(tmp_path, caplog):
+    """Review L8: a full map used to reject actions without one log line. Now
+    the first rejection is logged at WARNING at once, a burst of them adds no
+    line, and the next one after the quiet period reports how many there were."""
+    store = Store(str(tmp_path / "data"), map_size_mb=1)
+    try:
+        ids = Ids()
+        alice = _agent(store, ids)
+        w = Writer(store)
+        now = [1000.0]
+        w.failures.clock = lambda: now[0]
+        caplog.set_level(logging.WARNING, logger="kungfud.store")
+
+        def full_lines() -> list[str]:
+            return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and "storage is full" in r.getMessage()]
+
+        w.start()
+        try:
+            for i in range(5):
+                (r,) = run_batch(w, [create_item(store, alice, ids, f"huge{i}", _big(2))])
+                _unavailable(r.outcome)
+            assert len(full_lines()) == 1, full_lines()
+            assert "1 action(s) rejected" in full_lines()[0] and "map_size_mb" in full_lines()[0]
+            now[0] += 10.5
+            (r,) = run_batch(w, [create_item(store, alice, ids, "huge-later", _big(2))])
+            _unavailable(r.outcome)
+        finally:
+            w.stop()
+        lines = full_lines()
+        assert len(lines) == 2, lines
+        assert "5 action(s) rejected as unavailable in the last 10 s" in lines[1], lines[1]
     finally:
         store.close()
 

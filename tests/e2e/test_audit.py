@@ -1,0 +1,129 @@
+"""The audit log (WIRE.md "Additions in 1.1" → "Operating a deployment",
+issue 15 item 2): every action's outcome is one line on the logger
+``kungfud.audit`` at INFO — one JSON object per line with ``--log-format
+json`` — holding ``at, agent, op, ok`` or ``code``, ``replayed`` and the ids
+the receipt names; never content, keys or tokens. ``[server] audit_log =
+false`` turns it off."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kungfud.client import Client, new_key
+from tests.conftest import SECRET_SHAPE, Daemon
+from tests.e2e.helpers import check_failure, register
+
+MARK = "do-not-log-this-content"
+
+
+def _audit_lines(d: Daemon) -> list[dict]:
+    out = []
+    for line in d.stderr_path.read_text().splitlines():
+        obj = json.loads(line)  # --log-format json: every line is one JSON object
+        if obj.get("logger") == "kungfud.audit":
+            out.append(obj)
+    return out
+
+
+async def _session(url: str, admin_key: str) -> tuple[list[tuple], list[str]]:
+    """A scripted session; returns what the audit log must show, in order, as
+    (agent, op, ok-or-code, replayed, ids), and every secret handed out."""
+    want: list[tuple] = []
+    a_id, a_key = await register(url, f"alice {MARK}")
+    want.append((None, "agent.register", True, False, {"agent": a_id}))
+    b_id, b_key = await register(url, f"bob {MARK}")
+    want.append((None, "agent.register", True, False, {"agent": b_id}))
+    secrets = [a_key, b_key, admin_key]
+    async with await Client.connect(url, a_key) as a, await Client.connect(url, b_key) as b:
+        me = await a.act("memory.create", {"content": {"text": MARK}})
+        want.append((a_id, "memory.create", True, False, {"memory": me["memory"], "version": 1}))
+        th = (await a.act("thread.create", {"content": {"title": MARK}}))["thread"]
+        want.append((a_id, "thread.create", True, False, {"thread": th}))
+        grant = await a.act("thread.admit", {"thread": th})
+        secrets.append(grant["token"])
+        want.append((a_id, "thread.admit", True, False, {"thread": th, "admission": grant["admission"]}))
+        await b.act("thread.join", {"token": grant["token"]})
+        want.append((b_id, "thread.join", True, False, {"thread": th}))
+        post = await a.act("thread.post", {"thread": th, "content": {"text": MARK}, "ask": [b_id]})
+        want.append((a_id, "thread.post", True, False, {"thread": th, "entry": post["entry"]}))
+        asg = await a.act(
+            "thread.post",
+            {"thread": th, "content": {"text": MARK}, "assign": {"to": b_id, "content": {"criteria": MARK}}},
+        )
+        want.append((a_id, "thread.post", True, False, {"thread": th, "entry": asg["entry"], "assignment": asg["assignment"]}))
+        await b.act("assignment.take", {"assignment": asg["assignment"]})
+        want.append((b_id, "assignment.take", True, False, {"assignment": asg["assignment"]}))
+        await b.act("assignment.deliver", {"assignment": asg["assignment"], "content": {"text": MARK}})
+        want.append((b_id, "assignment.deliver", True, False, {"assignment": asg["assignment"]}))
+        await a.act("assignment.judge", {"assignment": asg["assignment"], "verdict": "reject", "content": {"reason": MARK}})
+        want.append((a_id, "assignment.judge", True, False, {"assignment": asg["assignment"]}))
+        tk = (await a.act("task.create", {"audience": "open", "contract": {"content": {"output": MARK, "criteria": MARK}}}))["task"]
+        want.append((a_id, "task.create", True, False, {"task": tk}))
+        en = (await b.act("task.take", {"task": tk}))["engagement"]
+        want.append((b_id, "task.take", True, False, {"task": tk, "engagement": en}))
+        # a rejection: bob may not revise alice's Task
+        check_failure(await b.request("task.revise", {"task": tk, "contract": {"content": {"output": MARK, "criteria": MARK}}}, key=new_key()))
+        want.append((b_id, "task.revise", "forbidden", False, None))
+        # a refusal before any actor: a malformed action
+        check_failure(await a.request("memory.update", {"memory": "ag_wrong", "content": {"text": MARK}}, key=new_key()), "bad_request")
+        want.append((a_id, "memory.update", "bad_request", False, None))
+        # a replay, and a key change whose receipt names a key
+        k = new_key()
+        await a.act("memory.publish", {"memory": me["memory"]}, key=k)
+        want.append((a_id, "memory.publish", True, False, {"memory": me["memory"]}))
+        again = await a.request("memory.publish", {"memory": me["memory"]}, key=k)
+        assert again["replayed"] is True
+        want.append((a_id, "memory.publish", True, True, {"memory": me["memory"]}))
+        secrets.append((await b.act("agent.rotate_key", {}))["key"])
+        want.append((b_id, "agent.rotate_key", True, False, {"agent": b_id}))
+        # reads are not actions: they leave no audit line
+        await a.read("turn")
+    return want, secrets
+
+
+@pytest.mark.rules("L3-6", "R12-1")
+async def test_wire_audit_log_has_every_action_outcome_and_no_secret_or_content(tmp_path):
+    """WIRE.md "Operating a deployment", audit log: a scripted session (register,
+    memory, thread create/admit/join/post, assignment, task, a rejection, a
+    replay) is in the log line by line; no key, token or content is."""
+    d = Daemon(tmp_path / "data", extra=["--log-format", "json"]).start()
+    try:
+        want, secrets = await _session(d.url, d.admin_key)
+    finally:
+        d.stop()
+    lines = _audit_lines(d)
+    got = []
+    for obj in lines:
+        assert obj["level"] == "info"
+        assert {"at", "agent", "op", "ok", "replayed"} <= obj.keys(), obj
+        assert obj["at"].endswith("Z") and obj["ok"] is ("code" not in obj), obj
+        got.append((obj["agent"], obj["op"], obj["ok"] or obj["code"], obj["replayed"], obj.get("ids")))
+    for w, g in zip(want, got):
+        agent, op, outcome, replayed, ids = g
+        assert (agent, op, outcome, replayed) == w[:4], (w, g)
+        if w[4] is not None:
+            assert ids is not None and w[4].items() <= ids.items(), (w, g)
+    assert len(got) == len(want), got[len(want):]
+    text = d.stderr_path.read_bytes()
+    assert MARK.encode() not in text
+    for secret in secrets:
+        assert secret.encode() not in text
+    assert not SECRET_SHAPE.search(text)
+
+
+@pytest.mark.rules("R12-1")
+async def test_wire_audit_log_off_and_in_text_format(make_daemon):
+    """WIRE.md "Operating a deployment": ``audit_log = false`` turns it off; in
+    the text format the message of each line is the same JSON object."""
+    on = make_daemon(None, name="on")
+    off = make_daemon("[server]\naudit_log = false\n", name="off")
+    for d in (on, off):
+        agent, key = await register(d.url, "alice")
+        async with await Client.connect(d.url, key) as c:
+            await c.act("memory.create", {"content": {"text": MARK}})
+    on_lines = [ln for ln in on.stderr_path.read_text().splitlines() if " kungfud.audit " in ln]
+    assert [json.loads(ln.split(" kungfud.audit ", 1)[1])["op"] for ln in on_lines] == ["agent.register", "memory.create"]
+    assert " INFO " in on_lines[0]
+    assert "kungfud.audit" not in off.stderr_path.read_text()
