@@ -602,6 +602,9 @@ class Bridge:
             out = Outcome(False, f"{preface}\n{_json(result)}", result, replayed)
             if self.adopt_keys and tool.op in NEW_KEY_OPS:
                 out.tools_changed = await self._adopt(tool.op, result)
+            elif tool.op == "agent.rotate_key":
+                # HTTP: the request's key is now the old one; reconnecting checks it again (401)
+                await self._drop(self._client)
             return out
         error = resp.get("error")
         if not isinstance(error, dict):

@@ -505,3 +505,23 @@ async def test_L3_2_a_key_retry_across_a_daemon_restart_is_done_once(daemon):
         again, replayed = ok(await b.call("memory_create", args))  # the bridge reconnects by itself
         assert replayed is True and again == first
         assert [i["memory"] for i in result(await b.call("memory_list", {}))["items"]] == [first["memory"]]
+
+
+@pytest.mark.rules("R0-1", "L3-6")
+async def test_R0_1_a_bridge_that_rotates_its_key_goes_on_as_the_same_agent_with_the_new_key(daemon):
+    """``agent_rotate_key`` through the stdio bridge: the old key stops working at
+    once, and the same bridge keeps acting as the agent with the new key (no
+    restart, no ``unauthenticated``)."""
+    agent, old_key = await register(daemon.url, "alice")
+    async with bridge(daemon.url, old_key) as b:
+        m = result(await b.call("memory_create", {"content": {"n": 1}}))["memory"]
+        rotated = result(await b.call("agent_rotate_key", {"idempotency_key": "rotate-1"}))
+        assert rotated["agent"] == agent and rotated["key"] != old_key
+        assert result(await b.call("agent_whoami", {}))["agent"] == agent
+        assert result(await b.call("memory_get", {"memory": m}))["memory"] == m
+    async with await Client.connect(daemon.url, rotated["key"]) as c:
+        assert (await c.whoami())["agent"] == agent
+    with pytest.raises(Exception) as refused:
+        async with await Client.connect(daemon.url, old_key):
+            pass
+    assert "401" in str(refused.value)

@@ -26,7 +26,7 @@ from mcp.shared.exceptions import MCPError  # noqa: E402
 
 from kungfud.mcp_bridge import EXCLUDED_OPS  # noqa: E402
 from kungfud.wire import OPS  # noqa: E402
-from tests.e2e.helpers import CODES, NEXT_STEPS  # noqa: E402
+from tests.e2e.helpers import CODES, NEXT_STEPS, register  # noqa: E402
 from tests.e2e.test_mcp import Bridge, ok, rejected, result  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -159,3 +159,23 @@ async def test_L2_4_a_refused_key_is_http_401_with_an_error_object(daemon):
             return [x for sub in e.exceptions for x in leaves(sub)] if isinstance(e, BaseExceptionGroup) else [e]
 
         assert any(isinstance(e, MCPError) for e in leaves(failed.value)), failed.value
+
+
+@pytest.mark.rules("L2-4", "R0-1")
+async def test_L2_4_after_a_key_rotation_over_http_the_old_key_is_401_at_once(daemon):
+    """``agent_rotate_key`` over HTTP: the next request with the old key is HTTP
+    401 (the server does not keep serving it from an open daemon connection), and
+    the new key acts as the same agent."""
+    _, key = await register(daemon.url, "alice")
+    init = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    accept = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    async with mcp_http(daemon.url) as url:
+        async with session(url, key) as s:
+            me = result(await s.call("agent_whoami", {}))["agent"]
+            rotated = result(await s.call("agent_rotate_key", {}))
+            assert rotated["agent"] == me
+        async with httpx2.AsyncClient(timeout=30) as http:
+            r = await http.post(url, headers={**accept, "Authorization": f"Bearer {key}"}, content=json.dumps(init))
+            assert r.status_code == 401, r.text
+        async with session(url, rotated["key"]) as s:
+            assert result(await s.call("agent_whoami", {}))["agent"] == me
