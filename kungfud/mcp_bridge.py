@@ -504,6 +504,7 @@ class Bridge:
         self.adopt_keys = not http
         self.tools = {t.name: t for t in tool_specs()}
         self.last_used = 0.0
+        self.in_use = 0  # calls under way (the HTTP pool reaps only idle bridges)
         self._client: Client | None = None
         self._lock = asyncio.Lock()
 
@@ -548,6 +549,14 @@ class Bridge:
         return _failure("bad_request", reason, "revise")
 
     async def call(self, name: str, arguments: dict[str, Any] | None) -> Outcome:
+        self.in_use += 1
+        try:
+            return await self._call(name, arguments)
+        finally:
+            self.in_use -= 1
+            self.last_used = time.monotonic()
+
+    async def _call(self, name: str, arguments: dict[str, Any] | None) -> Outcome:
         tool = self.tools.get(name)
         if tool is None:
             return self._unknown(name)
@@ -651,6 +660,8 @@ class BridgePool:
         """Close idle bridges and those beyond ``max_bridges``."""
         now = time.monotonic()
         for key, b in list(self._bridges.items()):
+            if b.in_use:
+                continue
             if now - b.last_used > self.idle_s or len(self._bridges) > self.max_bridges:
                 if self._bridges.get(key) is b:
                     del self._bridges[key]
