@@ -368,7 +368,7 @@ def _lean(node: Any) -> Any:
     copied from results), the lower bound 1 of counts and numbers, and
     ``additionalProperties: false`` (an unknown field is ``bad_request`` naming it).
     The daemon still checks all of them. A handle note's closed shape is part of
-    its content type and stays (D39)."""
+    its content type and stays (D55)."""
     if isinstance(node, list):
         return [_lean(x) for x in node]
     if not isinstance(node, dict):
