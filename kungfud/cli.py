@@ -29,10 +29,10 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("dest", help="an empty directory to write the backup into")
     b.add_argument("--config")
     b.add_argument("--data-dir")
-    # --- mcp: stdio MCP server bridging to a running daemon (optional extra `mcp`) ---
+    # --- mcp: MCP server (stdio, or --http) bridging to a running daemon (optional extra `mcp`) ---
     from .mcp_bridge import add_arguments as mcp_arguments  # does not import the MCP SDK
 
-    mcp_arguments(sub.add_parser("mcp", help="stdio MCP server exposing the daemon's ops as tools (needs kungfud[mcp])"))
+    mcp_arguments(sub.add_parser("mcp", help="MCP server (stdio, or --http) exposing the daemon's ops as tools (needs the mcp extra)"))
     # --- end mcp ---
     return p
 

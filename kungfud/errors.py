@@ -12,7 +12,16 @@ from typing import Any, Literal
 
 import msgspec
 
-__all__ = ["Code", "Next", "Hint", "Rejection", "CODES", "NEXT_STEPS"]
+__all__ = ["Code", "Next", "Hint", "Rejection", "CODES", "NEXT_STEPS", "ECHO_CHARS", "echo"]
+
+ECHO_CHARS = 64  # client text quoted in a reason is cut to this (WIRE.md "Additions in 1.1")
+
+
+def echo(text: str) -> str:
+    """Client text as a reason quotes it: at most ``ECHO_CHARS`` characters, the
+    last one "…" when it was cut. Every reason that quotes what a client sent (a
+    field name, a value, a list of ids) goes through here."""
+    return text if len(text) <= ECHO_CHARS else text[: ECHO_CHARS - 1] + "…"
 
 Code = Literal[
     "bad_request",

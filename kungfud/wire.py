@@ -14,6 +14,8 @@ from typing import Annotated, Any, Literal, NamedTuple
 
 import msgspec
 
+from .errors import ECHO_CHARS, echo
+
 __all__ = [
     "Envelope",
     "OpSpec",
@@ -26,16 +28,21 @@ __all__ = [
     "encode_error",
     "canonical_hash",
     "FrameError",
+    "why",
 ]
 
 # --- shared field types ----------------------------------------------------
 
 ReqId = str | int
-IdemKey = Annotated[str, msgspec.Meta(min_length=1, max_length=128, pattern=r"^[\x20-\x7e]+$")]
+IdemKey = Annotated[str, msgspec.Meta(min_length=1, max_length=128, pattern=r"^[\x20-\x7e]+$(?!\n)")]
+
+
+# Patterns end in `$(?!\n)`: Python's `$` also matches before a final newline, and
+# the lookahead refuses that while reading the same in JSON Schema (ECMA-262) regexes.
 
 
 def _id(prefix: str) -> Any:
-    return Annotated[str, msgspec.Meta(pattern=f"^{prefix}[0-9a-z_]{{1,60}}$")]
+    return Annotated[str, msgspec.Meta(pattern=rf"^{prefix}[0-9a-z_]{{1,60}}$(?!\n)")]
 
 
 AgentId = _id("ag_")
@@ -44,11 +51,29 @@ ThreadId = _id("th_")
 AssignmentId = _id("as_")
 TaskId = _id("tk_")
 RoleName = Literal["observer", "speaker", "governor"]
-EntryNo = Annotated[int, msgspec.Meta(ge=1, le=2**53)]
+# Every integer arg has a range and every cursor a format, so a value the daemon
+# cannot use is `bad_request` naming the field at the wire, never a failure deeper
+# in (an integer too large to store, a cursor `int()` cannot read). 2^53 is the
+# largest integer below which doubles (how most JSON clients read numbers) are exact.
+MAX_INT = 2**53
+EntryNo = Annotated[int, msgspec.Meta(ge=1, le=MAX_INT)]
+Version = Annotated[int, msgspec.Meta(ge=1, le=MAX_INT)]
 WithinS = Annotated[int, msgspec.Meta(ge=1, le=31_536_000)]
 Content = dict[str, Any]  # participant data, opaque to the daemon (L6)
-Cursor = Annotated[str, msgspec.Meta(max_length=256)] | None
+Cursor = Annotated[str, msgspec.Meta(max_length=256)] | None  # prefer a format below
 Limit = Annotated[int, msgspec.Meta(ge=1, le=100)]
+# The cursor each list read returns, and so the only ones it accepts.
+EntryCursor = Annotated[str, msgspec.Meta(pattern=r"^[0-9]{1,16}$(?!\n)")] | None  # an entry number
+# A sealed cursor (docs/decisions.md D44: a page that stopped on a row the caller
+# may not read) is `~` + URL-safe base64, within WIRE.md's 256 characters.
+_SEALED = r"~[A-Za-z0-9_-]{1,255}"
+MemoryCursor = Annotated[str, msgspec.Meta(pattern=rf"^(?:me_[0-9a-z_]{{1,60}}|{_SEALED})$(?!\n)")] | None
+ThreadCursor = ThreadId | None
+TaskCursor = TaskId | None
+AgentCursor = AgentId | None
+PositionCursor = (
+    Annotated[str, msgspec.Meta(pattern=rf"^(?:(?:[0-9a-f]{{2}}){{1,200}}|{_SEALED})$(?!\n)")] | None
+)  # an index position, in the clear or sealed
 
 
 class _Args(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -91,7 +116,7 @@ class AdminCreateArgs(_Args, frozen=True):
 
 class AgentListArgs(_Args, frozen=True):
     status: Literal["active", "deactivated"] | None = None
-    cursor: Cursor = None
+    cursor: AgentCursor = None
     limit: Limit = 50
 
 
@@ -121,12 +146,12 @@ class MemoryRefArgs(_Args, frozen=True):
 
 class MemoryGetArgs(_Args, frozen=True):
     memory: MemoryId
-    version: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    version: Version | None = None
 
 
 class MemoryListArgs(_Args, frozen=True):
     author: AgentId | None = None
-    cursor: Cursor = None
+    cursor: MemoryCursor = None
     limit: Limit = 50
 
 
@@ -137,7 +162,7 @@ class MemoryRef(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """``{"memory": "me_…", "version": 3}``; without ``version``, the current one."""
 
     memory: MemoryId
-    version: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    version: Version | None = None
 
 
 class PinArgs(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -154,9 +179,10 @@ class AssignContent(msgspec.Struct, frozen=True):
 
 
 class NoteContent(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """B10: a handle note is one line of at most 1,000 characters."""
+    """B10: a handle note is one line of at most 1,000 characters: no character that
+    ends a line (``str.splitlines``: LF, VT, FF, CR, FS, GS, RS, NEL, U+2028, U+2029)."""
 
-    note: Annotated[str, msgspec.Meta(max_length=1000, pattern=r"^[^\r\n]*$")]
+    note: Annotated[str, msgspec.Meta(max_length=1000, pattern=r"^[^\n\x0b\x0c\r\x1c-\x1e\x85\u2028\u2029]*$(?!\n)")]
 
 
 class ReasonContent(msgspec.Struct, frozen=True):
@@ -222,14 +248,21 @@ class EntryRefArgs(_Args, frozen=True):
 
 class EntriesArgs(_Args, frozen=True):
     thread: ThreadId
-    cursor: Cursor = None
+    cursor: EntryCursor = None
     limit: Limit = 50
     full: bool = False
     newest_first: bool = False  # WIRE.md 1.1 "Reading the work itself"
 
 
+class ThreadPageArgs(_Args, frozen=True):
+    cursor: ThreadCursor = None
+    limit: Limit = 50
+
+
 class PageArgs(_Args, frozen=True):
-    cursor: Cursor = None
+    """``turn`` and ``opportunities``: paged by index position."""
+
+    cursor: PositionCursor = None
     limit: Limit = 50
 
 
@@ -268,7 +301,7 @@ class AgentList(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 class InputRef(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     memory: MemoryId
-    version: Annotated[int, msgspec.Meta(ge=1)]
+    version: Version
 
 
 class ContractContent(msgspec.Struct, frozen=True):
@@ -284,7 +317,7 @@ class ContractArgs(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     deliver_within_s: WithinS | None = None
     judge_within_s: WithinS | None = None
     on_no_judgment: Literal["undecided", "adopt"] = "undecided"
-    adoption_limit: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    adoption_limit: Version | None = None
     judge: AgentId | None = None
     eligibility: AgentList | None = None
     readers: Literal["parties", "public"] = "parties"
@@ -327,15 +360,15 @@ class TaskJudgeArgs(_Args, frozen=True):
 
 class TaskGetArgs(_Args, frozen=True):
     task: TaskId
-    contract_version: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    contract_version: Version | None = None
 
 
 class SubscribeArgs(_Args, frozen=True):
-    since: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    since: Annotated[int, msgspec.Meta(ge=0, le=MAX_INT)] | None = None
 
 
 class TaskListArgs(_Args, frozen=True):
-    cursor: Cursor = None
+    cursor: TaskCursor = None
     limit: Limit = 50
     mine: bool = False
 
@@ -379,7 +412,7 @@ OPS: dict[str, OpSpec] = {
     "thread.get": OpSpec("R", ThreadRefArgs),
     "thread.entries": OpSpec("R", EntriesArgs),
     "thread.entry": OpSpec("R", EntryRefArgs),
-    "thread.list": OpSpec("R", PageArgs),
+    "thread.list": OpSpec("R", ThreadPageArgs),
     "assignment.take": OpSpec("A", TakeArgs),
     "assignment.deliver": OpSpec("A", DeliverArgs),
     "assignment.judge": OpSpec("A", JudgeArgs),
@@ -436,51 +469,110 @@ _key_dec = msgspec.json.Decoder(IdemKey)
 _LEADING_ID = re.compile(r'^\s*\{\s*"id"\s*:\s*("(?:[^"\\\x00-\x1f]|\\.){0,64}"|-?[0-9]{1,18})\s*[,}]')
 
 
+_ESCAPE_HIGH = re.compile(r"\\u[dD][89abAB][0-9a-fA-F]{2}")
+_ESCAPE_PAIR = re.compile(r"\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}")
+_ESCAPE_LOW = re.compile(r"\\u[dD][c-fC-F][0-9a-fA-F]{2}")
+
+
+def _lone_surrogate(text: str | bytes) -> bool:
+    """Whether a frame escapes half of a UTF-16 surrogate pair on its own (RFC 8259
+    §8.2: not a character). msgspec says "Input data was truncated" for that."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    if "\\u" not in text:
+        return False
+    rest = _ESCAPE_PAIR.sub("", text.replace("\\\\", ""))  # an escaped backslash escapes nothing
+    return bool(_ESCAPE_HIGH.search(rest) or _ESCAPE_LOW.search(rest))
+
+
+def _leading_id(text: str | bytes) -> ReqId | None:
+    """The id of a frame that cannot be decoded as a whole, when it is written first."""
+    head = text[:200] if isinstance(text, str) else text[:200].decode("utf-8", "replace")
+    m = _LEADING_ID.match(head)
+    if m is None:
+        return None
+    try:
+        rid = _loose_dec.decode(m.group(1))
+    except (msgspec.DecodeError, ValueError):
+        return None
+    return rid if isinstance(rid, (int, str)) and not isinstance(rid, bool) else None
+
+
+class _IdOnly(msgspec.Struct):
+    """A frame's id, everything else skipped over in C (never built as objects)."""
+
+    id: msgspec.Raw = msgspec.Raw(b"null")
+
+
+_id_dec = msgspec.json.Decoder(_IdOnly)
+
+
 def _readable_id(text: str | bytes) -> ReqId | None:
     """Best effort: the request id of a frame that failed to decode."""
     try:
-        obj = _loose_dec.decode(text)
+        raw = _id_dec.decode(text).id
     except RecursionError:
-        # Too deep to decode at all: an id written first can still be read.
-        head = text[:200] if isinstance(text, str) else text[:200].decode("utf-8", "replace")
-        m = _LEADING_ID.match(head)
-        if m is None:
-            return None
-        try:
-            rid = _loose_dec.decode(m.group(1))
-        except msgspec.DecodeError:
-            return None
-        return rid if isinstance(rid, (int, str)) and not isinstance(rid, bool) else None
-    except (msgspec.DecodeError, ValueError):
+        return _leading_id(text)  # too deep to decode at all
+    except (msgspec.DecodeError, msgspec.ValidationError, ValueError):
         return None
-    if isinstance(obj, dict):
-        rid = obj.get("id")
-        if isinstance(rid, bool):
-            return None
-        if (isinstance(rid, int) and -(2**63) <= rid < 2**63) or (isinstance(rid, str) and len(rid) <= 64):
-            return rid
+    if len(raw) > 400:  # longer than any valid id, even with every character escaped
+        return None
+    try:
+        rid = _loose_dec.decode(raw)
+    except (msgspec.DecodeError, ValueError, RecursionError):
+        return None
+    if isinstance(rid, bool):
+        return None
+    if (isinstance(rid, int) and -(2**63) <= rid < 2**63) or (isinstance(rid, str) and len(rid) <= 64):
+        return rid
     return None
 
 
-def _why(e: Exception) -> str:
-    return str(e) or "malformed frame"
+# msgspec's messages quote client text in these places: unknown field names, enum
+# and tag values. Paths name only our fields, indices and "[...]" for dict keys.
+_QUOTED_BY_MSGSPEC = re.compile(r"^(Object contains unknown field `|Invalid (?:enum |tag )?value ')(.*)([`'])$", re.S)
+
+
+def why(e: Exception) -> str:
+    """The reason for a msgspec error, with any client text it quotes cut (every
+    msgspec message that reaches a client goes through here)."""
+    why = str(e) or "malformed frame"
+    what, sep, path = why.rpartition(" - at `$")
+    if not sep:
+        what, path = why, ""
+    m = _QUOTED_BY_MSGSPEC.match(what)
+    if m is not None:
+        what = m.group(1) + echo(m.group(2)) + m.group(3)
+    elif len(what) > 2 * ECHO_CHARS + 60:  # a message of a shape not known above
+        what = echo(what)
+    return what + (sep + path if sep else "")
 
 
 def decode_envelope(text: str | bytes) -> Envelope:
-    """Decode a request frame; raise :class:`FrameError` naming the problem."""
+    """Decode a request frame; raise :class:`FrameError` naming the problem. Only
+    the envelope is read: ``args`` is skipped over (in C) until the op is known
+    and the caller may use it."""
     try:
         env = _envelope_dec.decode(text)
     except RecursionError:
         raise FrameError("frame is nested too deeply", _readable_id(text)) from None
     except (msgspec.DecodeError, msgspec.ValidationError) as e:
-        raise FrameError(f"invalid request frame: {_why(e)}", _readable_id(text)) from None
+        if isinstance(e, msgspec.DecodeError) and _lone_surrogate(text):
+            # JSON but for one escape: the id is as readable as in a whole frame.
+            raise FrameError(
+                "invalid request frame: a \\u escape names half of a surrogate pair, which is not a character",
+                _leading_id(text),
+            ) from None
+        raise FrameError(f"invalid request frame: {why(e)}", _readable_id(text)) from None
     if isinstance(env.id, bool) or (isinstance(env.id, str) and len(env.id) > 64):
         raise FrameError("invalid request frame: `id` must be a string of at most 64 chars or an integer")
     if isinstance(env.id, int) and not -(2**63) <= env.id < 2**63:
         raise FrameError("invalid request frame: integer `id` out of range")
     spec = OPS.get(env.op)
     if spec is None:
-        raise FrameError(f"unknown op `{env.op[:64]}`", env.id)
+        raise FrameError(f"unknown op `{echo(env.op)}`", env.id)
+    if bytes(memoryview(env.args)[:1]) != b"{":  # the rest of args is read only when it is used
+        raise FrameError(f"invalid args for {env.op}: Expected `object` - at `$.args`", env.id)
     if spec.kind == "A":
         if env.key is None or env.key is msgspec.UNSET:
             raise FrameError(f"op {env.op} is an action and needs an idempotency `key`", env.id)
@@ -495,46 +587,60 @@ def decode_envelope(text: str | bytes) -> Envelope:
 
 MAX_DEPTH = 64  # nesting of arrays and objects inside `args`
 
+# Depth is measured on the text with C-speed primitives only (bytes methods and one
+# regular expression), never a Python loop over bytes or values: escaped
+# backslashes and quotes are dropped, every byte but brackets and quotes deleted,
+# strings (now only brackets between quotes) removed, and what is left — brackets
+# only — must match "balanced, at most MAX_DEPTH deep", a regex that nests
+# MAX_DEPTH possessive groups (no backtracking: linear in the text).
+_BRACKETS = bytes.maketrans(b"{}", b"[]")
+_NOT_STRUCTURE = bytes(c for c in range(256) if c not in b'[]{}"')
+_STRING = re.compile(rb'"[^"]*+"')
 
-def _too_deep(raw: bytes, limit: int) -> bool:
-    """True if JSON text nests arrays/objects deeper than ``limit``. Cheap when
-    the text has few brackets; otherwise one pass that skips strings."""
+
+def _within(limit: int) -> re.Pattern[bytes]:
+    body = b""
+    for _ in range(limit):
+        body = rb"(?:\[" + body + rb"\])*+"
+    return re.compile(body)
+
+
+_WITHIN_MAX_DEPTH = _within(MAX_DEPTH)
+
+
+def _too_deep(raw: bytes, limit: int = MAX_DEPTH) -> bool:
+    """True if JSON text (already known to be valid) nests arrays/objects deeper
+    than ``limit``. Linear, and in C: see above."""
     if raw.count(b"[") + raw.count(b"{") <= limit:
         return False
-    depth = 0
-    in_string = escaped = False
-    for byte in raw:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif byte == 0x5C:  # backslash
-                escaped = True
-            elif byte == 0x22:
-                in_string = False
-        elif byte == 0x22:
-            in_string = True
-        elif byte in (0x5B, 0x7B):
-            depth += 1
-            if depth > limit:
-                return True
-        elif byte in (0x5D, 0x7D):
-            depth -= 1
-    return False
+    if b"\\" in raw:
+        # In valid JSON a backslash starts a two-character escape, so pairs read
+        # left to right are `\\`; what is left before a quote escapes it.
+        raw = raw.replace(b"\\\\", b"").replace(b'\\"', b"")
+    structure = raw.translate(_BRACKETS, _NOT_STRUCTURE).replace(b'""', b"")
+    if b'"' in structure:
+        structure = _STRING.sub(b"", structure)
+    pattern = _WITHIN_MAX_DEPTH if limit == MAX_DEPTH else _within(limit)
+    return pattern.fullmatch(structure) is None
 
 
 def decode_args(env: Envelope) -> Any:
-    # A fixed limit, checked before anything recurses over the value, so the
-    # same request is accepted or refused the same way every time (L3-2).
-    if _too_deep(bytes(env.args), MAX_DEPTH):
-        raise FrameError(f"`args` nests arrays and objects deeper than {MAX_DEPTH} levels", env.id)
+    """The typed args of ``env``. Decoded straight into the op's Struct, so a
+    field the op does not have, or a value of the wrong type, stops the decoder
+    where it stands (in C). Only ``content`` may nest freely; a frame that
+    decoded is then checked against the nesting limit — a fixed limit, so the
+    same request is accepted or refused the same way every time (L3-2)."""
     try:
-        return _args_decs[env.op].decode(env.args)
+        args = _args_decs[env.op].decode(env.args)
     except RecursionError:
-        raise FrameError("`args` is nested too deeply", env.id) from None
+        raise FrameError(f"`args` nests arrays and objects deeper than {MAX_DEPTH} levels", env.id) from None
     except (msgspec.DecodeError, msgspec.ValidationError) as e:
-        why = _why(e)
-        why = why.replace("at `$", "at `$.args") if "at `$" in why else why + " - at `$.args`"
-        raise FrameError(f"invalid args for {env.op}: {why}", env.id) from None
+        what, sep, path = why(e).rpartition(" - at `$")
+        reason = f"{what} - at `$.args{path}" if sep else f"{path} - at `$.args`"
+        raise FrameError(f"invalid args for {env.op}: {reason}", env.id) from None
+    if _too_deep(bytes(env.args)):
+        raise FrameError(f"`args` nests arrays and objects deeper than {MAX_DEPTH} levels", env.id)
+    return args
 
 
 # --- responses -----------------------------------------------------------------

@@ -71,8 +71,8 @@ def unseal(op: str, caller: str, cursor: str) -> bytes | None:
         raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
     except (binascii.Error, ValueError):
         return None
-    if len(raw) < _NONCE + _TAG:
-        return None
+    if len(raw) < _NONCE + _TAG or base64.urlsafe_b64encode(raw).decode().rstrip("=") != text:
+        return None  # too short, or not the one encoding seal() writes (unused low bits set)
     nonce, body, tag = raw[:_NONCE], raw[_NONCE:-_TAG], raw[-_TAG:]
     if not hmac.compare_digest(tag, _tag(op, caller, nonce, body)):
         return None

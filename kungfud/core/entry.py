@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Literal
 
 import msgspec
 
-from ..errors import Rejection
+from ..errors import Rejection, echo
 from .agent import require_active
 from .assignment import AssignSpec, creation_facts
 from .decision import make
@@ -169,7 +169,7 @@ def decide_post(cmd: Post, ctx: "Ctx") -> Decision | Rejection:
         if bad:
             # B10: no silent dropping; name the offending ids.
             return Rejection.bad_request(
-                f"`ask` may name only other members who may speak; not: {', '.join(bad)} - at `$.args.ask`"
+                f"`ask` may name only other members who may speak; not: {echo(', '.join(bad))} - at `$.args.ask`"
             )
     if cmd.task is not None:
         # R7.5-1: an entry may reference a Task the poster can read; the

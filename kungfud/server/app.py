@@ -46,6 +46,7 @@ log = logging.getLogger("kungfud.server")
 _HELLO_HINT = Hint("hello", {"key": "<your agent key>"})
 OUTBOX_HIGH = 8 * 1024 * 1024  # stop reading a connection's frames above this backlog …
 OUTBOX_LOW = 2 * 1024 * 1024  # … until it drains below this
+TURN_BUDGET_S = 0.002  # one connection's frames hold the loop this long before others get a turn
 _FAILED_JOIN = frozenset({"not_found", "forbidden", "conflict"})
 _ALL = "*"  # the key of the daemon-wide failed-join window
 REPLAY_PAGE = 128  # events a `subscribe {since}` replay sends per loop turn
@@ -256,6 +257,7 @@ class Server:
             self.last_seen[conn.agent] = _wall_ms()
         sender = asyncio.create_task(self._sender(conn))
         try:
+            turn_started = time.perf_counter()
             async for message in ws:
                 if isinstance(message, bytes):
                     await self._close(conn, 1003, "binary frames are not accepted; send JSON text frames")
@@ -267,6 +269,11 @@ class Server:
                     await self._until_closed(conn, conn.writable.wait())
                     if conn.closed:
                         break
+                elif time.perf_counter() - turn_started > TURN_BUDGET_S:
+                    # Frames already received come without a pause: give other
+                    # connections the loop between them, not after the whole batch.
+                    await asyncio.sleep(0)
+                    turn_started = time.perf_counter()
         except ConnectionClosed:
             pass
         finally:
@@ -384,24 +391,25 @@ class Server:
                 env.op,
             )
             return
+        op = env.op
+        spec = wire.OPS[op]
+        if conn.agent is None and not spec.open:
+            # Before authentication nothing but the envelope is read (H2).
+            self._reject(
+                conn,
+                req_id,
+                Rejection("unauthenticated", f"authenticate with hello before {op}", "revise", _HELLO_HINT),
+                op,
+            )
+            return
         try:
             args = wire.decode_args(env)
-            op = env.op
             if op == "hello":
                 self._hello(conn, req_id, args)
                 return
-            if op == "subscribe" and conn.agent is not None:
+            if op == "subscribe":
                 if self._read_allowed(conn, req_id):
                     self._subscribe(conn, req_id, args)
-                return
-            spec = wire.OPS[op]
-            if conn.agent is None and not spec.open:
-                self._reject(
-                    conn,
-                    req_id,
-                    Rejection("unauthenticated", f"authenticate with hello before {op}", "revise", _HELLO_HINT),
-                    op,
-                )
                 return
             if spec.kind == "R":
                 if self._read_allowed(conn, req_id):
@@ -440,9 +448,11 @@ class Server:
         and waits while the client is behind, so a long one holds up neither
         other connections nor this connection's later requests."""
         assert conn.agent is not None
-        self._unsubscribe(conn)
         with self.rt.store.read() as view:
             newest = view.last_seq()
+        # Only once the new subscription is sure to start (its args were
+        # checked at the wire) does the old one end.
+        self._unsubscribe(conn)
         self._send(conn, wire.encode_ok(req_id, wire.encode({"subscribed": True, "seq": newest})))
         after = self._replay_page(conn, conn.agent, newest if args.since is None else args.since)
         if after is not None:

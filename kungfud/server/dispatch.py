@@ -32,7 +32,7 @@ def _name(op: str, content: dict) -> bytes:
     try:
         msgspec.convert(content, wire.NameContent)
     except msgspec.ValidationError as e:
-        raise wire.FrameError(f"invalid args for {op}: {e} - in `$.args.content`") from None
+        raise wire.FrameError(f"invalid args for {op}: {wire.why(e)} - in `$.args.content`") from None
     return _content(content)
 
 
@@ -46,7 +46,7 @@ def _shape(op: str, where: str, content: dict, shape: type) -> bytes:
     try:
         msgspec.convert(content, shape)
     except msgspec.ValidationError as e:
-        raise wire.FrameError(f"invalid args for {op}: {e} - in `$.args.{where}`") from None
+        raise wire.FrameError(f"invalid args for {op}: {wire.why(e)} - in `$.args.{where}`") from None
     return _content(content)
 
 

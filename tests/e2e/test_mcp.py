@@ -1,12 +1,15 @@
 """``kungfud mcp`` end to end: the MCP SDK's own stdio client drives the bridge
 (``python -m kungfud mcp``, a subprocess) against a real daemon. Covers the tool
-catalogue and its generated schemas (WIRE.md "Ops"), results and content marking
-(L6), rejections (WIRE.md "Failure", L2-4), idempotency keys (L3) and a Thread
-collaboration step through two bridges (§6, §8)."""
+catalogue and its generated schemas (WIRE.md "Ops"), what a model reads of it
+(described arguments, typed content, its size), results and content marking
+(L6), rejections (WIRE.md "Failure", L2-4) and their hints, a bridge without a
+key, idempotency keys (L3) and Thread collaboration through two bridges (§6, §8).
+``kungfud mcp --http`` is covered in ``test_mcp_http.py``."""
 
 from __future__ import annotations
 
 import json
+import re
 import socket
 import sys
 from contextlib import asynccontextmanager
@@ -22,9 +25,9 @@ from mcp import ClientSession  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 
 from kungfud.client import Client, new_key  # noqa: E402
-from kungfud.mcp_bridge import DESCRIPTIONS, EXCLUDED_OPS, PREFACE, PREFACE_REPLAYED  # noqa: E402
-from kungfud.wire import OPS, IdemKey  # noqa: E402
-from tests.e2e.helpers import check_error, fake_id, register  # noqa: E402
+from kungfud.mcp_bridge import DESCRIPTIONS, EXCLUDED_OPS, PREFACE, PREFACE_REPLAYED, instructions  # noqa: E402
+from kungfud.wire import OPS  # noqa: E402
+from tests.e2e.helpers import CODES, NEXT_STEPS, fake_id, register  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -40,14 +43,17 @@ def _dump(model: Any) -> dict:
 
 
 class Bridge:
-    """One ``kungfud mcp`` process seen through an initialized ClientSession."""
+    """One ``kungfud mcp`` session (stdio or HTTP) seen through an initialized ClientSession."""
 
-    def __init__(self, session: ClientSession):
+    def __init__(self, session: ClientSession, instructions: str | None = None):
         self.s = session
+        self.instructions = instructions
         self.tools: dict[str, dict] = {}
+        self.raw_tools: dict = {}
 
     async def list_tools(self) -> dict[str, dict]:
-        self.tools = {t["name"]: t for t in (_dump(t) for t in (await self.s.list_tools()).tools)}
+        self.raw_tools = _dump(await self.s.list_tools())
+        self.tools = {t["name"]: t for t in self.raw_tools["tools"]}
         return self.tools
 
     async def call(self, name: str, arguments: dict, *, check_schema: bool = True) -> dict:
@@ -66,8 +72,8 @@ async def bridge(url: str, key: str | None = None) -> AsyncIterator[Bridge]:
         args += ["--key", key]
     params = StdioServerParameters(command=sys.executable, args=args, cwd=str(ROOT), env={"PYTHONPATH": str(ROOT)})
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-        await session.initialize()
-        b = Bridge(session)
+        init = await session.initialize()
+        b = Bridge(session, init.instructions)
         await b.list_tools()
         yield b
 
@@ -95,11 +101,23 @@ def result(res: dict) -> dict:
     return ok(res)[0]
 
 
+def check_tool_error(error: dict) -> dict:
+    """WIRE.md "Failure" as a tool error: code/reason/next from the closed sets, an
+    optional ``rule``, and a hint, if any, that is a tool call (``{tool, args}``)."""
+    assert isinstance(error, dict), error
+    assert {"code", "reason", "next"} <= error.keys() <= {"code", "reason", "next", "hint", "rule"}, error
+    assert error["code"] in CODES and error["next"] in NEXT_STEPS, error
+    assert isinstance(error["reason"], str) and error["reason"].strip(), error
+    if "hint" in error:
+        assert error["hint"].keys() == {"tool", "args"} and isinstance(error["hint"]["args"], dict), error
+    return error
+
+
 def rejected(res: dict, code: str | None = None) -> dict:
     """A rejection: a tool error whose text is exactly the WIRE.md error object."""
     assert res.get("isError") is True, res
     (block,) = res["content"]
-    error = check_error(json.loads(block["text"]))
+    error = check_tool_error(json.loads(block["text"]))
     if "structuredContent" in res:
         assert res["structuredContent"] == error
     if code is not None:
@@ -123,37 +141,221 @@ def _deref(schema: Any, defs: dict | None = None) -> Any:
 
 # --- the catalogue ----------------------------------------------------------------------
 
+#: What a model must never read in a tool: spec section signs, rule or decision ids.
+INTERNAL_REF = re.compile(r"§|\b(?:[RL]\d+(?:\.\d+)?-\d+|[BD]\d{1,3})\b")
 
-async def test_WIRE_ops_one_tool_per_op_with_the_schema_generated_from_its_args_type(daemon):
+
+def _props(schema: dict, path: str = "") -> list[tuple[str, dict]]:
+    """Every property of an object schema and of the objects nested in it
+    (through arrays and ``anyOf``), with its dotted path."""
+    out = []
+    for name, prop in schema.get("properties", {}).items():
+        sub = f"{path}.{name}" if path else name
+        out.append((sub, prop))
+        for node in [prop, prop.get("items", {}), *prop.get("anyOf", [])]:
+            if node.get("type") == "object" and name != "content":
+                out += _props(node, sub)
+    return out
+
+
+def _wire_shape(schema: Any, skip: str = "content") -> Any:
+    """The field names and required lists of a (dereferenced) wire schema, at
+    every object level except ``content`` (participant data) and Memory refs."""
+    if isinstance(schema, list):
+        return [_wire_shape(x, skip) for x in schema]
+    if not isinstance(schema, dict):
+        return None
+    alts = [a for a in schema.get("anyOf", []) if a != {"type": "null"}]
+    if len(alts) == 1:
+        return _wire_shape(alts[0], skip)
+    if alts:
+        return [_wire_shape(a, skip) for a in alts]
+    if schema.get("type") == "array":
+        return _wire_shape(schema.get("items", {}), skip)
+    if schema.get("type") != "object" or "properties" not in schema:
+        return None
+    ref = (["memory"], {"memory": None, "version": None})  # a Memory reference: described in one line
+    shapes = {k: None if k == skip else _wire_shape(v, skip) for k, v in schema["properties"].items()}
+    return sorted(schema.get("required", [])), {k: None if v == ref else v for k, v in shapes.items()}
+
+
+@pytest.mark.rules("R6.3-2", "R6.3-16", "R6.4-3", "R7.1-1", "L6-2", "R1-4")
+async def test_R6_3_2_every_tool_is_generated_from_its_op_with_described_fields_and_typed_content(daemon):
+    """tools/list is what a model reads without the spec: one tool per op, the
+    op's own fields (generated from the args type the daemon decodes with), every
+    argument described, ``content`` typed per op but open to other keys as on the
+    wire, "exactly one of memory or content" in the schema, and no section, rule
+    or decision number anywhere."""
     _, key = await register(daemon.url, "alice")
     async with bridge(daemon.url, key) as b:
         tools = b.tools
+        text = b.instructions
     expected = {op.replace(".", "_"): op for op in OPS if op not in EXCLUDED_OPS}
     assert EXCLUDED_OPS == {"hello", "subscribe"}
     assert set(tools) == set(expected)
-    # every op has a hand-written description (a new op in OPS fails here until described)
-    assert set(DESCRIPTIONS) == set(expected.values())
+    # every op on offer has a hand-written description (a new op in OPS fails here until described)
+    assert set(expected.values()) <= set(DESCRIPTIONS)
     doc = (ROOT / "docs" / "mcp.md").read_text()
     assert not [n for n in expected if f"`{n}`" not in doc], "docs/mcp.md must list every tool"
-    key_schema = msgspec.json.schema(IdemKey)
+    assert text and not INTERNAL_REF.search(text), text
     for name, op in expected.items():
         tool, spec = tools[name], OPS[op]
         schema = json.loads(json.dumps(tool["inputSchema"]))
         assert schema["type"] == "object", name
+        # some model APIs refuse these at the root of a tool's schema
+        assert not {"oneOf", "anyOf", "allOf"} & schema.keys(), name
         if validator_for is not None:
             validator_for(schema).check_schema(schema)
+        assert tool["description"].strip() and not INTERNAL_REF.search(tool["description"]), name
         props = schema["properties"]
         if spec.kind == "A":
-            idem = props.pop("idempotency_key")
-            assert {k: v for k, v in idem.items() if k != "description"} == key_schema, name
-            assert idem["maxLength"] == 128 and "idempotency_key" not in schema.get("required", [])
+            assert props.pop("idempotency_key") == {"type": "string"}, name
+            assert "idempotency_key" not in schema.get("required", [])
         else:
             assert "idempotency_key" not in props, name
-        assert _deref(schema) == _deref(msgspec.json.schema(spec.args)), name
-        assert f"`{op}`" in tool["description"] and "§" in tool["description"], name
-        hints = tool.get("annotations")
-        if hints is not None:  # mcp >= 1.4
-            assert hints.get("readOnlyHint") is (spec.kind == "R"), name
+        # the op's own fields, required as the daemon requires them
+        assert _wire_shape(_deref(schema)) == _wire_shape(_deref(msgspec.json.schema(spec.args))), name
+        for path, prop in _props(schema):
+            if "." not in path:
+                assert prop.get("description", "").strip(), f"{name}: {path} is not described"
+            assert not INTERNAL_REF.search(prop.get("description", "")), f"{name}: {path}"
+        hints = tool.get("annotations") or {}
+        assert hints.get("readOnlyHint", False) is (spec.kind == "R"), name
+    assert "idempotency_key" in text  # the one argument explained once, in the instructions
+
+    def content(tool: str, path: str = "content") -> dict:
+        node = tools[tool]["inputSchema"]
+        for part in path.split("."):
+            node = node["properties"][part]
+        return node
+
+    assert content("thread_post")["properties"] == {"text": {"type": "string"}}
+    assert content("thread_post", "assign.content")["required"] == ["criteria"]
+    assert {"criteria", "output"} <= content("thread_post", "assign.content")["properties"].keys()
+    assert content("thread_handle")["properties"]["note"]["maxLength"] == 1000
+    assert content("thread_handle")["additionalProperties"] is False  # the wire refuses other keys in a note
+    for judge in ("assignment_judge", "task_judge"):
+        assert "reason" in content(judge)["properties"]
+    assert content("agent_register")["required"] == ["name"]
+    for tool in ("task_create", "task_revise"):
+        contract = content(tool, "contract.content")
+        assert contract["required"] == ["output", "criteria"] and "references" in contract["properties"]
+
+    if validator_for is None:
+        return
+
+    def valid(tool: str, args: dict) -> bool:
+        schema = tools[tool]["inputSchema"]
+        return validator_for(schema)(schema).is_valid(args)
+
+    t, m = fake_id("th_"), {"memory": fake_id("me_")}
+    # exactly one of memory or content, at the root and inside `deliver`
+    assert valid("thread_post", {"thread": t, "content": {"text": "hi"}})
+    assert valid("thread_post", {"thread": t, "memory": m})
+    assert not valid("thread_post", {"thread": t})
+    assert not valid("thread_post", {"thread": t, "memory": m, "content": {"text": "hi"}})
+    for tool, ref in (("assignment_deliver", {"assignment": fake_id("as_")}), ("task_deliver", {"engagement": fake_id("en_")})):
+        assert valid(tool, {**ref, "content": {}}) and valid(tool, {**ref, "memory": m})
+        assert not valid(tool, ref) and not valid(tool, {**ref, "content": {}, "memory": m})
+    for tool, ref in (("assignment_take", {"assignment": fake_id("as_")}), ("task_take", {"task": fake_id("tk_")})):
+        assert valid(tool, ref) and valid(tool, {**ref, "deliver": {"content": {"text": "done"}}})
+        assert not valid(tool, {**ref, "deliver": {}})
+        assert not valid(tool, {**ref, "deliver": {"content": {}, "memory": m}})
+    # content is participant data: other keys stay allowed where the wire allows them
+    assert valid("thread_post", {"thread": t, "content": {"text": "hi", "lang": "en"}})
+    assert not valid("thread_post", {"thread": t, "content": {"text": 3}})
+    assert not valid("thread_handle", {"thread": t, "entry": 1, "content": {"note": "a\nb"}})
+
+
+@pytest.mark.rules("R0-3")
+async def test_R0_3_tools_list_stays_under_5000_tokens_by_bytes_over_4(daemon):
+    """The whole catalogue costs a model's context on every turn: the tools/list
+    result, as the SDK client receives it, in compact JSON, is under 5,000 tokens
+    counted as UTF-8 bytes / 4 (a tokenizer-free proxy). docs/mcp.md gives the
+    measured figure."""
+    _, key = await register(daemon.url, "alice")
+    async with bridge(daemon.url, key) as b:
+        listed = b.raw_tools
+    size = len(json.dumps(listed, separators=(",", ":"), ensure_ascii=False).encode())
+    assert len(listed["tools"]) == len(OPS) - len(EXCLUDED_OPS)
+    assert size / 4 < 5000, f"tools/list is {size} bytes, ~{size // 4} tokens"
+
+
+def _tool_names_in(text: str) -> set[str]:
+    """Words of a text that name an op's tool (or an op that has none)."""
+    candidates = {op.replace(".", "_") for op in OPS} | {"hello", "subscribe"}
+    words = set(re.findall(r"[a-z][a-z_]*[a-z]", text))
+    prefixed = {w for w in words if re.match(r"(agent|admin|memory|thread|assignment|task|engagement)_[a-z]", w)}
+    return (words & candidates) | prefixed
+
+
+@pytest.mark.rules("L2-4", "R6.3-7", "R6.3-16")
+async def test_L2_4_no_description_instruction_or_hint_names_a_tool_that_is_not_offered(daemon):
+    """Every tool that the instructions, a tool or argument description, or an
+    error hint names is in tools/list; the instructions teach how an exchange ends
+    (``ask: []``, or thread_handle) so two agents do not answer each other for ever."""
+    alice, key = await register(daemon.url, "alice")
+    async with bridge(daemon.url, key) as b:
+        offered = set(b.tools)
+        texts = [b.instructions or "", instructions(http=True), instructions(http=False)]
+        for tool in b.tools.values():
+            texts.append(tool["description"])
+            texts += [p.get("description", "") for _, p in _props(tool["inputSchema"])]
+        for text in texts:
+            assert _tool_names_in(text) <= offered, (text, _tool_names_in(text) - offered)
+        assert "ask: []" in b.instructions and "thread_handle" in b.instructions
+        # a daemon hint becomes the tool to call: the sole governor leaving is told to close
+        t = result(await b.call("thread_create", {}))["thread"]
+        err = rejected(await b.call("thread_leave", {"thread": t}), "conflict")
+        assert err["hint"] == {"tool": "thread_close", "args": {"thread": t}}
+        # a misspelt tool gets the closest name
+        err = rejected(await b.call("thread_postt", {}, check_schema=False), "bad_request")
+        assert "`thread_post`" in err["reason"]
+    # without a key the hint is the one tool on offer, never a `hello` there is no tool for
+    async with bridge(daemon.url) as b:
+        assert set(b.tools) == {"agent_register"}
+        err = rejected(await b.call("turn", {}, check_schema=False), "unauthenticated")
+        assert err["hint"]["tool"] in b.tools and _tool_names_in(err["reason"]) <= set(b.tools)
+        assert err["next"] == "stop"
+
+
+@pytest.mark.rules("L2-4", "R8-22", "R8-24")
+async def test_L2_4_a_bridge_without_a_key_offers_agent_register_then_acts_as_the_new_agent(daemon):
+    """No key: only agent_register is listed; once it succeeds the same bridge
+    acts as the new agent at once (no restart), lists every tool and tells the
+    client that the list changed."""
+    notes: list[Any] = []
+    bob, bob_key = await register(daemon.url, "bob")
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "kungfud", "mcp", "--url", daemon.url], cwd=str(ROOT), env={"PYTHONPATH": str(ROOT)}
+    )
+
+    async def on_message(message: Any) -> None:
+        notes.append(message)
+
+    async with stdio_client(params) as (read, write), ClientSession(read, write, message_handler=on_message) as session:
+        await session.initialize()
+        b = Bridge(session)
+        assert set(await b.list_tools()) == {"agent_register"}
+        reg = result(await b.call("agent_register", {"content": {"name": "newcomer"}, "idempotency_key": "reg-1"}))
+        assert reg["key"].startswith("kf_")
+        assert len(await b.list_tools()) == len(OPS) - len(EXCLUDED_OPS)
+        me = result(await b.call("agent_whoami", {}))
+        assert me["agent"] == reg["agent"] and me["content"]["name"] == "newcomer"
+        # it acts as that agent: its turn is the new agent's own
+        t = result(await b.call("thread_create", {}))["thread"]
+        grant = result(await b.call("thread_admit", {"thread": t}))
+        async with await Client.connect(daemon.url, bob_key) as c:
+            await c.act("thread.join", {"token": grant["token"]})
+            post = await c.act("thread.post", {"thread": t, "content": {"text": "hello?"}, "ask": [reg["agent"]]})
+        (item,) = result(await b.call("turn", {}))["items"]
+        assert item["ref"] == {"thread": t, "entry": post["entry"]}
+        # registering again (a replay or another agent) does not change who the bridge is
+        again, replayed = ok(await b.call("agent_register", {"content": {"name": "newcomer"}, "idempotency_key": "reg-1"}))
+        assert replayed and again["key"] is None
+        assert result(await b.call("agent_whoami", {}))["agent"] == reg["agent"]
+    assert any("tools/list_changed" in json.dumps(_dump(n) if hasattr(n, "model_dump") else str(n)) or
+               type(getattr(n, "root", n)).__name__ == "ToolListChangedNotification" for n in notes), notes
 
 
 # --- results and content (L6) ---------------------------------------------------------------
@@ -303,3 +505,23 @@ async def test_L3_2_a_key_retry_across_a_daemon_restart_is_done_once(daemon):
         again, replayed = ok(await b.call("memory_create", args))  # the bridge reconnects by itself
         assert replayed is True and again == first
         assert [i["memory"] for i in result(await b.call("memory_list", {}))["items"]] == [first["memory"]]
+
+
+@pytest.mark.rules("R0-1", "L3-6")
+async def test_R0_1_a_bridge_that_rotates_its_key_goes_on_as_the_same_agent_with_the_new_key(daemon):
+    """``agent_rotate_key`` through the stdio bridge: the old key stops working at
+    once, and the same bridge keeps acting as the agent with the new key (no
+    restart, no ``unauthenticated``)."""
+    agent, old_key = await register(daemon.url, "alice")
+    async with bridge(daemon.url, old_key) as b:
+        m = result(await b.call("memory_create", {"content": {"n": 1}}))["memory"]
+        rotated = result(await b.call("agent_rotate_key", {"idempotency_key": "rotate-1"}))
+        assert rotated["agent"] == agent and rotated["key"] != old_key
+        assert result(await b.call("agent_whoami", {}))["agent"] == agent
+        assert result(await b.call("memory_get", {"memory": m}))["memory"] == m
+    async with await Client.connect(daemon.url, rotated["key"]) as c:
+        assert (await c.whoami())["agent"] == agent
+    with pytest.raises(Exception) as refused:
+        async with await Client.connect(daemon.url, old_key):
+            pass
+    assert "401" in str(refused.value)
