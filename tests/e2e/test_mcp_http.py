@@ -73,12 +73,13 @@ async def session(url: str, key: str | None = None) -> AsyncIterator[Bridge]:
         yield b
 
 
-@pytest.mark.rules("L2-4", "R8-22", "R8-24", "R6.3-7", "R6.4-1", "R6.4-3", "R8-1")
+@pytest.mark.rules("L2-4", "R8-22", "R8-24", "R6.3-7", "R6.4-1", "R6.4-3", "R8-1", "R8-17")
 async def test_R8_22_two_agents_at_once_over_one_http_server_exchange_and_assign(daemon):
     """Without a key only agent_register is listed; two agents registered there
     then work at the same time through the same server, each request acting as
     the key it sends: an ask, a reply that ends the exchange (``ask: []``, both
-    turns empty), and an assignment taken, delivered and adopted."""
+    turns empty), and an assignment taken, delivered and adopted, whose outcome
+    the worker then reads."""
     async with mcp_http(daemon.url) as url:
         async with session(url) as anon:
             assert set(anon.tools) == {"agent_register"}
@@ -131,8 +132,13 @@ async def test_R8_22_two_agents_at_once_over_one_http_server_exchange_and_assign
             result(await a.call("assignment_judge", {"assignment": asg, "verdict": "adopt"}))
             state = result(await b.call("assignment_get", {"assignment": asg}))
             assert state["state"] == "adopted"
+            assert state["instruction"]["content"] == {"text": "write the summary"}  # what was asked
             a_turn, b_turn = await asyncio.gather(a.call("turn", {}), b.call("turn", {}))
             assert result(a_turn)["items"] == [] and result(b_turn)["items"] == []
+            # the worker learns how its work ended; the judge, who ended it, reads it as by itself
+            (outcome,) = result(await b.call("outcomes", {}))["items"]
+            assert outcome["ref"] == {"thread": t, "assignment": asg}
+            assert outcome["state"] == "adopted" and outcome["by"] == alice["agent"]
 
 
 @pytest.mark.rules("L2-4")

@@ -96,6 +96,15 @@ def strict_parse(frame: str) -> tuple[bool, Any]:
     return True, value
 
 
+def _lenient(frame: str) -> Any:
+    """The frame as a JSON decoder that reads overflowing numbers as infinity
+    sees it (None when it is not JSON at all)."""
+    try:
+        return json.loads(frame)
+    except (ValueError, RecursionError):
+        return None
+
+
 def valid_id(v: Any) -> bool:
     if isinstance(v, bool):
         return False
@@ -144,7 +153,14 @@ def check_reply(frame: str, reply: dict, authenticated: bool) -> str:
     must(len(err["reason"]) <= 400, "a reason echoing unbounded client text")
     must(err["code"] != "rate_limited" or err["next"] == "wait", "rate_limited without next: wait")
     if not (ok and is_request(value)):
-        must(err["code"] == "bad_request", f"not a request, yet {err['code']}")
+        # Before authentication only the envelope is read (docs/decisions.md D51):
+        # a well-formed envelope of an op that needs an agent is `unauthenticated`
+        # whatever its args hold — a number overflowing a double included.
+        envelope_only = not authenticated and is_request(_lenient(frame)) and not OPS[_lenient(frame)["op"]].open
+        must(
+            err["code"] == "bad_request" or (envelope_only and err["code"] == "unauthenticated"),
+            f"not a request, yet {err['code']}",
+        )
     # The id is echoed whenever the frame lets one be read (WIRE.md "Transport").
     rid = value.get("id") if ok and isinstance(value, dict) else None
     if ok and isinstance(value, dict) and valid_id(rid):
