@@ -34,6 +34,7 @@ from ..store import Committed, Failed, Outcome, Replayed
 from ..store.layout import receipt_scope
 from ..store.writer import mismatch
 from . import audit
+from .console import console_response
 from .dispatch import run_read, to_command
 from .limits import SlidingWindow, TokenBucket
 from .metrics import Metrics
@@ -225,6 +226,8 @@ class Server:
             response = connection.respond(http.HTTPStatus.OK, self.metrics.render(self))
             response.headers["Content-Type"] = "text/plain; version=0.0.4; charset=utf-8"
             return response
+        if (page := console_response(request, self.cfg.server.path)) is not None:
+            return page
         if path != self.cfg.server.path:
             return connection.respond(http.HTTPStatus.NOT_FOUND, f"not found; connect to {self.cfg.server.path}\n")
         if len(self.connections) >= self.cfg.server.max_connections:

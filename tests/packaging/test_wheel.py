@@ -1,12 +1,15 @@
 """Issue 8.6: ``pip install kungfud`` from a built wheel works in a clean venv —
-the console scripts exist, the daemon starts on its defaults and serves."""
+the console scripts exist, the daemon starts on its defaults and serves (the
+websocket and, issue 15, the web console's files)."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
 import sys
+import urllib.request
 import venv
 from pathlib import Path
 
@@ -56,6 +59,18 @@ def test_packaging_wheel_installs_in_a_clean_venv_and_the_daemon_serves(tmp_path
         r = subprocess.run([str(py), "-c", smoke, url], cwd=home, env=environ, capture_output=True, text=True, timeout=60)
         assert r.returncode == 0, r.stderr
         assert json.loads(r.stdout)["content"] == {"hello": "wheel"}
+        # Issue 15: the console's static files are package data in the wheel,
+        # and the daemon installed from it serves them.
+        r = subprocess.run(
+            [str(py), "-c", "import importlib.resources as r; print(sorted(f.name for f in r.files('kungfud.console').iterdir()))"],
+            cwd=home, env=environ, capture_output=True, text=True, timeout=60,
+        )
+        assert r.returncode == 0, r.stderr
+        assert {"index.html", "console.js", "console.css"} <= set(ast.literal_eval(r.stdout)), r.stdout
+        base = "http://" + url.split("://", 1)[1].split("/", 1)[0]
+        for path, marker in (("/", b'src="/console.js"'), ("/console.js", b"sessionStorage"), ("/console.css", b"#nav")):
+            with urllib.request.urlopen(base + path, timeout=10) as resp:
+                assert resp.status == 200 and marker in resp.read(), path
     finally:
         proc.terminate()
         assert proc.wait(20) == 0

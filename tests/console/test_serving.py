@@ -1,0 +1,69 @@
+"""WIRE.md 1.1 "Web console": the daemon serves the console's files at ``GET /``
+with a Content-Security-Policy that allows nothing from another origin, next to
+``/v1`` (still the websocket), ``/healthz`` and ``/metrics``. No browser needed."""
+
+from __future__ import annotations
+
+import urllib.error
+
+import pytest
+
+from kungfud.client import Client
+from tests.console.conftest import get, http_base
+
+
+@pytest.mark.rules("L6-1", "L6-4", "R12-8")
+def test_console_files_are_served_with_csp_nosniff_and_their_content_types(daemon):
+    base = http_base(daemon.url)
+    host = base.split("://", 1)[1]
+    types = {"/": "text/html", "/index.html": "text/html", "/console.js": "text/javascript", "/console.css": "text/css"}
+    for path, ctype in types.items():
+        status, headers, body = get(base + path)
+        assert status == 200, path
+        assert headers["Content-Type"] == f"{ctype}; charset=utf-8", (path, headers)
+        assert headers["X-Content-Type-Options"] == "nosniff", path
+        csp = headers["Content-Security-Policy"]
+        directives = {d.split()[0]: d.split()[1:] for d in csp.split("; ")}
+        # Nothing from any other origin: every source is 'self' or this daemon's own websocket.
+        assert directives["default-src"] == ["'self'"], csp
+        assert set(directives["connect-src"]) == {"'self'", f"ws://{host}", f"wss://{host}"}, csp
+        assert directives["frame-ancestors"] == ["'none'"], csp
+        for d, sources in directives.items():
+            assert all(s.startswith("'") or s.endswith(f"//{host}") for s in sources), (d, csp)
+        assert body
+    _, _, page = get(base + "/")
+    # The page names its websocket path and loads only its own files.
+    assert b'content="/v1"' in page
+    assert b'src="/console.js"' in page and b'href="/console.css"' in page
+    assert b"http://" not in page and b"https://" not in page
+
+
+@pytest.mark.rules("L6-4")
+def test_console_csp_ignores_a_host_header_that_is_not_a_plain_host(daemon):
+    import http.client
+
+    base = http_base(daemon.url)
+    host, port = base.split("://", 1)[1].split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=10)
+    conn.putrequest("GET", "/", skip_host=True)
+    conn.putheader("Host", "evil.example; script-src *")
+    conn.endheaders()
+    r = conn.getresponse()
+    assert r.status == 200
+    assert r.getheader("Content-Security-Policy").startswith("default-src 'self'; connect-src 'self'; ")
+    assert "evil" not in r.getheader("Content-Security-Policy")
+    conn.close()
+
+
+@pytest.mark.rules("L1-4")
+async def test_console_leaves_v1_healthz_and_metrics_as_they_were(daemon):
+    base = http_base(daemon.url)
+    assert get(base + "/healthz")[0] == 200
+    status, headers, body = get(base + "/metrics")
+    assert status == 200 and b"kungfud_actions_total" in body
+    for path in ("/nope", "/console", "/../kungfud/config.py", "/console.js/x", "/__init__.py"):
+        with pytest.raises(urllib.error.HTTPError) as e:
+            get(base + path)
+        assert e.value.code == 404, path
+    async with await Client.connect(daemon.url, daemon.admin_key) as c:
+        assert (await c.read("agent.whoami"))["status"] == "active"
