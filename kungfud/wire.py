@@ -586,6 +586,8 @@ def decode_envelope(text: str | bytes) -> Envelope:
 
 
 MAX_DEPTH = 64  # nesting of arrays and objects inside `args`
+MAX_CONTAINERS = 10_000  # arrays and objects in `args`, counted before any is built (D53)
+MAX_VALUES = 50_000  # values in `args`: itself, and every array element and object member (D53)
 
 # Depth is measured on the text with C-speed primitives only (bytes methods and one
 # regular expression), never a Python loop over bytes or values: escaped
@@ -624,12 +626,63 @@ def _too_deep(raw: bytes, limit: int = MAX_DEPTH) -> bool:
     return pattern.fullmatch(structure) is None
 
 
+# Arrays, objects and values are counted with C-speed primitives too (D53):
+# escapes dropped as above; whitespace and colons deleted, every byte but
+# brackets, commas and quotes made "0" (so a scalar leaves at least one "0"),
+# then every string, quotes included, made one "0" (split at the quotes, keep
+# what is outside, joined by "0": no per-string regex). What is left is
+# brackets, commas and zeros: an array or object is a "[", an empty one "[]",
+# and each comma separates two members of the one around it. Values = 1 (args)
+# + members, and members = commas + non-empty arrays and objects.
+_SHAPE = bytes.maketrans(
+    bytes(range(256)),
+    bytes(c if c in b'[]",' else ord("[") if c == ord("{") else ord("]") if c == ord("}") else ord("0") for c in range(256)),
+)
+_NOT_SHAPE = b" \t\n\r:"
+
+
+def _count(raw: bytes) -> tuple[int, int]:
+    """(arrays and objects, values) in JSON text already known to be valid."""
+    if b"\\" in raw:
+        raw = raw.replace(b"\\\\", b"").replace(b'\\"', b"")
+    shape = raw.translate(_SHAPE, _NOT_SHAPE)
+    if b'"' in shape:
+        shape = b"0".join(shape.split(b'"')[::2])
+    containers = shape.count(b"[")
+    return containers, 1 + shape.count(b",") + containers - shape.count(b"[]")
+
+
+def _too_many(raw: bytes) -> str | None:
+    """Which count limit JSON text (already known to be valid) is over, if any —
+    without building any value (H2)."""
+    brackets = raw.count(b"[") + raw.count(b"{")  # those in strings too: at least the true count
+    if brackets <= MAX_CONTAINERS and 1 + raw.count(b",") + brackets <= MAX_VALUES:
+        return None
+    containers, values = _count(raw)
+    if containers > MAX_CONTAINERS:
+        return f"`args` holds more than {MAX_CONTAINERS} arrays and objects (the limit per request)"
+    if values > MAX_VALUES:
+        return f"`args` holds more than {MAX_VALUES} values (the limit per request)"
+    return None
+
+
 def decode_args(env: Envelope) -> Any:
     """The typed args of ``env``. Decoded straight into the op's Struct, so a
     field the op does not have, or a value of the wrong type, stops the decoder
     where it stands (in C). Only ``content`` may nest freely; a frame that
     decoded is then checked against the nesting limit — a fixed limit, so the
-    same request is accepted or refused the same way every time (L3-2)."""
+    same request is accepted or refused the same way every time (L3-2).
+
+    Before anything is decoded, the arrays and objects in ``args`` are counted
+    in C: building them costs the event loop ~0.2 µs each (a 1 MiB frame of
+    ``[[],[],…]`` ~60 ms, of ``["a","a",…]`` ~30 ms), so ``args`` holding more
+    than MAX_CONTAINERS arrays and objects or MAX_VALUES values is refused
+    unbuilt, whatever op it is for (H2, D53). The envelope decoder has
+    already checked that ``args`` is valid JSON, so the count is exact."""
+    raw = bytes(env.args)
+    over = _too_many(raw)
+    if over is not None:
+        raise FrameError(over, env.id)
     try:
         args = _args_decs[env.op].decode(env.args)
     except RecursionError:
@@ -638,7 +691,7 @@ def decode_args(env: Envelope) -> Any:
         what, sep, path = why(e).rpartition(" - at `$")
         reason = f"{what} - at `$.args{path}" if sep else f"{path} - at `$.args`"
         raise FrameError(f"invalid args for {env.op}: {reason}", env.id) from None
-    if _too_deep(bytes(env.args)):
+    if _too_deep(raw):
         raise FrameError(f"`args` nests arrays and objects deeper than {MAX_DEPTH} levels", env.id)
     return args
 
