@@ -629,8 +629,9 @@ def _too_deep(raw: bytes, limit: int = MAX_DEPTH) -> bool:
 # Arrays, objects and values are counted with C-speed primitives too (D53):
 # escapes dropped as above; whitespace and colons deleted, every byte but
 # brackets, commas and quotes made "0" (so a scalar leaves at least one "0"),
-# then every string, quotes included, made one "0" (split at the quotes, keep
-# what is outside, joined by "0": no per-string regex). What is left is
+# runs of "0" made one, then every string, quotes included, made one "0" (in
+# bulk with bytes.replace, or by splitting at the quotes and joining what is
+# outside with "0": no per-string regex). What is left is
 # brackets, commas and zeros: an array or object is a "[", an empty one "[]",
 # and each comma separates two members of the one around it. Values = 1 (args)
 # + members, and members = commas + non-empty arrays and objects.
@@ -646,7 +647,15 @@ def _count(raw: bytes) -> tuple[int, int]:
     if b"\\" in raw:
         raw = raw.replace(b"\\\\", b"").replace(b'\\"', b"")
     shape = raw.translate(_SHAPE, _NOT_SHAPE)
+    while b"00" in shape:  # at most log2(len) passes, each in C
+        shape = shape.replace(b"0000", b"0").replace(b"00", b"0")
     if b'"' in shape:
+        # Strings with no bracket or comma inside, in bulk: after a closing
+        # quote comes `"`, `[`, `]`, `,` or a scalar and then `,` / `]`, never
+        # `0"`, so every match starts at an opening quote. Two strings with only
+        # a colon between may merge into one: brackets and commas stay outside.
+        shape = shape.replace(b'"0"', b"0").replace(b'""', b"0")
+    if b'"' in shape:  # strings holding brackets or commas: split at the quotes
         shape = b"0".join(shape.split(b'"')[::2])
     containers = shape.count(b"[")
     return containers, 1 + shape.count(b",") + containers - shape.count(b"[]")
