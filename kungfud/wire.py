@@ -586,8 +586,8 @@ def decode_envelope(text: str | bytes) -> Envelope:
 
 
 MAX_DEPTH = 64  # nesting of arrays and objects inside `args`
-MAX_CONTAINERS = 10_000  # arrays and objects in `args`, counted before any is built (D53)
-MAX_VALUES = 50_000  # values in `args`: itself, and every array element and object member (D53)
+MAX_CONTAINERS = 10_000  # arrays and objects in `args`, counted before any is built (D54)
+MAX_VALUES = 50_000  # values in `args`: itself, and every array element and object member (D54)
 
 # Depth is measured on the text with C-speed primitives only (bytes methods and one
 # regular expression), never a Python loop over bytes or values: escaped
@@ -626,7 +626,7 @@ def _too_deep(raw: bytes, limit: int = MAX_DEPTH) -> bool:
     return pattern.fullmatch(structure) is None
 
 
-# Arrays, objects and values are counted with C-speed primitives too (D53):
+# Arrays, objects and values are counted with C-speed primitives too (D54):
 # escapes dropped as above; whitespace and colons deleted, every byte but
 # brackets, commas and quotes made "0" (so a scalar leaves at least one "0"),
 # runs of "0" made one, then every string, quotes included, made one "0" (in
@@ -686,7 +686,7 @@ def decode_args(env: Envelope) -> Any:
     in C: building them costs the event loop ~0.2 µs each (a 1 MiB frame of
     ``[[],[],…]`` ~60 ms, of ``["a","a",…]`` ~30 ms), so ``args`` holding more
     than MAX_CONTAINERS arrays and objects or MAX_VALUES values is refused
-    unbuilt, whatever op it is for (H2, D53). The envelope decoder has
+    unbuilt, whatever op it is for (H2, D54). The envelope decoder has
     already checked that ``args`` is valid JSON, so the count is exact."""
     raw = bytes(env.args)
     over = _too_many(raw)

@@ -211,7 +211,7 @@ def test_L2_4_lone_surrogate_escape_is_named_and_the_id_before_it_echoed():
     assert wire.decode_args(wire.decode_envelope('{"id":1,"op":"hello","args":{"key":"\\\\ud800"}}')).key == "\\ud800"
 
 
-# --- how many arrays, objects and values, counted in C (H2, D53) -------------------------
+# --- how many arrays, objects and values, counted in C (H2, D54) -------------------------
 
 
 def _plain_count(value: Any) -> tuple[int, int]:
