@@ -586,8 +586,8 @@ def decode_envelope(text: str | bytes) -> Envelope:
 
 
 MAX_DEPTH = 64  # nesting of arrays and objects inside `args`
-MAX_CONTAINERS = 10_000  # arrays and objects in `args`, counted before any is built (D54)
-MAX_VALUES = 50_000  # values in `args`: itself, every element and member, an empty array/object twice (D54)
+MAX_CONTAINERS = 10_000  # arrays and objects in `args`, counted before any is built (D62)
+MAX_VALUES = 50_000  # values in `args`: itself, every element and member, an empty array/object twice (D62)
 
 # Depth is measured on the text with C-speed primitives only (bytes methods and one
 # regular expression), never a Python loop over bytes or values: escaped
@@ -626,7 +626,7 @@ def _too_deep(raw: bytes, limit: int = MAX_DEPTH) -> bool:
     return pattern.fullmatch(structure) is None
 
 
-# Arrays, objects and values are counted the same way (D54): escapes dropped,
+# Arrays, objects and values are counted the same way (D62): escapes dropped,
 # every byte but brackets, commas and quotes deleted, strings removed — in bulk
 # with bytes.replace when they hold no bracket or comma (as above), else by
 # splitting at the quotes and keeping what is outside. What is left is the
@@ -675,7 +675,7 @@ def decode_args(env: Envelope) -> Any:
     counted in C: building them cost the event loop ~140 ms for a 1 MiB frame
     of ``[[],[],…]``, ~30 ms of ``[{"a":1},…]``; so ``args`` holding more than
     MAX_CONTAINERS arrays and objects or MAX_VALUES values is refused unbuilt,
-    whatever op it is for (H2, D54). The envelope decoder has already checked
+    whatever op it is for (H2, D62). The envelope decoder has already checked
     that ``args`` is valid JSON, so the count is exact."""
     raw = bytes(env.args)
     over = _too_many(raw)

@@ -211,12 +211,12 @@ def test_L2_4_lone_surrogate_escape_is_named_and_the_id_before_it_echoed():
     assert wire.decode_args(wire.decode_envelope('{"id":1,"op":"hello","args":{"key":"\\\\ud800"}}')).key == "\\ud800"
 
 
-# --- how many arrays, objects and values, counted in C (H2, D54) -------------------------
+# --- how many arrays, objects and values, counted in C (H2, D62) -------------------------
 
 
 def _plain_count(value: Any) -> tuple[int, int]:
     """A plain count over decoded JSON: (arrays and objects, values), an empty
-    array or object counting as two values (docs/wire.md, D54)."""
+    array or object counting as two values (docs/wire.md, D62)."""
     if isinstance(value, (list, dict)):
         members = list(value.values() if isinstance(value, dict) else value)
         counts = [_plain_count(v) for v in members]

@@ -895,7 +895,7 @@ async def test_wire_content_flood_through_register_and_memory_create_does_not_st
     """Issue 12 H2 remainder: `agent.register` (before authentication) and every
     authenticated action decoded `content` — ~340k empty arrays cost the loop
     ~60-110 ms per frame, ~260k short strings ~30 ms. The daemon counts arrays,
-    objects and values in C and refuses such a frame before building any (D54);
+    objects and values in C and refuses such a frame before building any (D62);
     another client's `agent.whoami` p50 stays within 50 ms of the control's."""
     d = make_daemon(CONFIG, name="contentflood")
     _, flooder_key = await register(d.url, "flooder")
