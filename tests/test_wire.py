@@ -209,3 +209,94 @@ def test_L2_4_lone_surrogate_escape_is_named_and_the_id_before_it_echoed():
     # A proper pair, and an escaped backslash before "u", are fine.
     assert wire.decode_args(wire.decode_envelope('{"id":1,"op":"hello","args":{"key":"\\ud83d\\ude00"}}')).key == "😀"
     assert wire.decode_args(wire.decode_envelope('{"id":1,"op":"hello","args":{"key":"\\\\ud800"}}')).key == "\\ud800"
+
+
+# --- how many arrays, objects and values, counted in C (H2, D62) -------------------------
+
+
+def _plain_count(value: Any) -> tuple[int, int]:
+    """A plain count over decoded JSON: (arrays and objects, values), an empty
+    array or object counting as two values (docs/wire.md, D62)."""
+    if isinstance(value, (list, dict)):
+        members = list(value.values() if isinstance(value, dict) else value)
+        counts = [_plain_count(v) for v in members]
+        return 1 + sum(c for c, _ in counts), 1 + sum(v for _, v in counts) + (not members)
+    return 0, 1
+
+
+_count_text = st.text(alphabet='[]{}",: \\/u0aé\n', max_size=8)
+_count_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | _count_text,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_count_text, inner, max_size=4),
+    max_leaves=40,
+)
+
+
+@pytest.mark.rules("R12-11", "L4-5")
+@settings(max_examples=500, derandomize=True, deadline=None)
+@given(value=_count_json, indent=st.sampled_from([None, 0, 1]), ascii_only=st.booleans())
+def test_R12_11_counts_measured_in_c_agree_with_a_plain_count(value, indent, ascii_only):
+    raw = json.dumps({"content": {"v": value}}, indent=indent, ensure_ascii=ascii_only).encode()
+    assert wire._count(raw) == _plain_count(json.loads(raw))
+
+
+def _content_paths() -> list[tuple[str, tuple]]:
+    """(op, path) of every `content` field any op's args have (participant data)."""
+
+    def walk(t: mi.Type, path: tuple) -> Iterator[tuple]:
+        if isinstance(t, mi.UnionType):
+            for u in t.types:
+                yield from walk(u, path)
+        elif isinstance(t, mi.StructType):
+            for f in t.fields:
+                if f.name == "content" and any(
+                    isinstance(u, mi.DictType) for u in (f.type.types if isinstance(f.type, mi.UnionType) else [f.type])
+                ):
+                    yield path + ("content",)
+                else:
+                    yield from walk(f.type, path + (f.name,))
+        elif isinstance(t, mi.ListType):
+            yield from walk(t.item_type, path + (0,))
+
+    return sorted({(op, p) for op, spec in wire.OPS.items() for p in walk(mi.type_info(spec.args), ())})
+
+
+CONTENT_PATHS = _content_paths()
+
+
+def _args_with(path: tuple, item: Any, count: int, which: int) -> tuple[dict, str]:
+    """args with content at ``path`` holding ``item`` repeated so that count
+    number ``which`` (0: arrays and objects, 1: values) is exactly ``count``."""
+    one, two = (_plain_count(_args_at(path, {"x": [item] * n}))[which] for n in (1, 2))
+    assert (count - one) % (two - one) == 0
+    args = _args_at(path, {"x": [item] * (1 + (count - one) // (two - one))})
+    assert _plain_count(args)[which] == count
+    return args, json.dumps(args, separators=(",", ":"))
+
+
+@pytest.mark.rules("R12-11", "L4-5")
+def test_R12_11_exactly_the_count_limits_pass_and_one_more_is_refused_in_every_content_position():
+    assert len(CONTENT_PATHS) >= 14, CONTENT_PATHS  # register, memory, pins, threads, tasks, assignments…
+    for limit, item, which, what in (
+        (wire.MAX_CONTAINERS, [], 0, f"more than {wire.MAX_CONTAINERS} arrays and objects"),
+        (wire.MAX_VALUES, 0, 1, f"more than {wire.MAX_VALUES} values"),
+    ):
+        for op, path in CONTENT_PATHS:
+            key = ',"key":"k"' if wire.OPS[op].kind == "A" else ""
+            for count in (limit, limit + 1):
+                args, text = _args_with(path, item, count, which)
+                env = wire.decode_envelope('{"id":1,"op":"%s"%s,"args":%s}' % (op, key, text))
+                if count > limit:
+                    with pytest.raises(wire.FrameError) as e:
+                        wire.decode_args(env)
+                    assert e.value.req_id == 1 and what in e.value.reason, (op, path, e.value.reason)
+                else:  # other fields the op needs may be missing; the count is not what refuses it
+                    try:
+                        wire.decode_args(env)
+                    except wire.FrameError as e:
+                        assert "the limit per request" not in e.reason and "missing required field" in e.reason, (op, path, e.reason)
+    # Whole requests at the limits decode (content whose only need is to be an object).
+    for limit, item, which in ((wire.MAX_CONTAINERS, [], 0), (wire.MAX_VALUES, 0, 1)):
+        _, text = _args_with(("content",), item, limit, which)
+        args = wire.decode_args(wire.decode_envelope('{"id":1,"op":"memory.create","key":"k","args":%s}' % text))
+        assert len(args.content["x"]) == limit - 3  # args, content and x count too

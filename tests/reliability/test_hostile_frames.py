@@ -894,6 +894,45 @@ async def test_wire_empty_array_flood_before_and_after_authentication_does_not_s
     assert d.proc.poll() is None
 
 
+def _content_flood_frame(op: str, item: str | None, max_bytes: int = 1024 * 1024) -> str:
+    """An action whose content holds as many ``item`` as fit in just under 1 MiB
+    (``None``: one string that long instead, the harmless control)."""
+    head, tail = '{"id":1,"op":"%s","key":"k","args":{"content":{"x":[' % op, "]}}}"
+    if item is None:
+        return head + '"' + "a" * (max_bytes - len(head) - len(tail) - 2) + '"' + tail
+    n = (max_bytes - len(head) - len(tail) + 1) // (len(item) + 1)
+    frame = head + ",".join([item] * n) + tail
+    assert len(frame) <= max_bytes
+    return frame
+
+
+@pytest.mark.rules("R12-11", "L4-5")
+async def test_wire_content_flood_through_register_and_memory_create_does_not_stall_others(make_daemon, tmp_path):
+    """Issue 12 H2 remainder: `agent.register` (before authentication) and every
+    authenticated action decoded `content` — ~340k empty arrays cost the loop
+    ~60-110 ms per frame, ~260k short strings ~30 ms. The daemon counts arrays,
+    objects and values in C and refuses such a frame before building any (D62);
+    another client's `agent.whoami` p50 stays within 50 ms of the control's."""
+    d = make_daemon(CONFIG, name="contentflood")
+    _, flooder_key = await register(d.url, "flooder")
+    _, victim_key = await register(d.url, "victim")
+    for op, key in (("agent.register", "-"), ("memory.create", flooder_key)):
+        control = tmp_path / f"{op}.control.json"
+        control.write_text(_content_flood_frame(op, None))
+        p50_control = await _p50_during_flood(d.url, key, victim_key, control)
+        for name, item in (("arrays", "[]"), ("strings", '"ab"')):
+            frame = tmp_path / f"{op}.{name}.json"
+            frame.write_text(_content_flood_frame(op, item))
+            p50 = await _p50_during_flood(d.url, key, victim_key, frame)
+            assert p50 < 50 + p50_control, (op, name, p50, p50_control)
+            async with await Raw.connect(d.url, None if key == "-" else key) as r:
+                await r.send(frame.read_text())
+                reply = json.loads(await r.reply_text(1))
+            err = check_error(reply["error"])
+            assert err["code"] == "bad_request" and "the limit per request" in err["reason"], (op, name, err)
+    assert d.proc.poll() is None
+
+
 @pytest.mark.rules("L2-4")
 async def test_wire_review_L1_L6_shapes_are_bad_request_with_short_reasons(make_daemon):
     d = make_daemon(CONFIG, name="shapes")
