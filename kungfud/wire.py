@@ -515,7 +515,7 @@ def _readable_id(text: str | bytes) -> ReqId | None:
         return _leading_id(text)  # too deep to decode at all
     except (msgspec.DecodeError, msgspec.ValidationError, ValueError):
         return None
-    if len(raw) > 400:  # longer than any valid id, even with every character escaped
+    if len(raw) > 64 * 12 + 2:  # longer than any valid id: 64 astral characters as escaped surrogate pairs, quoted
         return None
     try:
         rid = _loose_dec.decode(raw)

@@ -211,6 +211,18 @@ def test_L2_4_lone_surrogate_escape_is_named_and_the_id_before_it_echoed():
     assert wire.decode_args(wire.decode_envelope('{"id":1,"op":"hello","args":{"key":"\\\\ud800"}}')).key == "\\ud800"
 
 
+@pytest.mark.rules("L2-4")
+def test_L2_4_a_valid_id_is_echoed_even_with_every_character_escaped():
+    """WIRE.md "Transport": a frame that is not a request gets `bad_request` with
+    its `id` whenever one can be read. An id of 64 astral characters, each written
+    as an escaped surrogate pair, is 770 bytes of JSON and still a valid id."""
+    rid = "\U0001F600" * 64
+    frame = '{"id":"' + "\\ud83d\\ude00" * 64 + '","args":{}}'  # no op
+    with pytest.raises(wire.FrameError) as e:
+        wire.decode_envelope(frame)
+    assert e.value.req_id == rid
+
+
 # --- how many arrays, objects and values, counted in C (H2, D62) -------------------------
 
 
