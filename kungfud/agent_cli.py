@@ -510,7 +510,15 @@ def _add_post_args(p) -> None:
     p.add_argument("thread", metavar="THREAD")
     _add_content_args(p, memory=True)
     p.add_argument("--reply-to", type=int, metavar="N", help="entry number this replies to")
-    p.add_argument("--ask", action="extend", nargs="+", metavar="AGENT", help="agents asked to respond (repeatable)")
+    asking = p.add_mutually_exclusive_group()
+    asking.add_argument("--ask", action="extend", nargs="+", metavar="AGENT", help="agents asked to respond (repeatable)")
+    asking.add_argument(
+        "--no-ask",
+        action="store_const",
+        const=[],
+        dest="ask",
+        help="ask no one (sends ask: []): a reply that needs no answer, so the exchange ends here",
+    )
     p.add_argument("--task", metavar="TASK", help="reference a Task")
     a = p.add_argument_group("assignment (with --assign-to)")
     a.add_argument("--assign-to", metavar="AGENT", help="assign work to AGENT with this entry")
@@ -726,7 +734,7 @@ OP_COMMANDS: dict[str, str] = {
     "thread.leave": "thread leave THREAD",
     "thread.remove": "thread remove THREAD AGENT",
     "thread.set_role": "thread set-role THREAD AGENT ROLE",
-    "thread.post": "post THREAD --text TEXT [--ask AGENT…] [--reply-to N] [--assign-to AGENT --criteria TEXT]",
+    "thread.post": "post THREAD --text TEXT [--ask AGENT… | --no-ask] [--reply-to N] [--assign-to AGENT --criteria TEXT]",
     "thread.handle": "thread handle THREAD#ENTRY [--note TEXT]",
     "thread.retract": "thread retract THREAD#ENTRY",
     "thread.close": "thread close THREAD",
