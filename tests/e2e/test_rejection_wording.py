@@ -137,31 +137,42 @@ async def test_wire_unknown_op_suggests_the_closest_name_cut_to_64_characters(da
 
 
 @pytest.mark.rules("L2-4")
-async def test_wire_every_op_refused_for_a_stranger_gives_reasons_without_internal_references(daemon):
-    """Every op, sent by an agent that may read nothing, with ids that name nothing
-    and with ids of objects it may not read: each refusal passes check_failure,
-    which fails on a rule, section or decision number in a reason."""
+async def test_wire_every_op_refused_gives_reasons_without_internal_references(daemon):
+    """Every op, sent by a stranger (ids that name nothing, objects it may not
+    read), by an observer of the Thread, and by the author of every object: each
+    refusal passes check_failure, which fails on a rule, section or decision
+    number in a reason."""
     alice, eve = await agents(daemon.url, "alice", "eve")
     try:
         th = await new_thread(alice)
         me = (await alice.act("memory.create", {"content": {"t": 1}}))["memory"]
-        tk = (await alice.act("task.create", {"audience": "open", "contract": {"content": {"output": "o", "criteria": "c"}}}))["task"]
+        tk = (await alice.act("task.create", {"audience": "open",
+                                              "contract": {"content": {"output": "o", "criteria": "c"}}}))["task"]
         ids = {"thread": [th, fake_id("th_")], "memory": [me, fake_id("me_")], "task": [tk, fake_id("tk_")],
                "assignment": [fake_id("as_")], "engagement": [fake_id("en_")], "agent": [alice.id, fake_id("ag_")]}
-        seen = 0
-        for op, spec in OPS.items():
-            if op in ("hello", "agent.register", "agent.rotate_key"):
-                continue  # open ops, and the one that would end this connection
-            fields = set(spec.args.__struct_fields__)
-            for variant in (0, 1):
-                args = {name: vals[min(variant, len(vals) - 1)] for name, vals in ids.items()}
-                args.update(entry=1, token="kt_" + "y" * 43, role="speaker", verdict="reject",
-                            content={"text": "x"}, status="deactivated")
-                args = {k: v for k, v in args.items() if k in fields}
-                resp = await eve.c.request(op, args, key=new_key() if spec.kind == "A" else None)
-                if not resp["ok"]:
-                    check_failure(resp)
-                    seen += 1
-        assert seen > len(OPS) // 2, seen  # most ops refused this caller
+        refused: set[str] = set()
+
+        async def sweep(who) -> None:
+            for op, spec in OPS.items():
+                if op in ("hello", "agent.register", "agent.rotate_key"):
+                    continue  # open ops, and the one that would end this connection
+                fields = set(spec.args.__struct_fields__)
+                for variant in (0, 1):
+                    args = {name: vals[min(variant, len(vals) - 1)] for name, vals in ids.items()}
+                    args.update(entry=1, token="kt_" + "y" * 43, role="speaker", verdict="reject",
+                                content={"text": "x"}, status="deactivated")
+                    args = {k: v for k, v in args.items() if k in fields}
+                    resp = await who.c.request(op, args, key=new_key() if spec.kind == "A" else None)
+                    if not resp["ok"]:
+                        check_failure(resp)
+                        refused.add(f"{resp['error']['code']}:{resp['error']['reason'][:30]}")
+
+        await sweep(eve)  # a stranger
+        grant = await alice.act("thread.admit", {"thread": th, "role": "observer"})
+        await eve.act("thread.join", {"token": grant["token"]})
+        await alice.act("thread.post", {"thread": th, "content": {"text": "hello"}})
+        await sweep(eve)  # an observer: reads the Thread, may not post
+        await sweep(alice)  # the author of everything: may not take its own Task, …
+        assert len(refused) > 20, refused  # many distinct refusals were walked
     finally:
         await close_all(alice, eve)
