@@ -7,6 +7,10 @@ with milliseconds (WIRE.md "Conventions").
 from __future__ import annotations
 
 import datetime as _dt
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..errors import Rejection
 
 __all__ = ["rfc3339", "parse_rfc3339", "deadline_passed"]
 
@@ -22,7 +26,6 @@ def rfc3339(ms: int) -> str:
 def parse_rfc3339(text: str) -> int:
     t = _dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
     return int((t - _EPOCH).total_seconds() * 1000 + 0.5)
-
 
 
 def deadline_passed(kind: str, ident: str, outcome: str, at: int) -> "Rejection":

@@ -159,3 +159,16 @@ async def test_ops_metrics_events_sent_counts_frames_replayed_by_subscribe_since
     assert lines["kungfud_events_sent_total"] == len(got), (lines["kungfud_events_sent_total"], got)
     await a.close()
     await b.close()
+
+
+@pytest.mark.rules("L4-6")
+def test_ops_metrics_names_are_exactly_the_documented_ones(daemon):
+    """docs/operations.md lists every metric family /metrics exposes, and no other."""
+    import re
+    from pathlib import Path
+
+    _, _, text = _http(daemon, "/metrics")
+    exposed = set(re.findall(r"^# TYPE (kungfud_\w+) ", text, flags=re.M))
+    doc = (Path(__file__).resolve().parent.parent.parent / "docs" / "operations.md").read_text()
+    documented = set(re.findall(r"`(kungfud_\w+)", doc))
+    assert exposed == documented, (exposed - documented, documented - exposed)
