@@ -15,8 +15,13 @@ INTERNAL_REF = re.compile(r"R\d|§|\bB\d+\b|\bD\d+\b|DECISIONS")
 RULE_ID = re.compile(r"R\d+(\.\d+)?-\d+")
 
 
+QUOTED = re.compile(r"`.*`", flags=re.S)  # first to last backtick: what the reason quotes
+
+
 def check_wording(reason: str, rule: object = None, what: object = None) -> None:
-    found = INTERNAL_REF.search(reason)
+    """Client text a reason quotes (an unknown op or field, a path, a type) is in
+    backticks and may hold anything, "§" included; the daemon's own words may not."""
+    found = INTERNAL_REF.search(QUOTED.sub("``", reason))
     assert found is None, f"a reason names an internal reference {found.group()!r}: {what if what is not None else reason}"
     if rule is not None:
         assert isinstance(rule, str) and RULE_ID.fullmatch(rule), f"`rule` is not a spec rule id: {what or rule}"
