@@ -40,7 +40,7 @@ def test_wire_config_unknown_key_is_an_error_naming_it(tmp_path):
 
 
 def test_wire_config_unknown_key_or_section_suggests_the_closest_name_cut_to_64(tmp_path):
-    """WIRE.md 1.1 "Wording of rejections" (docs/decisions.md D58)."""
+    """WIRE.md 1.1 "Wording of rejections" (docs/decisions.md D67)."""
     f = tmp_path / "bad.toml"
     f.write_text("[limits]\nactions_per_minutes = 5\n")
     with pytest.raises(ConfigError) as e:
