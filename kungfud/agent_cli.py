@@ -20,6 +20,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import shlex
 import sys
 import time
@@ -172,6 +173,16 @@ def _entry_ref(thread: str, entry: int | None) -> tuple[str, int]:
     if entry is None:
         raise UsageError("name the entry: THREAD ENTRY or THREAD#ENTRY")
     return thread, entry
+
+
+_REF = re.compile(r"(?:th_[0-9a-z_]+/(?P<a>as_[0-9a-z_]+))|(?:tk_[0-9a-z_]+/(?P<e>en_[0-9a-z_]+))")
+
+
+def _pasted_id(ident: str) -> str:
+    """An id as a command takes it, also from a ref as lists print it
+    (`th_…/as_…`, `tk_…/en_…`), so every printed ref pastes into the next command."""
+    m = _REF.fullmatch(ident)
+    return (m.group("a") or m.group("e")) if m else ident
 
 
 def _by_prefix(ident: str, choices: dict[str, str], what: str) -> str:
@@ -510,7 +521,15 @@ def _add_post_args(p) -> None:
     p.add_argument("thread", metavar="THREAD")
     _add_content_args(p, memory=True)
     p.add_argument("--reply-to", type=int, metavar="N", help="entry number this replies to")
-    p.add_argument("--ask", action="extend", nargs="+", metavar="AGENT", help="agents asked to respond (repeatable)")
+    asking = p.add_mutually_exclusive_group()
+    asking.add_argument("--ask", action="extend", nargs="+", metavar="AGENT", help="agents asked to respond (repeatable)")
+    asking.add_argument(
+        "--no-ask",
+        action="store_const",
+        const=[],
+        dest="ask",
+        help="ask no one (sends ask: []): a reply that needs no answer, so the exchange ends here",
+    )
     p.add_argument("--task", metavar="TASK", help="reference a Task")
     a = p.add_argument_group("assignment (with --assign-to)")
     a.add_argument("--assign-to", metavar="AGENT", help="assign work to AGENT with this entry")
@@ -586,7 +605,7 @@ def parser() -> argparse.ArgumentParser:
     _add_page_args(s.add("outcomes", _b_outcomes, "how work you took, created or judge ended, newest first", action=False))
 
     p = s.add("get", _b_get, "read any object by id: me_, th_, as_, tk_ or en_", action=False)
-    p.add_argument("id", metavar="ID")
+    p.add_argument("id", metavar="ID", type=_pasted_id)
     p.add_argument("--version", type=int, help="Memory version, or Task contract version")
 
     m = s.group("memory", "Memories: create, update, get, list, publish, unpublish, withdraw")
@@ -643,20 +662,20 @@ def parser() -> argparse.ArgumentParser:
     _add_post_args(s.add("post", _b_post, "same as: thread post", action=True))
 
     p = s.add("take", _b_take, "take an assignment (as_…) or a Task (tk_…)", action=True)
-    p.add_argument("id", metavar="ASSIGNMENT|TASK")
+    p.add_argument("id", metavar="ASSIGNMENT|TASK", type=_pasted_id)
     _add_content_args(p, memory=True)
     p = s.add("deliver", _b_deliver, "deliver on an assignment (as_…) or engagement (en_…)", action=True)
-    p.add_argument("id", metavar="ASSIGNMENT|ENGAGEMENT")
+    p.add_argument("id", metavar="ASSIGNMENT|ENGAGEMENT", type=_pasted_id)
     _add_content_args(p, memory=True)
     p = s.add("judge", _b_judge, "adopt or reject a delivery (as_… or en_…)", action=True)
-    p.add_argument("id", metavar="ASSIGNMENT|ENGAGEMENT")
+    p.add_argument("id", metavar="ASSIGNMENT|ENGAGEMENT", type=_pasted_id)
     p.add_argument("verdict", choices=["adopt", "reject"])
     p.add_argument("--reason", help="why (required to reject)")
-    s.add("drop", _b_drop, "drop a taken assignment (as_…) or engagement (en_…)", action=True).add_argument("id", metavar="ASSIGNMENT|ENGAGEMENT")
-    s.add("void", _b_void, "void an assignment you created", action=True).add_argument("assignment", metavar="ASSIGNMENT")
+    s.add("drop", _b_drop, "drop a taken assignment (as_…) or engagement (en_…)", action=True).add_argument("id", metavar="ASSIGNMENT|ENGAGEMENT", type=_pasted_id)
+    s.add("void", _b_void, "void an assignment you created", action=True).add_argument("assignment", metavar="ASSIGNMENT", type=_pasted_id)
 
     a = s.group("assignment", "assignments: get (act with take, deliver, judge, drop, void)")
-    a.add("get", _b_assignment_get, "the assignment's working set", action=False).add_argument("assignment", metavar="ASSIGNMENT")
+    a.add("get", _b_assignment_get, "the assignment's working set", action=False).add_argument("assignment", metavar="ASSIGNMENT", type=_pasted_id)
 
     k = s.group("task", "Tasks: create, revise, pause, resume, get, list (act with take, deliver, judge, drop)")
     p = k.add("create", _b_task_create, "publish a Task", action=True)
@@ -675,7 +694,7 @@ def parser() -> argparse.ArgumentParser:
     _add_page_args(p)
 
     e = s.group("engagement", "engagements: get")
-    e.add("get", _b_engagement_get, "the engagement's working set", action=False).add_argument("engagement", metavar="ENGAGEMENT")
+    e.add("get", _b_engagement_get, "the engagement's working set", action=False).add_argument("engagement", metavar="ENGAGEMENT", type=_pasted_id)
 
     ad = s.group("admin", "administration (admin agents only)")
     p = ad.add("set-status", _b_set_status, "activate or deactivate an agent", action=True)
@@ -726,7 +745,7 @@ OP_COMMANDS: dict[str, str] = {
     "thread.leave": "thread leave THREAD",
     "thread.remove": "thread remove THREAD AGENT",
     "thread.set_role": "thread set-role THREAD AGENT ROLE",
-    "thread.post": "post THREAD --text TEXT [--ask AGENT…] [--reply-to N] [--assign-to AGENT --criteria TEXT]",
+    "thread.post": "post THREAD --text TEXT [--ask AGENT… | --no-ask] [--reply-to N] [--assign-to AGENT --criteria TEXT]",
     "thread.handle": "thread handle THREAD#ENTRY [--note TEXT]",
     "thread.retract": "thread retract THREAD#ENTRY",
     "thread.close": "thread close THREAD",

@@ -6,6 +6,7 @@ Flags override the file, which overrides the defaults; the defaults need no file
 
 from __future__ import annotations
 
+import difflib
 import os
 import tomllib
 from typing import Annotated, Literal
@@ -88,6 +89,28 @@ def parse_listen(text: str) -> tuple[str, int]:
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
+def _unknown_key(raw: dict) -> str | None:
+    """The first key the daemon does not know, named with the closest known one
+    ("did you mean …?"); the echoed name is cut like all echoed text."""
+    from .errors import echo
+
+    def suggest(name: str, known: list[str]) -> str:
+        close = difflib.get_close_matches(name, known, n=1)
+        return f"; did you mean `{close[0]}`?" if close else ""
+
+    sections = {f: getattr(Config(), f) for f in Config.__struct_fields__}
+    for section, table in raw.items():
+        if section not in sections:
+            return f"unknown section `{echo(section)}`" + suggest(section, sorted(sections))
+        if not isinstance(table, dict):
+            continue  # a wrong type is reported by the conversion, with its path
+        fields = list(type(sections[section]).__struct_fields__)
+        for key in table:
+            if key not in fields:
+                return f"unknown key `{echo(key)}` in [{section}]" + suggest(key, fields)
+    return None
+
+
 def load(path: str | None = None, *, data_dir: str | None = None, listen: str | None = None) -> Config:
     raw: dict = {}
     if path is not None:
@@ -98,6 +121,8 @@ def load(path: str | None = None, *, data_dir: str | None = None, listen: str | 
             raise ConfigError(f"cannot read config file {path}: {e.strerror}") from None
         except tomllib.TOMLDecodeError as e:
             raise ConfigError(f"config file {path} is not valid TOML: {e}") from None
+    if (unknown := _unknown_key(raw)) is not None:
+        raise ConfigError(f"config file {path}: {unknown}")
     try:
         cfg = msgspec.convert(raw, Config)
     except msgspec.ValidationError as e:

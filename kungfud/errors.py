@@ -55,32 +55,36 @@ class Rejection(msgspec.Struct, frozen=True, omit_defaults=True):
     reason: str
     next: Next
     hint: Hint | None = None
+    # The spec rule behind the refusal, when one applies (WIRE.md 1.1 "Wording of
+    # rejections"): rule ids live here, never in ``reason``.
+    rule: str | None = None
 
     def __str__(self) -> str:
         return f"{self.code}: {self.reason} (next: {self.next})"
 
     # Helpers keep call sites short and the code/next pairing consistent.
     @classmethod
-    def bad_request(cls, reason: str) -> "Rejection":
-        return cls("bad_request", reason, "revise")
+    def bad_request(cls, reason: str, rule: str | None = None) -> "Rejection":
+        return cls("bad_request", reason, "revise", rule=rule)
 
     @classmethod
     def not_found(cls, what: str, ident: str) -> "Rejection":
-        # Worded identically for "never existed" and "exists but unreadable" (R12-9).
-        return cls("not_found", f"{what} {ident} does not exist", "stop")
+        # Worded identically for "never existed" and "exists but unreadable" (R12-9),
+        # and saying so (WIRE.md 1.1 "Wording of rejections").
+        return cls("not_found", f"{what} {ident} was not found, or you may not read it", "stop")
 
     @classmethod
-    def forbidden(cls, reason: str) -> "Rejection":
-        return cls("forbidden", reason, "stop")
+    def forbidden(cls, reason: str, rule: str | None = None) -> "Rejection":
+        return cls("forbidden", reason, "stop", rule=rule)
 
     @classmethod
-    def conflict(cls, reason: str, hint: Hint | None = None) -> "Rejection":
-        return cls("conflict", reason, "stop", hint)
+    def conflict(cls, reason: str, hint: Hint | None = None, rule: str | None = None) -> "Rejection":
+        return cls("conflict", reason, "stop", hint, rule)
 
     @classmethod
-    def unavailable(cls, reason: str) -> "Rejection":
-        return cls("unavailable", reason, "retry")
+    def unavailable(cls, reason: str, rule: str | None = None) -> "Rejection":
+        return cls("unavailable", reason, "retry", rule=rule)
 
     @classmethod
-    def rate_limited(cls, reason: str) -> "Rejection":
-        return cls("rate_limited", reason, "wait")
+    def rate_limited(cls, reason: str, rule: str | None = None) -> "Rejection":
+        return cls("rate_limited", reason, "wait", rule=rule)

@@ -8,6 +8,7 @@ built once.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import re
 from typing import Annotated, Any, Literal, NamedTuple
@@ -570,7 +571,9 @@ def decode_envelope(text: str | bytes) -> Envelope:
         raise FrameError("invalid request frame: integer `id` out of range")
     spec = OPS.get(env.op)
     if spec is None:
-        raise FrameError(f"unknown op `{echo(env.op)}`", env.id)
+        close = difflib.get_close_matches(env.op, list(OPS), n=1)
+        suggestion = f"; did you mean `{close[0]}`?" if close else ""
+        raise FrameError(f"unknown op `{echo(env.op)}`{suggestion}", env.id)
     if bytes(memoryview(env.args)[:1]) != b"{":  # the rest of args is read only when it is used
         raise FrameError(f"invalid args for {env.op}: Expected `object` - at `$.args`", env.id)
     if spec.kind == "A":

@@ -39,6 +39,22 @@ def test_wire_config_unknown_key_is_an_error_naming_it(tmp_path):
         load(str(f))
 
 
+def test_wire_config_unknown_key_or_section_suggests_the_closest_name_cut_to_64(tmp_path):
+    """WIRE.md 1.1 "Wording of rejections" (docs/decisions.md D67)."""
+    f = tmp_path / "bad.toml"
+    f.write_text("[limits]\nactions_per_minutes = 5\n")
+    with pytest.raises(ConfigError) as e:
+        load(str(f))
+    assert str(e.value).endswith("unknown key `actions_per_minutes` in [limits]; did you mean `actions_per_minute`?")
+    f.write_text('[servr]\nlisten = "127.0.0.1:1"\n')
+    with pytest.raises(ConfigError, match=r"unknown section `servr`; did you mean `server`\?"):
+        load(str(f))
+    f.write_text("[server]\n" + "q" * 300 + " = 1\n")
+    with pytest.raises(ConfigError) as e:
+        load(str(f))
+    assert "q" * 63 + "…" in str(e.value) and "q" * 64 not in str(e.value) and "did you mean" not in str(e.value)
+
+
 def test_wire_config_flags_override_the_file(tmp_path):
     f = tmp_path / "c.toml"
     f.write_text('[server]\nlisten = "127.0.0.1:9999"\n[storage]\ndata_dir = "/nowhere"\n')

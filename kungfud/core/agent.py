@@ -91,7 +91,7 @@ def require_active(ctx: "Ctx") -> Rejection | None:
     if ctx.caller is None:
         return Rejection("unauthenticated", "this action needs an authenticated agent", "revise")
     if not ctx.caller.active:
-        return Rejection.forbidden(f"agent {ctx.caller.agent} is deactivated and may not act (§4)")
+        return Rejection.forbidden(f"agent {ctx.caller.agent} is deactivated and may not act")
     return None
 
 

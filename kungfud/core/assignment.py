@@ -17,7 +17,7 @@ import msgspec
 
 from ..errors import Rejection
 from .agent import require_active
-from .clock import rfc3339
+from .clock import deadline_passed, rfc3339
 from .decision import make
 from .facts import (
     AssignmentCreated,
@@ -189,11 +189,18 @@ def _load(cmd_assignment: str, ctx: "Ctx") -> tuple[AssignmentState | None, "Thr
         return None, None, Rejection.not_found("assignment", cmd_assignment)
     if (due := due_expiries(thread, ctx.now)) and cmd_assignment in due:
         # B5: a deadline at or before now wins; the actor records the expiry first.
-        return None, None, Rejection.conflict(f"assignment {cmd_assignment}'s deadline has passed", None)
+        return None, None, _terminal(state, effective(state, ctx.now))
     return state, thread, None
 
 
-def _terminal(state: AssignmentState) -> Rejection:
+def _terminal(state: AssignmentState, name: StateName | None = None) -> Rejection:
+    """``name``: the state as of now when a deadline has passed but its expiry
+    is not recorded yet (it is then the same refusal as after the expiry)."""
+    name = name or state.state
+    if name == "timed_out" and state.deliver_by is not None:
+        return deadline_passed("assignment", state.assignment, name, state.deliver_by)
+    if name == "undecided" and state.judge_by is not None:
+        return deadline_passed("assignment", state.assignment, name, state.judge_by)
     return Rejection.conflict(f"assignment {state.assignment} is {state.state.replace('_', ' ')}; that state is final")
 
 
@@ -259,7 +266,7 @@ def decide_deliver(cmd: Deliver, ctx: "Ctx") -> Decision | Rejection:
         return Rejection.forbidden(f"only the member that took assignment {cmd.assignment} delivers it")
     if state.state != "taken":
         if state.state == "delivered":
-            return Rejection.conflict(f"assignment {cmd.assignment} was already delivered; a delivery cannot be replaced (R6.4-9)")
+            return Rejection.conflict(f"assignment {cmd.assignment} was already delivered; a delivery cannot be replaced", rule="R6.4-9")
         return _terminal(state)
     facts = _delivery_facts(state, cmd.pin, ctx)
     if isinstance(facts, Rejection):
@@ -289,14 +296,15 @@ def decide_judge(cmd: Judge, ctx: "Ctx") -> Decision | Rejection:
         return Rejection.forbidden(f"only the creator of assignment {cmd.assignment} judges it")
     if state.forfeited:
         return Rejection.forbidden(
-            f"your right to judge assignment {cmd.assignment} was forfeited when your membership ended (R6.2-13)"
+            f"your right to judge assignment {cmd.assignment} was forfeited when your membership ended",
+            rule="R6.2-13",
         )
     if state.state != "delivered":
         if state.state in TERMINAL:
             return _terminal(state)
         return Rejection("conflict", f"assignment {cmd.assignment} has not been delivered yet", "wait")
     if cmd.verdict == "reject" and cmd.reason is None:
-        return Rejection.bad_request("a rejection must carry a reason the taker can read (R6.4-26) - at `$.args.content`")
+        return Rejection.bad_request("a rejection must carry a reason the taker can read - at `$.args.content`", rule="R6.4-26")
     fact = AssignmentJudged(
         at=ctx.now, by=me, assignment=cmd.assignment, thread=state.thread, verdict=cmd.verdict, reason=cmd.reason
     )

@@ -17,7 +17,7 @@ import msgspec
 
 from ..errors import Hint, Rejection
 from .agent import require_active
-from .clock import rfc3339
+from .clock import deadline_passed, rfc3339
 from .decision import make
 from .facts import (
     Decision,
@@ -156,14 +156,14 @@ def take_refusal(task: TaskState, contract: ContractState, me: str) -> Rejection
     one rule for taking, for ``task.get``'s actions, ``task.list`` and
     ``opportunities``; assumes ``me`` may read the contract (else not_found)."""
     if not in_audience(task, me):
-        return Rejection.forbidden(f"task {task.task} is restricted to the agents its author named at creation (R7.2-3)")
+        return Rejection.forbidden(f"task {task.task} is restricted to the agents its author named at creation", rule="R7.2-3")
     if me == task.author:
-        return Rejection.forbidden(f"the author may not take its own task {task.task} (R7.2-6)")
+        return Rejection.forbidden(f"the author may not take its own task {task.task}", rule="R7.2-6")
     if contract.contract.judge == me:
-        return Rejection.forbidden(f"the designated judge of task {task.task} may not take it (DECISIONS.md B17)")
+        return Rejection.forbidden(f"the designated judge of task {task.task} may not take it")
     el = contract.contract.eligibility
     if el is not None and me not in el:
-        return Rejection.forbidden(f"you are not eligible for task {task.task} under its contract (R7.1-5)")
+        return Rejection.forbidden(f"you are not eligible for task {task.task} under its contract", rule="R7.1-5")
     return None
 
 
@@ -175,9 +175,9 @@ def closed_to_takes(task: TaskState, author_active: bool) -> Rejection | None:
     if not task.accepting:
         return Rejection("conflict", f"task {task.task} is paused and accepts no new engagements", "wait")
     if not author_active:
-        return Rejection.conflict(f"the author of task {task.task} is deactivated; it accepts no new engagements (B2)")
+        return Rejection.conflict(f"the author of task {task.task} is deactivated; it accepts no new engagements")
     if task.limit is not None and task.adoptions >= task.limit:
-        return Rejection.conflict(f"task {task.task} reached its adoption limit of {task.limit} (B21)")
+        return Rejection.conflict(f"task {task.task} reached its adoption limit of {task.limit}")
     return None
 
 
@@ -213,7 +213,7 @@ def decide_take(cmd: TakeTask, ctx: "Ctx") -> Decision | Rejection:
                 [], _take_result(existing, task, e.contract_version, e.inputs, e.deliver_by, e.state, True), {}
             )
         if e.state != "taken":
-            return Rejection.conflict(f"your engagement {existing} on task {cmd.task} was already delivered (R7.3-13)")
+            return Rejection.conflict(f"your engagement {existing} on task {cmd.task} was already delivered", rule="R7.3-13")
         facts = _delivery_facts(e, cmd.deliver, ctx)
         if isinstance(facts, Rejection):
             return facts
@@ -281,12 +281,24 @@ def _load(engagement: str, ctx: "Ctx") -> tuple[EngagementState | None, TaskStat
         return None, None, Rejection.not_found("engagement", engagement)
     task: TaskState = ctx.get(e.task)
     if engagement in due_expiries(task, ctx.now):
-        return None, None, Rejection.conflict(f"engagement {engagement}'s deadline has passed (L4-3)")
+        # A deadline at or before now wins; the actor records the expiry first.
+        outcome = dict(expiry_outcomes(task, ctx.now, ctx.get))[engagement]
+        return None, None, _expired(e, outcome)
     return e, task, None
 
 
+def _expired(e: EngagementState, outcome: str) -> Rejection:
+    """A deadline ended the engagement (recorded or not yet): when, and what next."""
+    if outcome == "timed_out":
+        return deadline_passed("engagement", e.engagement, outcome, e.deliver_by)
+    assert e.judge_by is not None
+    return deadline_passed("engagement", e.engagement, outcome, e.judge_by)
+
+
 def _terminal(e: EngagementState) -> Rejection:
-    return Rejection.conflict(f"engagement {e.engagement} is {e.state.replace('_', ' ')}; that state is final (R7.3-25)")
+    if e.state in ("timed_out", "undecided") or (e.state == "adopted" and e.judged_at is None):
+        return _expired(e, e.state)
+    return Rejection.conflict(f"engagement {e.engagement} is {e.state.replace('_', ' ')}; that state is final", rule="R7.3-25")
 
 
 def decide_deliver(cmd: DeliverTask, ctx: "Ctx") -> Decision | Rejection:
@@ -295,10 +307,10 @@ def decide_deliver(cmd: DeliverTask, ctx: "Ctx") -> Decision | Rejection:
         return r
     assert e is not None and ctx.caller is not None
     if e.agent != ctx.caller.agent:
-        return Rejection.forbidden(f"only the engaged agent delivers engagement {cmd.engagement} (R7.3-9)")
+        return Rejection.forbidden(f"only the engaged agent delivers engagement {cmd.engagement}", rule="R7.3-9")
     if e.state != "taken":
         if e.state == "delivered":
-            return Rejection.conflict(f"engagement {cmd.engagement} was already delivered; a delivery cannot be replaced (R7.3-13)")
+            return Rejection.conflict(f"engagement {cmd.engagement} was already delivered; a delivery cannot be replaced", rule="R7.3-13")
         return _terminal(e)
     facts = _delivery_facts(e, cmd.pin, ctx)
     if isinstance(facts, Rejection):
@@ -322,7 +334,7 @@ def decide_drop(cmd: DropTask, ctx: "Ctx") -> Decision | Rejection:
         return r
     assert e is not None and ctx.caller is not None
     if e.agent != ctx.caller.agent:
-        return Rejection.forbidden(f"only the engaged agent may drop engagement {cmd.engagement} (R7.3-9)")
+        return Rejection.forbidden(f"only the engaged agent may drop engagement {cmd.engagement}", rule="R7.3-9")
     if e.state != "taken":
         if e.state == "delivered":
             return Rejection.conflict(f"engagement {cmd.engagement} was already delivered; only undelivered work is dropped")
@@ -340,13 +352,13 @@ def decide_judge(cmd: JudgeTask, ctx: "Ctx") -> Decision | Rejection:
     assert e is not None and task is not None and ctx.caller is not None
     me = ctx.caller.agent
     if e.judge != me:
-        return Rejection.forbidden(f"only the judge of engagement {cmd.engagement} may judge it (R7-1, DECISIONS.md B17)")
+        return Rejection.forbidden(f"only the judge of engagement {cmd.engagement} may judge it", rule="R7-1")
     if e.state != "delivered":
         if e.state in TERMINAL:
             return _terminal(e)
         return Rejection("conflict", f"engagement {cmd.engagement} has not been delivered yet", "wait")
     if cmd.verdict == "reject" and cmd.reason is None:
-        return Rejection.bad_request("a rejection must carry a reason the engaged agent can read (R7.3-17) - at `$.args.content`")
+        return Rejection.bad_request("a rejection must carry a reason the engaged agent can read - at `$.args.content`", rule="R7.3-17")
     if cmd.verdict == "adopt" and e.adoption_limit is not None and task.adoptions >= e.adoption_limit:
         # WIRE.md 1.1: the judge obligation stays until a verdict; the one left is reject.
         return Rejection(

@@ -144,9 +144,9 @@ def decide_post(cmd: Post, ctx: "Ctx") -> Decision | Rejection:
     assert state is not None
     # D5: permission before state.
     if not may_speak(state, me):
-        return Rejection.forbidden(f"you are an observer in thread {cmd.thread}; only speakers and governors post (R6.3-1)")
+        return Rejection.forbidden(f"you are an observer in thread {cmd.thread}; only speakers and governors post", rule="R6.3-1")
     if not state.open:
-        return Rejection.conflict(f"thread {cmd.thread} is closed; a closed thread is read-only (§6.5)")
+        return Rejection.conflict(f"thread {cmd.thread} is closed; a closed thread is read-only")
     facts: list[Fact] = []
     pinned = resolve_pin(cmd.pin, ctx, "entry")
     if isinstance(pinned, Rejection):
@@ -158,7 +158,8 @@ def decide_post(cmd: Post, ctx: "Ctx") -> Decision | Rejection:
     if cmd.reply_to is not None:
         parent, r = _entry(ctx, state, cmd.reply_to)
         if r is not None:
-            return r
+            # The caller reads this Thread: a number it names wrongly is its to fix.
+            return Rejection(r.code, r.reason, "revise")
         assert parent is not None
         reply_author = parent.author
         replied = cmd.reply_to in state.pending.get(me, [])
@@ -243,7 +244,7 @@ def decide_retract(cmd: Retract, ctx: "Ctx") -> Decision | Rejection:
     assert entry is not None and ctx.caller is not None
     me = ctx.caller.agent
     if entry.author != me:
-        return Rejection.forbidden(f"only the author of entry {cmd.entry} may retract its request (R6.3-18)")
+        return Rejection.forbidden(f"only the author of entry {cmd.entry} may retract its request", rule="R6.3-18")
     agents = [a for a, resp in entry.responses.items() if resp.state == "pending"]
     if not agents:
         return Rejection.conflict(f"entry {cmd.entry} of thread {cmd.thread} has no pending responses to retract")

@@ -91,7 +91,7 @@ def _authored(state: MemoryState | None, ident: str, ctx: "Ctx", verb: str) -> R
     if state is None or not may_read_memory(state, ctx.caller.agent, None):
         return Rejection.not_found("memory", ident)
     if state.author != ctx.caller.agent:
-        return Rejection.forbidden(f"only the author of memory {ident} may {verb} it (§5)")
+        return Rejection.forbidden(f"only the author of memory {ident} may {verb} it")
     return None
 
 
@@ -100,7 +100,7 @@ def decide_update(state: MemoryState | None, cmd: Update, ctx: "Ctx") -> Decisio
         return r
     assert state is not None and ctx.caller is not None
     if not state.valid:
-        return Rejection.conflict(f"memory {cmd.memory} is withdrawn; withdrawal is terminal (R5-6)")
+        return Rejection.conflict(f"memory {cmd.memory} is withdrawn; withdrawal is terminal", rule="R5-6")
     if (r := _content_fits(cmd.content, ctx)) is not None:
         return r
     fact = MemoryUpdated(
@@ -115,7 +115,7 @@ def decide_set_visibility(state: MemoryState | None, cmd: SetVisibility, ctx: "C
         return r
     assert state is not None and ctx.caller is not None
     if not state.valid:
-        return Rejection.conflict(f"memory {cmd.memory} is withdrawn and cannot be {verb}ed (DECISIONS.md B15)")
+        return Rejection.conflict(f"memory {cmd.memory} is withdrawn and cannot be {verb}ed")
     if state.visibility == cmd.visibility:
         # WIRE.md: an action that would change nothing is a conflict (L2-7).
         return Rejection.conflict(f"memory {cmd.memory} is already {cmd.visibility}")

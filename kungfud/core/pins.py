@@ -52,7 +52,7 @@ def resolve_pin(
         shown = pin.memory if pin.version is None else f"{pin.memory} version {pin.version}"
         return Rejection.not_found("memory", shown)
     if not state.valid:
-        return Rejection.conflict(f"memory {pin.memory} is withdrawn; withdrawal stops new references (R5-11)")
+        return Rejection.conflict(f"memory {pin.memory} is withdrawn; withdrawal stops new references", rule="R5-11")
     if purpose == "delivery" and state.author != me:
-        return Rejection.forbidden(f"a delivery pins the taker's own Memories; memory {pin.memory} is not yours (R6.4-22)")
+        return Rejection.forbidden(f"a delivery pins the taker's own Memories; memory {pin.memory} is not yours", rule="R6.4-22")
     return [], pin.memory, pin.version if pin.version is not None else state.latest

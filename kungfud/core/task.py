@@ -147,15 +147,16 @@ def contract_problem(spec: ContractSpec, ctx: "Ctx") -> Contract | Rejection:
         m = ctx.get(memory)
         if m is None or m.author != me or not 1 <= version <= m.latest:
             return Rejection.bad_request(
-                f"required input {memory} version {version} is not a version of one of your own Memories (R7.1-2)"
-                " - at `$.args.contract.inputs`"
+                f"required input {memory} version {version} is not a version of one of your own Memories"
+                " - at `$.args.contract.inputs`",
+                rule="R7.1-2",
             )
         if not m.valid:
-            return Rejection.conflict(f"memory {memory} is withdrawn and cannot be a required input (R5-11)")
+            return Rejection.conflict(f"memory {memory} is withdrawn and cannot be a required input", rule="R5-11")
     if spec.judge is not None:
         j: AgentState | None = ctx.get(spec.judge)
         if j is None or not j.active:
-            return Rejection.bad_request(f"the designated judge {spec.judge} is not an active agent (R7-2) - at `$.args.contract.judge`")
+            return Rejection.bad_request(f"the designated judge {spec.judge} is not an active agent - at `$.args.contract.judge`", rule="R7-2")
     if spec.eligibility is not None and len(set(spec.eligibility)) != len(spec.eligibility):
         return Rejection.bad_request("`eligibility.agents` names an agent more than once - at `$.args.contract.eligibility`")
     return Contract(
@@ -187,7 +188,7 @@ def decide_create(cmd: CreateTask, ctx: "Ctx") -> Decision | Rejection:
         # tell the caller which ids exist (contrast D3); a name that is no agent
         # can never take (R7.2-3).
         if me in cmd.audience:
-            return Rejection.bad_request("the author cannot be in its own Task's audience (R7.2-6) - at `$.args.audience`")
+            return Rejection.bad_request("the author cannot be in its own Task's audience - at `$.args.audience`", rule="R7.2-6")
     contract = contract_problem(cmd.contract, ctx)
     if isinstance(contract, Rejection):
         return contract

@@ -241,9 +241,9 @@ def _governing(ctx: "Ctx", thread: str, verb: str) -> tuple[ThreadState | None, 
         return None, r
     assert state is not None and ctx.caller is not None
     if state.members[ctx.caller.agent].role != "governor":
-        return None, Rejection.forbidden(f"only a governor may {verb} in thread {thread} (§6.2)")
+        return None, Rejection.forbidden(f"only a governor may {verb} in thread {thread}")
     if not state.open:
-        return None, Rejection.conflict(f"thread {thread} is closed; a closed thread is read-only (§6.5)")
+        return None, Rejection.conflict(f"thread {thread} is closed; a closed thread is read-only")
     return state, None
 
 
@@ -366,7 +366,10 @@ def decide_admit(cmd: Admit, ctx: "Ctx") -> Decision | Rejection:
         token_hash=token_hash(token),
         voided=state.grant.admission if state.grant else None,
     )
-    return make([fact], {"thread": cmd.thread, "admission": admission, "role": cmd.role, "token": token}, ctx)
+    receipt = {"thread": cmd.thread, "admission": admission, "role": cmd.role, "token": token}
+    if fact.voided is not None:
+        receipt["voided"] = fact.voided  # the grant (and token) this one replaced
+    return make([fact], receipt, ctx)
 
 
 def decide_void_admission(cmd: VoidAdmission, ctx: "Ctx") -> Decision | Rejection:
@@ -382,7 +385,14 @@ def decide_void_admission(cmd: VoidAdmission, ctx: "Ctx") -> Decision | Rejectio
 
 
 def _no_grant() -> Rejection:
-    return Rejection("not_found", "no live admission grant matches this token", "stop")
+    # Worded alike for a token that never existed and one voided or replaced, and
+    # names no Thread: the caller may read none (WIRE.md 1.1 "Wording of rejections").
+    return Rejection(
+        "not_found",
+        "no live admission grant matches this token; it may have been voided or replaced"
+        " by a newer one - ask a governor of the Thread for a new token",
+        "stop",
+    )
 
 
 def decide_join(cmd: Join, ctx: "Ctx") -> Decision | Rejection:

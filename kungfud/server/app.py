@@ -477,6 +477,7 @@ class Server:
             finally:
                 feed.close()  # its cursor, before the read transaction ends
         for seq, event in page:
+            self.metrics.events_sent += 1  # replayed frames count like live ones
             self._send(conn, _event_frame(seq, event))
         if more:
             return page[-1][0]

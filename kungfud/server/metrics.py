@@ -107,7 +107,7 @@ class Metrics:
             "# HELP kungfud_subscribers Connections subscribed to events.",
             "# TYPE kungfud_subscribers gauge",
             f"kungfud_subscribers {sum(len(s) for s in server.subscribers.values())}",
-            "# HELP kungfud_events_sent_total Event frames pushed to subscribers.",
+            "# HELP kungfud_events_sent_total Event frames sent to subscribers, live and replayed by subscribe since.",
             "# TYPE kungfud_events_sent_total counter",
             f"kungfud_events_sent_total {self.events_sent}",
             "# HELP kungfud_slow_subscribers_dropped_total Subscribers closed for falling behind.",

@@ -16,6 +16,7 @@ from kungfud.core.context import Ctx, Limits, counting_ids
 from kungfud.core.facts import Decision, touches
 from kungfud.core.memory import Create, SetVisibility, Update, Withdraw
 from kungfud.errors import CODES, NEXT_STEPS, Rejection
+from tests.wording import check_wording
 
 __all__ = [
     "T0",
@@ -56,6 +57,7 @@ def assert_well_formed(r: Rejection) -> None:
     assert r.code in CODES, r
     assert r.next in NEXT_STEPS, r
     assert isinstance(r.reason, str) and r.reason.strip(), r
+    check_wording(r.reason, r.rule, r)
     # L2-3: a rejection carries nothing that could be recorded.
     assert not isinstance(r, Decision) and not hasattr(r, "facts") and not hasattr(r, "states")
 

@@ -259,7 +259,7 @@ def test_L2_7_setting_status_to_the_current_one_is_conflict(w):
 def test_R9_4_admin_setting_status_of_unknown_agent_is_not_found(w):
     before = w.snapshot()
     r = rejected(w.set_status(w.admin, GHOST_AGENT, "deactivated"), "not_found", "stop")
-    assert r.reason == f"agent {GHOST_AGENT} does not exist"
+    assert r.reason == f"agent {GHOST_AGENT} was not found, or you may not read it"
     assert w.snapshot() == before
 
 

@@ -98,7 +98,7 @@ def test_R5_3_non_author_update_of_a_public_memory_is_forbidden(w):
 def test_R5_3_non_author_update_of_a_private_memory_is_not_found(w):
     mid = w.new_memory(w.alice)
     r = unchanged(w, lambda: w.update(w.bob, mid), "not_found", "stop")
-    assert r.reason == f"memory {mid} does not exist"
+    assert r.reason == f"memory {mid} was not found, or you may not read it"
 
 
 # --- R5-4 publish / unpublish -----------------------------------------------------
@@ -373,7 +373,7 @@ def test_R12_9_unreadable_memory_is_not_found_worded_as_a_missing_id(w, kind, ac
     mid = _hidden_memory(w, kind)
     hidden = unchanged(w, lambda: MEMORY_ACTIONS[action](w, w.bob, mid), "not_found", "stop")
     ghost = unchanged(w, lambda: MEMORY_ACTIONS[action](w, w.bob, GHOST_MEMORY), "not_found", "stop")
-    assert ghost.reason == f"memory {GHOST_MEMORY} does not exist"
+    assert ghost.reason == f"memory {GHOST_MEMORY} was not found, or you may not read it"
     assert without_id(hidden, mid) == without_id(ghost, GHOST_MEMORY)
     assert hidden.hint is None
 

@@ -34,6 +34,7 @@ from kungfud.core.obligations import Obligation, of_state
 from kungfud.core.pins import Pin
 from kungfud.core.thread import ThreadState
 from kungfud.errors import CODES, NEXT_STEPS, Rejection
+from tests.wording import check_wording
 
 __all__ = ["T0", "HOUR", "World", "ok", "well_formed", "text", "spec"]
 
@@ -55,6 +56,7 @@ def well_formed(r: Any) -> Rejection:
     assert isinstance(r, Rejection), f"expected a rejection, got {r!r}"
     assert r.code in CODES and r.next in NEXT_STEPS, r
     assert r.reason.strip(), r
+    check_wording(r.reason, r.rule, r)
     return r
 
 

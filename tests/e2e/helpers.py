@@ -14,6 +14,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 from kungfud.client import Client, new_key
+from tests.wording import check_wording
 
 
 async def register(url: str, name: str = "agent") -> tuple[str, str]:
@@ -71,13 +72,15 @@ def fake_id(prefix: str) -> str:
 
 
 def check_error(error: Any) -> dict:
-    """WIRE.md "Failure": exactly code/reason/next (+ optional hint), code and next
-    from the closed sets, a reason a person can act on, a hint that is a call."""
+    """WIRE.md "Failure": exactly code/reason/next (+ optional hint and rule), code
+    and next from the closed sets, a reason a person can act on that names no
+    internal reference (WIRE.md 1.1), a hint that is a call."""
     assert isinstance(error, dict), error
-    assert {"code", "reason", "next"} <= error.keys() <= {"code", "reason", "next", "hint"}, error
+    assert {"code", "reason", "next"} <= error.keys() <= {"code", "reason", "next", "hint", "rule"}, error
     assert error["code"] in CODES, error
     assert error["next"] in NEXT_STEPS, error
     assert isinstance(error["reason"], str) and error["reason"].strip(), error
+    check_wording(error["reason"], error.get("rule"), error)
     if "hint" in error:
         hint = error["hint"]
         assert isinstance(hint, dict) and hint.keys() == {"op", "args"}, error

@@ -528,3 +528,34 @@ def test_wire_subscribe_cli_watch_resubscribes_with_since_after_the_daemon_resta
     assert [e["data"]["added"][0]["ref"]["entry"] for e in (first, second)] == [1, 2]
     assert second["seq"] > first["seq"]
     assert "resubscribing after seq" in watch.stderr.read()
+
+
+@pytest.mark.rules("R6.3-7", "R6.3-8", "R8-18")
+def test_thread_cli_no_ask_ends_an_exchange_and_printed_refs_paste_into_the_next_command(cli):
+    """docs/cli.md "Ending an exchange" and "Output": `post --no-ask` sends `ask: []`
+    (a reply that obligates no one), and a ref as a list prints it
+    (`th_…/as_…`) is taken as it stands."""
+    cli.run("register", "alice", "--save", "--profile", "alice")
+    bob, bob_key = cli.register("bob")
+    alice = ["--profile", "alice"]
+    th = cli.json(*alice, "thread", "create", "--title", "t")["thread"]
+    cli.run("thread", "join", cli.json(*alice, "thread", "admit", th, "--role", "speaker")["token"], key=bob_key)
+
+    cli.run(*alice, "post", th, "--text", "which tool?", "--ask", bob)
+    answer = cli.json("post", th, "--reply-to", "1", "--text", "alembic", key=bob_key)
+    assert answer["responders"] != []  # a plain reply obligates the question's author
+    assert cli.run(*alice, "turn").stdout.strip() != "(none)"
+    thanks = cli.json(*alice, "post", th, "--reply-to", "2", "--text", "thanks", "--no-ask")
+    assert thanks["responders"] == [] and thanks["ended"]
+    for who in (alice, []):
+        assert cli.run(*who, "turn", key=None if who else bob_key).stdout.strip() == "(none)"
+    r = cli.run(*alice, "post", th, "--text", "x", "--ask", bob, "--no-ask", code=2)
+    assert "--no-ask" in r.stderr
+
+    cli.run(*alice, "post", th, "--text", "notes", "--no-ask", "--assign-to", bob, "--criteria", "c")
+    line = next(l for l in cli.run("opportunities", key=bob_key).stdout.splitlines() if l.startswith("assignment "))
+    ref = line.split()[1]
+    assert ref.startswith(f"{th}/as_"), line
+    assert fields(cli.run("take", ref, key=bob_key).stdout)["state"] == "taken"
+    assert fields(cli.run("deliver", ref, "--text", "done", key=bob_key).stdout)["state"] == "delivered"
+    assert fields(cli.run(*alice, "judge", ref, "adopt").stdout)["state"] == "adopted"

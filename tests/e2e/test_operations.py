@@ -134,3 +134,41 @@ def test_ops_json_logs_are_one_object_per_line_and_never_hold_the_admin_key(tmp_
         record = _json.loads(line)
         assert {"ts", "level", "logger", "msg"} <= set(record)
     assert key not in d.stderr_path.read_text()
+
+
+@pytest.mark.rules("R8-20")
+async def test_ops_metrics_events_sent_counts_frames_replayed_by_subscribe_since(daemon):
+    """docs/operations.md: `kungfud_events_sent_total` counts every event frame sent,
+    the ones a `subscribe {since}` replays as well as live ones."""
+    a, _ = await agent_client(daemon.url, "asker")
+    b, b_id = await agent_client(daemon.url, "answerer")
+    th = (await a.act("thread.create", {}))["thread"]
+    token = (await a.act("thread.admit", {"thread": th, "role": "speaker"}))["token"]
+    await b.act("thread.join", {"token": token})
+    for i in range(3):
+        await a.act("thread.post", {"thread": th, "ask": [b_id], "content": {"text": f"q{i}"}})
+    newest = (await b.read("subscribe", {"since": 0}))["seq"]
+    got = []
+    async for ev in b.events():  # the replay, up to the newest seq the reply named
+        got.append(ev)
+        if ev["seq"] >= newest:
+            break
+    assert len(got) >= 3, got  # a turn event per question at least
+    _, _, text = _http(daemon, "/metrics")
+    lines = {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if not line.startswith("#")}
+    assert lines["kungfud_events_sent_total"] == len(got), (lines["kungfud_events_sent_total"], got)
+    await a.close()
+    await b.close()
+
+
+@pytest.mark.rules("L4-6")
+def test_ops_metrics_names_are_exactly_the_documented_ones(daemon):
+    """docs/operations.md lists every metric family /metrics exposes, and no other."""
+    import re
+    from pathlib import Path
+
+    _, _, text = _http(daemon, "/metrics")
+    exposed = set(re.findall(r"^# TYPE (kungfud_\w+) ", text, flags=re.M))
+    doc = (Path(__file__).resolve().parent.parent.parent / "docs" / "operations.md").read_text()
+    documented = set(re.findall(r"`(kungfud_\w+)", doc))
+    assert exposed == documented, (exposed - documented, documented - exposed)

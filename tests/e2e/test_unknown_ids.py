@@ -56,7 +56,7 @@ async def test_L4_5_actions_on_made_up_ids_start_no_actor_and_answer_not_found_a
             req = {"id": raw.next_id(), "op": op, "key": f"k{n}", "args": {field: ident, **extra}}
             # The answer of the code before the fix, byte for byte (R12-9 wording).
             want = json.dumps(
-                {"id": req["id"], "ok": False, "error": {"code": "not_found", "reason": f"{kind} {ident} does not exist", "next": "stop"}},
+                {"id": req["id"], "ok": False, "error": {"code": "not_found", "reason": f"{kind} {ident} was not found, or you may not read it", "next": "stop"}},
                 separators=(",", ":"),
             )
             return req, want
