@@ -19,6 +19,7 @@ import msgspec
 from ..errors import Rejection
 from ..store.events import OutcomeRow
 from ..store.store import View
+from . import cursors
 
 __all__ = ["outcomes", "SCAN_BUDGET"]
 
@@ -33,17 +34,23 @@ def _bad_cursor() -> Rejection:
 def outcomes(view: View, me: str, cursor: str | None, limit: int) -> dict | Rejection:
     prefix = me.encode() + b"\x00"
     pos: bytes | None = None
-    if cursor is not None:
+    if cursor is not None and cursors.is_sealed(cursor):
+        pos = cursors.unseal("outcomes", me, cursor)
+        if pos is None:
+            return _bad_cursor()
+    elif cursor is not None:
         try:
             pos = bytes.fromhex(cursor)
         except ValueError:
             return _bad_cursor()
+    if pos is not None:
         # (seq, assignment or engagement id), as :func:`outcome_key` wrote it.
         ident = pos[8:]
         if len(pos) > 80 or not (ident[:3] in (b"as_", b"en_") and ident[3:].isalnum() and ident.isascii()):
             return _bad_cursor()
     items: list[Any] = []
     last: bytes | None = None
+    shown = False
     scanned = 0
     more = False
     member: dict[str, bool] = {}
@@ -60,7 +67,7 @@ def outcomes(view: View, me: str, cursor: str | None, limit: int) -> dict | Reje
                 more = True
                 break
             scanned += 1
-            last = key
+            last, shown = key, False
             row = _row_dec.decode(cur.value())
             if row.thread is not None:
                 if row.thread not in member:
@@ -70,5 +77,11 @@ def outcomes(view: View, me: str, cursor: str | None, limit: int) -> dict | Reje
                     ok = cur.prev()
                     continue
             items.append(msgspec.Raw(row.item))
+            shown = True
             ok = cur.prev()
-    return {"items": items, "cursor": last[len(prefix):].hex() if more and last is not None else None}
+    if not more or last is None:
+        return {"items": items, "cursor": None}
+    # A cursor never names what the caller may not read (D44): the position of a
+    # row the page did not show (an assignment of a Thread the caller left) is sealed.
+    pos = last[len(prefix):]
+    return {"items": items, "cursor": pos.hex() if shown else cursors.seal("outcomes", me, pos)}

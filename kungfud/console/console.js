@@ -690,20 +690,24 @@
       }),
     ];
   }
-  function assignmentActions(a, obligation) {
-    const id = { assignment: a.assignment };
+  // Deliver or drop (the taker), adopt or reject (the judge): the same for an
+  // assignment (ops "assignment.*") and a Task's engagement (ops "task.*").
+  function workActions(ops, id, obligation) {
     if (obligation === "deliver")
       return [
         actionForm({
           label: "Deliver",
           cls: "deliver",
           fields: [field("Delivery", textArea("text", { required: true }))],
-          build: (f) => ({ op: "assignment.deliver", args: { ...id, content: { text: need(val(f, "text"), "Delivery text") } } }),
+          build: (f) => ({ op: `${ops}.deliver`, args: { ...id, content: { text: need(val(f, "text"), "Delivery text") } } }),
         }),
-        actionForm({ label: "Drop", cls: "drop", danger: true, build: () => ({ op: "assignment.drop", args: id }) }),
+        actionForm({ label: "Drop", cls: "drop", danger: true, build: () => ({ op: `${ops}.drop`, args: id }) }),
       ];
-    if (obligation === "judge") return verdictForms("assignment.judge", id);
+    if (obligation === "judge") return verdictForms(`${ops}.judge`, id);
     return [];
+  }
+  function assignmentActions(a, obligation) {
+    return workActions("assignment", { assignment: a.assignment }, obligation);
   }
   function engagementSummary(e) {
     return h(
@@ -716,19 +720,7 @@
     );
   }
   function engagementActions(e, obligation) {
-    const id = { engagement: e.engagement };
-    if (obligation === "deliver")
-      return [
-        actionForm({
-          label: "Deliver",
-          cls: "deliver",
-          fields: [field("Delivery", textArea("text", { required: true }))],
-          build: (f) => ({ op: "task.deliver", args: { ...id, content: { text: need(val(f, "text"), "Delivery text") } } }),
-        }),
-        actionForm({ label: "Drop", cls: "drop", danger: true, build: () => ({ op: "task.drop", args: id }) }),
-      ];
-    if (obligation === "judge") return verdictForms("task.judge", id);
-    return [];
+    return workActions("task", { engagement: e.engagement }, obligation);
   }
 
   function oppCard(o) {

@@ -9,14 +9,16 @@ assignment in a Thread the caller had left)."""
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
-from kungfud.actors import reads, turn_reads
+from kungfud.actors import outcome_reads, reads, turn_reads
 from kungfud.core.agent import AgentState
 from kungfud.core.memory import MemoryState
 from kungfud.core.task import TaskState
 from kungfud.core.thread import Member, ThreadState
 from kungfud.store import Store
+from kungfud.store.events import OutcomeRow, outcome_key
 from kungfud.store.layout import encode_object
 
 ALICE, BOB, CAROL = "ag_01alice", "ag_01bob", "ag_01carol"
@@ -95,3 +97,25 @@ def test_R12_9_opportunities_cursor_never_names_an_assignment_the_caller_may_not
         c = cursors[0]
         forged = turn_reads.opportunities(view, BOB, c[:-1] + ("A" if c[-1] != "A" else "B"), 100)
         assert getattr(forged, "code", None) == "bad_request", forged
+
+
+@pytest.mark.rules("R12-9", "R12-8", "R8-13", "R9-9")
+def test_R12_9_outcomes_cursor_never_names_an_assignment_of_a_thread_the_caller_left(store, monkeypatch):
+    """An assignment's outcome is Thread history, shown only to members: a page of
+    `outcomes` that stops on such a row returns a sealed cursor, and paging
+    newest first still reaches every readable outcome."""
+    monkeypatch.setattr(outcome_reads, "SCAN_BUDGET", 3)
+    left = "th_01left"  # bob is no member: no membership row
+    hidden = [f"as_01h{n:03d}" for n in range(8)]
+    seen = "en_01seen"  # an engagement's outcome: its parties always read it
+    with store.env.begin(write=True) as txn:
+        txn.put(outcome_key(BOB, 1, seen), msgspec.msgpack.encode(OutcomeRow(None, b'{"state":"adopted"}')), db=store.dbs["outcomes"])
+        for n, asg in enumerate(hidden):
+            row = OutcomeRow(left, b'{"state":"rejected"}')
+            txn.put(outcome_key(BOB, 2 + n, asg), msgspec.msgpack.encode(row), db=store.dbs["outcomes"])
+    with store.read() as view:
+        items, pages = _pages(lambda c, n: outcome_reads.outcomes(view, BOB, c, n))
+        assert items == [msgspec.Raw(b'{"state":"adopted"}')]  # nothing skipped
+        assert pages and not any(_reveals(c, hidden) for c in pages), pages
+        other = outcome_reads.outcomes(view, CAROL, pages[0], 100)
+        assert getattr(other, "code", None) == "bad_request", other
