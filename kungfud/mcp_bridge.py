@@ -188,6 +188,8 @@ FIELDS: dict[str, str] = {
     "role": "observer reads, speaker posts, governor manages",
     "token": "Token from the governor",
     "cursor": "From the previous page",
+    "adopted_after": "From adopted_cursor",
+    "inputs_after": "From inputs_cursor",
     "limit": "Page size",
     "full": "Include content you may read",
     "newest_first": "Newest entries first",
@@ -363,7 +365,7 @@ _A_YEAR_S = 31_536_000
 
 def _lean(node: Any) -> Any:
     """Drop what costs a model's context and only repeats the daemon's own checks:
-    id patterns (ids come from results; the description names the kind), bounds no
+    id and cursor patterns (both come from results; the description names the kind), bounds no
     model reaches (a year of seconds, 1,000 ids, 256-character cursors and tokens
     copied from results), the lower bound 1 of counts and numbers, and
     ``additionalProperties: false`` (an unknown field is ``bad_request`` naming it).
@@ -378,6 +380,9 @@ def _lean(node: Any) -> Any:
         del out["additionalProperties"]
     if isinstance(out.get("pattern"), str) and _ID_PATTERN.match(out["pattern"]):
         del out["pattern"]
+    cursor = out.get("properties", {}).get("cursor")
+    if isinstance(cursor, dict):  # cursors are copied from results, like ids
+        cursor.pop("pattern", None)
     if isinstance(out.get("maximum"), int) and out["maximum"] >= _A_YEAR_S:
         del out["maximum"]
     if out.get("maxItems") == 1000:

@@ -362,6 +362,12 @@ class TaskJudgeArgs(_Args, frozen=True):
 class TaskGetArgs(_Args, frozen=True):
     task: TaskId
     contract_version: Version | None = None
+    adopted_after: EngagementId | None = None  # continue `adopted` after this item (its `adopted_cursor`)
+
+
+class EngagementGetArgs(_Args, frozen=True):
+    engagement: EngagementId
+    inputs_after: Annotated[int, msgspec.Meta(ge=0, le=100)] = 0  # inputs whose content an earlier page gave
 
 
 class SubscribeArgs(_Args, frozen=True):
@@ -430,7 +436,7 @@ OPS: dict[str, OpSpec] = {
     "task.judge": OpSpec("A", TaskJudgeArgs),
     "task.get": OpSpec("R", TaskGetArgs),
     "task.list": OpSpec("R", TaskListArgs),
-    "engagement.get": OpSpec("R", EngagementRefArgs),
+    "engagement.get": OpSpec("R", EngagementGetArgs),
     "turn": OpSpec("R", PageArgs),
     "opportunities": OpSpec("R", PageArgs),
     "outcomes": OpSpec("R", PageArgs),

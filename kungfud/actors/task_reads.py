@@ -26,6 +26,9 @@ from ..store.store import View
 __all__ = ["task_get", "task_list", "engagement_get", "contract_view", "takes_engagements"]
 
 MAX_LISTED = 100  # engagements / adoptions shown in a working set
+# Content one working set embeds, like a page of `thread.entries {full}` (D29):
+# past it the list stops (after at least one item) with a cursor to continue (D69).
+CONTENT_BUDGET = 1_048_576
 
 
 def contract_view(c: ContractState) -> dict[str, Any]:
@@ -94,7 +97,9 @@ def takes_engagements(view: View, t: TaskState) -> bool:
     return closed_to_takes(t, author is not None and author.active) is None
 
 
-def task_get(view: View, me: str, task_id: str, version: int | None, now: int) -> dict | Rejection:
+def task_get(
+    view: View, me: str, task_id: str, version: int | None, now: int, adopted_after: str | None = None
+) -> dict | Rejection:
     t: TaskState | None = view.state(task_id)
     if t is None or not may_read_contract(t, me):
         return Rejection.not_found("task", task_id)
@@ -128,12 +133,21 @@ def task_get(view: View, me: str, task_id: str, version: int | None, now: int) -
         out["engagement_count"] = t.engagements
     out["obligations"] = [ob for e in parties for ob in _obligations(e, me, states[e.engagement])]
     # R9-17, T3: adopted content for the declared readers.
+    # Paged by count and by size (D69): the list stops after MAX_LISTED items or
+    # CONTENT_BUDGET bytes of content, and `adopted_cursor` (the last item shown)
+    # continues it with `adopted_after`.
     adopted = []
+    budget = CONTENT_BUDGET
+    more = False
     prefix = task_id.encode() + b"\x00"
+    start = prefix if adopted_after is None else prefix + adopted_after.encode() + b"\x00"
     with view.txn.cursor(db=view.dbs["adopted"]) as cur:
-        if cur.set_range(prefix):
+        if cur.set_range(start):
             for key in cur.iternext(values=False):
-                if not key.startswith(prefix) or len(adopted) >= MAX_LISTED:
+                if not key.startswith(prefix):
+                    break
+                if len(adopted) >= MAX_LISTED or budget <= 0:
+                    more = True
                     break
                 e: EngagementState = view.state(key[len(prefix):].decode())
                 if (e.readers == "public" or is_party(e, me)) and e.pin_memory and e.pin_version:
@@ -141,8 +155,11 @@ def task_get(view: View, me: str, task_id: str, version: int | None, now: int) -
                     content = view.memory_content(e.pin_memory, e.pin_version)
                     if content is not None:
                         item["content"] = msgspec.Raw(content)
+                        budget -= len(content)
                     adopted.append(item)
     out["adopted"] = adopted
+    if more and adopted:
+        out["adopted_cursor"] = adopted[-1]["engagement"]
     actions = []
     if me == t.author:
         actions += ["task.revise", "task.resume" if not t.accepting else "task.pause"]
@@ -192,7 +209,7 @@ def task_list(view: View, me: str, cursor: str | None, limit: int, mine: bool) -
     return {"items": items, "cursor": candidates[limit - 1] if more else None}
 
 
-def engagement_get(view: View, me: str, en: str, now: int) -> dict | Rejection:
+def engagement_get(view: View, me: str, en: str, now: int, inputs_after: int = 0) -> dict | Rejection:
     e: EngagementState | None = view.state(en)
     if e is None or not is_party(e, me):
         return Rejection.not_found("engagement", en)
@@ -221,16 +238,31 @@ def engagement_get(view: View, me: str, en: str, now: int) -> dict | Rejection:
         "deliver_within_s": bound.contract.deliver_within_s,
         "judge_within_s": bound.contract.judge_within_s,
     }
-    # R9-15: the bound input versions, even after the author withdrew them.
-    out["inputs"] = [
-        {"memory": m, "version": v, "content": _raw(view.memory_content(m, v))} for m, v in e.inputs
-    ]
     if e.delivered_at is not None and e.pin_memory is not None and e.pin_version is not None:
         delivery: dict[str, Any] = {"at": rfc3339(e.delivered_at), "pin": {"memory": e.pin_memory, "version": e.pin_version}}
         content = view.memory_content(e.pin_memory, e.pin_version)
         if content is not None:
             delivery["content"] = msgspec.Raw(content)
         out["delivery"] = delivery
+    # R9-15: the bound input versions, even after the author withdrew them. Every
+    # input is listed; content is given for those after `inputs_after` until
+    # CONTENT_BUDGET (less the contract's and the delivery's content) is spent
+    # (at least one), and `inputs_cursor` says how many
+    # inputs have had their content so far when more remain (D69).
+    inputs: list[dict[str, Any]] = []
+    budget = CONTENT_BUDGET - len(bound.contract.content) - len(out.get("delivery", {}).get("content", b""))
+    given = inputs_after
+    for n, (m, v) in enumerate(e.inputs, 1):
+        item: dict[str, Any] = {"memory": m, "version": v}
+        if n > inputs_after and (budget > 0 or given == inputs_after):  # at least one per page
+            content = view.memory_content(m, v)
+            item["content"] = _raw(content)
+            budget -= len(content) if content is not None else 0
+            given = n
+        inputs.append(item)
+    out["inputs"] = inputs
+    if given < len(e.inputs):
+        out["inputs_cursor"] = given
     if e.judged_at is not None:
         judgment: dict[str, Any] = {"verdict": "adopt" if e.state == "adopted" else "reject", "at": rfc3339(e.judged_at)}
         if e.reason is not None:

@@ -123,3 +123,56 @@ async def test_R8_20_a_long_replay_is_paged_without_gap_or_duplicate_and_does_no
     assert all(s <= newest for s in seqs[:500]) and seqs[500] > newest
     assert all(e["event"] == "turn" and len(e["data"]["added"]) == 1 for e in events)
     await close_all(a, x)
+
+
+@pytest.mark.rules("R8-12", "L4-5", "R12-11", "R9-15", "R9-17")
+async def test_L4_5_working_sets_embedding_content_page_it_by_size(daemon):
+    """Review L7, the working sets: `task.get` `adopted` and `engagement.get`
+    `inputs` embed content (up to 100 × 256 KiB each). Each stops at about 1 MiB
+    of content with a cursor (`adopted_cursor` → `adopted_after`; `inputs_cursor`
+    → `inputs_after`), and following the cursors gives every item exactly once."""
+    a, b = await agents(daemon.url, "alice", "bob")
+    inputs = []
+    for i in range(6):  # ~1.5 MB of bound inputs
+        m = await a.act("memory.create", {"content": {"n": i, "blob": "i" * BIG}})
+        inputs.append({"memory": m["memory"], "version": 1})
+    tk = (await a.act("task.create", {"audience": "open", "contract": {
+        "inputs": inputs, "content": {"output": "o", "criteria": "c"}}}))["task"]
+    engagements = []
+    for i in range(6):  # six adoptions of ~250 KB each
+        en = (await b.act("task.take", {"task": tk, "deliver": {"content": {"n": i, "blob": "d" * BIG}}}))["engagement"]
+        await a.act("task.judge", {"engagement": en, "verdict": "adopt"})
+        engagements.append(en)
+
+    async with await Raw.connect(daemon.url, a.key) as raw:
+        async def read(op: str, args: dict) -> dict:
+            text = await raw.call_text({"id": raw.next_id(), "op": op, "args": args}, 30)
+            assert len(text) <= PAGE_BYTES + 400_000, f"one {op} returned {len(text)} bytes"
+            return json.loads(text)["result"]
+
+        seen, after, pages = [], None, 0
+        while True:
+            ws = await read("task.get", {"task": tk} if after is None else {"task": tk, "adopted_after": after})
+            pages += 1
+            assert ws["adopted"], ws.get("adopted_cursor")
+            assert all(len(x["content"]["blob"]) == BIG for x in ws["adopted"])
+            seen += [x["engagement"] for x in ws["adopted"]]
+            after = ws.get("adopted_cursor")
+            if after is None:
+                break
+        assert sorted(seen) == sorted(engagements) and len(seen) == len(set(seen)) and pages >= 2
+
+        given, after, pages = {}, 0, 0
+        while True:
+            ws = await read("engagement.get", {"engagement": engagements[0], "inputs_after": after})
+            pages += 1
+            assert [(x["memory"], x["version"]) for x in ws["inputs"]] == [(x["memory"], x["version"]) for x in inputs]
+            for n, x in enumerate(ws["inputs"], 1):
+                if "content" in x:
+                    assert n > after and n not in given and x["content"]["n"] == n - 1
+                    given[n] = True
+            after = ws.get("inputs_cursor")
+            if after is None:
+                break
+        assert sorted(given) == list(range(1, 7)) and pages >= 2
+    await close_all(a, b)
