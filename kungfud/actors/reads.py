@@ -98,8 +98,7 @@ def agent_list(
         return Rejection.forbidden("only an admin agent may list agents")
     if not me.active:
         return Rejection.forbidden(f"agent {caller} is deactivated and may not use admin ops")
-    if cursor is not None and not (cursor.startswith("ag_") and cursor[3:].replace("_", "").isalnum() and cursor.isascii()):
-        return Rejection.bad_request("`cursor` is not a cursor this daemon returned - at `$.args.cursor`")
+    # `cursor` is an agent id, its format checked at the wire (AgentCursor).
     items: list[dict[str, Any]] = []
     last: str | None = None
     scanned = 0

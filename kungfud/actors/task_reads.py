@@ -22,13 +22,15 @@ from ..core.obligations import ob_id
 from ..core.task import ContractState, TaskState, may_read_contract
 from ..errors import Rejection
 from ..store.store import View
+from .thread_reads import READ_PAGE_BYTES
 
 __all__ = ["task_get", "task_list", "engagement_get", "contract_view", "takes_engagements"]
 
 MAX_LISTED = 100  # engagements / adoptions shown in a working set
-# Content one working set embeds, like a page of `thread.entries {full}` (D29):
-# past it the list stops (after at least one item) with a cursor to continue (D69).
-CONTENT_BUDGET = 1_048_576
+# Content one working set embeds is bounded like a page of `thread.entries {full}`
+# (D29, the same budget): past it the list stops (after at least one item) with a
+# cursor to continue (D69).
+CONTENT_BUDGET = READ_PAGE_BYTES
 
 
 def contract_view(c: ContractState) -> dict[str, Any]:

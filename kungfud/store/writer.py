@@ -272,7 +272,7 @@ class Writer:
         """The one place a storage failure becomes a rejection: it is logged
         (once per burst, :class:`FailureLog`) and answered ``unavailable``."""
         self.failures.note(e, actions)
-        return Rejection.unavailable(_storage_reason(e))
+        return Rejection.unavailable(_storage_failure(e)[1])
 
     @staticmethod
     def _report(item: Item, outcome: Outcome) -> None:
@@ -476,7 +476,7 @@ class FailureLog:
         self._count: dict[str, int] = {}
 
     def note(self, e: BaseException, actions: int = 1) -> None:
-        kind = _storage_kind(e)
+        kind = _storage_failure(e)[0]
         with self._lock:
             self._count[kind] = self._count.get(kind, 0) + actions
             now = self.clock()
@@ -489,17 +489,23 @@ class FailureLog:
         log.warning("%s: %d action(s) rejected as unavailable%s (%s: %s)", kind, count, since, type(e).__name__, e)
 
 
-def _storage_kind(e: BaseException) -> str:
-    if isinstance(e, lmdb.MapFullError):
-        return "storage is full (map size reached; enlarge [storage] map_size_mb)"
-    if isinstance(e, OSError) or "No space" in str(e):
-        return "storage could not be written (disk full or I/O error)"
-    return "storage could not be written"
+# What a storage failure was, for the operator's log line and the client's
+# reason: one classification, two wordings.
+_MAP_FULL = (
+    "storage is full (map size reached; enlarge [storage] map_size_mb)",
+    "storage is full (map size reached); nothing was written — retry after the operator enlarges map_size_mb",
+)
+_NOT_WRITTEN = (
+    "storage could not be written (disk full or I/O error)",
+    "storage could not be written (disk full or I/O error); nothing was written — retry later",
+)
+_OTHER = ("storage could not be written", "storage could not be written; nothing was written — retry later")
 
 
-def _storage_reason(e: BaseException) -> str:
+def _storage_failure(e: BaseException) -> tuple[str, str]:
+    """(kind for the log, reason for the client) of a storage failure."""
     if isinstance(e, lmdb.MapFullError):
-        return "storage is full (map size reached); nothing was written — retry after the operator enlarges map_size_mb"
+        return _MAP_FULL
     if isinstance(e, OSError) or "No space" in str(e):
-        return "storage could not be written (disk full or I/O error); nothing was written — retry later"
-    return "storage could not be written; nothing was written — retry later"
+        return _NOT_WRITTEN
+    return _OTHER

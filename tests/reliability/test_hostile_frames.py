@@ -156,7 +156,8 @@ def check_reply(frame: str, reply: dict, authenticated: bool) -> str:
         # Before authentication only the envelope is read (docs/decisions.md D51):
         # a well-formed envelope of an op that needs an agent is `unauthenticated`
         # whatever its args hold — a number overflowing a double included.
-        envelope_only = not authenticated and is_request(_lenient(frame)) and not OPS[_lenient(frame)["op"]].open
+        lenient = _lenient(frame)
+        envelope_only = not authenticated and is_request(lenient) and not OPS[lenient["op"]].open
         must(
             err["code"] == "bad_request" or (envelope_only and err["code"] == "unauthenticated"),
             f"not a request, yet {err['code']}",
