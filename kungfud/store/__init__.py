@@ -5,6 +5,7 @@ and can be rebuilt by ``kungfud check --rebuild``.
 """
 
 from .store import Store, StoreDamaged, StoreLocked
-from .writer import Committed, Failed, Item, Outcome, Replayed, Stale, Writer
+from .interface import Committed, Failed, Item, Outcome, Replayed, Stale
+from .writer import Writer
 
 __all__ = ["Store", "StoreDamaged", "StoreLocked", "Writer", "Item", "Outcome", "Committed", "Replayed", "Stale", "Failed"]

@@ -1,17 +1,18 @@
-"""The group-committing writer (DESIGN.md "Performance model", L2, L5).
+"""The group-commit engine (DESIGN.md "Performance model", L1-4, L2, L5).
 
-One thread drains a queue of prepared actions, applies each inside its own nested
-transaction of one batch write transaction, commits once (sync), and only then
-reports each action's outcome. A failing action aborts only its nested
-transaction, never its batch-mates; a failing commit fails the whole batch, and
-nothing of it is acknowledged.
+One thread drains a queue of prepared actions, writes each inside its own
+nested transaction of one batch write transaction, commits once (sync), and
+only then reports each action's outcome. A failing action aborts only its
+nested transaction, never its batch-mates; a failing commit fails the whole
+batch, and nothing of it is acknowledged.
 
-Before writing an action the writer re-checks, inside the transaction:
-- its idempotency receipt (L3): a concurrent duplicate that lost the race becomes a
-  replay, a different request under the same key an ``idempotency_mismatch``;
-- the versions of every object its decision read (L5): if one moved since the
-  decision, nothing is written and the actor decides again (:class:`Stale`).
-So the commit order is the serial order, and no decision rests on stale state.
+What an action means — its receipt (L3), validity (B5), versions (L5), the fold
+of its facts (L1-1), its index and feed rows — is the planner's
+(:mod:`kungfud.store.plan`); this module only begins, writes, commits, aborts
+and reports. Plans are re-made inside the transaction, so the commit order is
+the serial order and no decision rests on stale state. Every write goes through
+:meth:`Writer._put` / :meth:`Writer._delete`, the one place a test fault hook
+is called.
 """
 
 from __future__ import annotations
@@ -23,90 +24,52 @@ import time
 from typing import Any, Callable
 
 import lmdb
-import msgspec
 
-from ..core.atoms import state_type
 from ..errors import Rejection
-from ..core.atoms import apply_to
-from .events import Feed
-from .indexes import fact_rows, state_rows
-from .layout import Receipt, decode_object, encode_fact, encode_object, from_u64, stream_key, u64
+from .interface import Committed, Failed, Item, Outcome, Replayed, Stale
+from .layout import stream_key, u64
+from .plan import SECRET_FIELDS, BatchState, Plan, mismatch, plan, redact
 from .store import Store
 
-__all__ = ["Writer", "Item", "Outcome", "Committed", "Replayed", "Stale", "Failed", "SECRET_FIELDS", "redact", "mismatch"]
+__all__ = [
+    "Writer",
+    "Item",
+    "Outcome",
+    "Committed",
+    "Replayed",
+    "Stale",
+    "Failed",
+    "SECRET_FIELDS",
+    "redact",
+    "mismatch",
+    "LmdbTx",
+]
 
 log = logging.getLogger("kungfud.store")
 
-SECRET_FIELDS = ("key", "token")
-_json = msgspec.json.Encoder()
-_mp = msgspec.msgpack.Encoder()
+_SHUTTING_DOWN = "the daemon is shutting down; retry against the restarted daemon"
+_INTERNAL = Rejection("internal", "the daemon failed on this request; nothing was written", "retry")
 
 
-def redact(result: dict) -> dict:
-    """DECISIONS.md B4: a stored receipt keeps every field but its secrets."""
-    return {k: (None if k in SECRET_FIELDS else v) for k, v in result.items()}
+class LmdbTx:
+    """The planner's :class:`~kungfud.store.interface.Tx` over one LMDB write
+    transaction (or nested transaction)."""
 
+    __slots__ = ("txn", "dbs")
 
-class Committed(msgspec.Struct, frozen=True):
-    result: bytes  # JSON of the receipt as first returned (secrets included)
-    last_seq: int
+    def __init__(self, txn: Any, dbs: dict[str, Any]):
+        self.txn = txn
+        self.dbs = dbs
 
+    def get(self, table: str, key: bytes) -> bytes | None:
+        return self.txn.get(key, db=self.dbs[table])
 
-class Replayed(msgspec.Struct, frozen=True):
-    result: bytes  # the stored receipt, secrets nulled
+    def put(self, table: str, key: bytes, value: bytes) -> None:
+        # The log is append only: a fact is never replaced.
+        self.txn.put(key, value, db=self.dbs[table], overwrite=table != "log")
 
-
-class Stale(msgspec.Struct, frozen=True):
-    obj: str  # an object the decision read moved before the write
-
-
-class Failed(msgspec.Struct, frozen=True):
-    rejection: Rejection
-
-
-Outcome = Committed | Replayed | Stale | Failed
-
-
-class Item:
-    """One action ready to write: its facts, new states and receipt."""
-
-    __slots__ = ("scope", "req_hash", "facts", "states", "expect", "result", "done", "valid_until", "assumed", "encoded")
-
-    def __init__(
-        self,
-        *,
-        scope: bytes | None,
-        req_hash: bytes,
-        facts: list,
-        states: dict[str, Any],
-        expect: dict[str, int],
-        result: dict,
-        done: Callable[[Outcome], None],
-        valid_until: int | None = None,
-        assumed: dict[str, bytes] | None = None,
-        encoded: dict[str, bytes] | None = None,
-    ):
-        self.scope = scope
-        self.req_hash = req_hash
-        self.facts = facts
-        self.states = states
-        self.expect = expect  # object id -> version the decision saw (0: absent)
-        self.result = result
-        self.done = done  # called on the writer thread once the outcome is final
-        # B5: the write must happen before this instant (the earliest deadline
-        # among the objects the decision read), else the action is decided again.
-        self.valid_until = valid_until
-        # Objects the decision read from its actor's overlay of in-flight
-        # writes: the exact stored form it assumed (compared byte for byte).
-        self.assumed = assumed or {}
-        # The stored form of each new state as the decider encoded it (version
-        # included), if it did: equal bytes prove the fold check cheaply.
-        self.encoded = encoded
-
-
-class _Mismatch(Exception):
-    def __init__(self, outcome: Outcome):
-        self.outcome = outcome
+    def delete(self, table: str, key: bytes) -> None:
+        self.txn.delete(key, db=self.dbs[table])
 
 
 class Writer:
@@ -119,9 +82,9 @@ class Writer:
         clock: Callable[[], int] | None = None,
         on_deadline: Callable[[int], None] | None = None,
         on_events: Callable[[list[tuple[str, int, bytes]]], None] | None = None,
+        on_item: Callable[[Item, LmdbTx], None] | None = None,
     ):
         self.store = store
-        self._tx = _TxState(0)  # replaced at the start of every transaction
         self.clock = clock or (lambda: time.time_ns() // 1_000_000)
         # Called after a commit that added deadline rows, with the earliest one,
         # so the clock can wake for it.
@@ -132,8 +95,13 @@ class Writer:
         self._q: queue.SimpleQueue[Item | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="kungfud-writer", daemon=True)
         self._stopped = False
-        # Test hook (reliability suite): called at named points, may raise.
+        # Test hooks (reliability suite, simulation): ``fault`` is called at
+        # named write points and may raise; ``on_item`` is told, with the
+        # transaction, as the writer starts on each item.
         self._fault = fault
+        self._on_item = on_item
+        # The item being planned or written (writer thread), for diagnostics.
+        self.writing: Item | None = None
         self.batches = 0
         self.items = 0
         self.failures = FailureLog()
@@ -143,9 +111,25 @@ class Writer:
 
     def submit(self, item: Item) -> None:
         if self._stopped:
-            item.done(Failed(Rejection.unavailable("the daemon is shutting down; retry against the restarted daemon")))
+            item.done(Failed(Rejection.unavailable(_SHUTTING_DOWN)))  # type: ignore[misc]
             return
         self._q.put(item)
+
+    def write_now(self, item: Item) -> Outcome:
+        """Submit ``item`` and block until its outcome is final (not from the
+        writer thread)."""
+        done = threading.Event()
+        box: list[Outcome] = []
+        item.done = lambda o: (box.append(o), done.set())
+        self.submit(item)
+        done.wait()
+        return box[0]
+
+    def write_batch(self, items: list[Item]) -> None:
+        """Write ``items`` as one group commit on the calling thread and report
+        each outcome: what the writer thread does with each batch it drains.
+        For deterministic drivers (the simulation); the thread must not run."""
+        self._write_batch(items)
 
     def stop(self) -> None:
         """Write what is queued, then end the thread."""
@@ -184,18 +168,17 @@ class Writer:
         action that failed refused without being retried."""
         failed: list[tuple[int, BaseException]] = []
 
-        def direct(txn: Any, i: int, item: Item, events: list, dues: list[int]) -> Outcome:
-            plan = self._plan_or_outcome(txn, item)
-            if not isinstance(plan, _Plan):
-                return plan
+        def direct(tx: LmdbTx, state: BatchState, i: int, item: Item, done: list[Plan]) -> Outcome:
+            p = self._plan(state, tx, item)
+            if not isinstance(p, Plan):
+                return p
             try:
-                outcome = self._execute(txn, plan)
+                outcome = self._execute(tx, p)
             except Exception as e:
                 failed.append((i, e))
                 raise
-            self._advance(plan)
-            events += plan.events
-            dues += plan.dues
+            state.advance(p)
+            done.append(p)
             return outcome
 
         error = self._in_one_transaction(batch, direct)
@@ -205,13 +188,13 @@ class Writer:
             self._fail_all(batch, error)
             return
         bad, cause = failed[0]
-        if not isinstance(cause, lmdb.Error) and not getattr(cause, "injected", False):
+        if not _expected(cause):
             log.error("unexpected error writing an action", exc_info=cause)
 
-        def isolated(txn: Any, i: int, item: Item, events: list, dues: list[int]) -> Outcome:
+        def isolated(tx: LmdbTx, state: BatchState, i: int, item: Item, done: list[Plan]) -> Outcome:
             if i == bad:
                 return Failed(self._unavailable(cause))
-            return self._write_item_nested(txn, item, events, dues)
+            return self._write_item_nested(tx, state, item, done)
 
         error = self._in_one_transaction(batch, isolated)
         if error is not None:
@@ -226,17 +209,19 @@ class Writer:
         except lmdb.Error as e:
             return e
         outcomes: list[Outcome] = []
-        events: list[tuple[str, int, bytes]] = []
-        dues: list[int] = []
+        written: list[Plan] = []
         try:
-            raw_seq = txn.get(b"seq", db=self.store.dbs["meta"])
-            self._tx = _TxState(from_u64(raw_seq) if raw_seq else 0)
+            tx = LmdbTx(txn, self.store.dbs)
+            state = BatchState.open(tx)
             for i, item in enumerate(batch):
-                outcomes.append(write(txn, i, item, events, dues))
-            if self._tx.seq != self._tx.first_seq:
-                txn.put(b"seq", u64(self._tx.seq), db=self.store.dbs["meta"])
-            if self._fault:
-                self._fault("commit")
+                try:
+                    outcomes.append(write(tx, state, i, item, written))
+                finally:
+                    self.writing = None
+            row = state.seq_row()
+            if row is not None:
+                tx.put(*row)
+            self._point("commit")
             txn.commit()
         except Exception as e:
             try:
@@ -244,12 +229,14 @@ class Writer:
             except Exception:
                 pass
             return e
-        self._finish_batch(batch, outcomes, events, dues)
+        self._finish_batch(batch, outcomes, written)
         return None
 
-    def _finish_batch(self, batch: list[Item], outcomes: list[Outcome], events: list, dues: list[int]) -> None:
+    def _finish_batch(self, batch: list[Item], outcomes: list[Outcome], written: list[Plan]) -> None:
         self.batches += 1
         self.items += len(batch)
+        events = [e for p in written for e in p.events()]
+        dues = [d for p in written for d in p.dues]
         if events and self.on_events is not None:
             try:
                 self.on_events(events)
@@ -277,189 +264,78 @@ class Writer:
     @staticmethod
     def _report(item: Item, outcome: Outcome) -> None:
         try:
-            item.done(outcome)
+            item.done(outcome)  # type: ignore[misc]
         except Exception:  # a reply path must never take the writer down
             log.exception("reporting an outcome failed")
 
-    def _plan_or_outcome(self, txn: Any, item: Item) -> "_Plan | Outcome":
+    def _plan(self, state: BatchState, tx: LmdbTx, item: Item) -> Plan | Outcome:
+        """The planner's verdict on ``item``; a bug in planning refuses the
+        action with nothing written (``internal``)."""
+        self.writing = item
+        if self._on_item is not None:
+            self._on_item(item, tx)
         try:
-            return self._plan(txn, self.store.dbs, item)
-        except _Mismatch as m:
-            return m.outcome
-        except Exception:  # a bug in planning: nothing was written for this action
+            return plan(state, tx, item, self.clock)
+        except Exception:
             log.exception("unexpected error preparing an action")
-            return Failed(Rejection("internal", "the daemon failed on this request; nothing was written", "retry"))
+            return Failed(_INTERNAL)
 
-    def _write_item_nested(self, parent: Any, item: Item, events: list, dues: list[int]) -> Outcome:
-        txn = self.store.env.begin(write=True, parent=parent)
+    def _write_item_nested(self, parent: LmdbTx, state: BatchState, item: Item, done: list[Plan]) -> Outcome:
+        txn = self.store.env.begin(write=True, parent=parent.txn)
+        tx = LmdbTx(txn, parent.dbs)
         try:
-            plan = self._plan_or_outcome(txn, item)
-            if not isinstance(plan, _Plan):
+            p = self._plan(state, tx, item)
+            if not isinstance(p, Plan):
                 txn.abort()
-                return plan
-            outcome = self._execute(txn, plan)
+                return p
+            outcome = self._execute(tx, p)
         except Exception as e:
             txn.abort()
-            if not isinstance(e, lmdb.Error) and not getattr(e, "injected", False):
+            if not _expected(e):
                 log.exception("unexpected error writing an action")
             return Failed(self._unavailable(e))
         txn.commit()
-        self._advance(plan)
-        events += plan.events  # published only if the batch commits too
-        dues += plan.dues
+        state.advance(p)
+        done.append(p)  # its events are published only if the batch commits too
         return outcome
 
-    def _plan(self, txn: Any, dbs: dict[str, Any], item: Item) -> "_Plan":
-        """Every check and every computed row of one action, writing nothing:
-        receipt (L3), deadline (B5), versions (L5), and the fold of its facts,
-        which must equal the decision's states (L1-1)."""
-        if item.scope is not None:
-            raw = txn.get(item.scope, db=dbs["receipts"])
-            if raw is not None:
-                rec = _receipt_dec.decode(raw)
-                if rec.req_hash == item.req_hash:
-                    raise _Mismatch(Replayed(rec.result))
-                raise _Mismatch(Failed(mismatch()))
-        if item.valid_until is not None and self.clock() >= item.valid_until:
-            # B5: a deadline the decision did not apply has come due; decide again.
-            raise _Mismatch(Stale("deadline"))
-        old: dict[str, Any] = {}
-        tx = self._tx
-        for obj, expected in item.expect.items():
-            # Objects written earlier in this transaction are known; others are read.
-            if obj in tx.written:
-                raw = tx.written[obj]
-                version, state = tx.decoded[obj]
-            else:
-                raw = txn.get(obj.encode(), db=dbs["objects"])
-                version, state = (0, None) if raw is None else decode_object(raw, state_type(obj))
-            assumed = item.assumed.get(obj)
-            if assumed is not None and raw != assumed:
-                raise _Mismatch(Stale(obj))  # same version maybe, but not the state decided on
-            if version != expected:
-                raise _Mismatch(Stale(obj))
-            old[obj] = state
-        seq = tx.seq
-        plan = _Plan(item)
-        touched: dict[str, int] = {}  # object -> facts of this action touching it
-        current = dict(old)
-        for fact in item.facts:
-            seq += 1
-            feed = Feed()
-            objs = fact.objects()
-            for obj in objs:
-                touched[obj] = touched.get(obj, 0) + 1
-                before = current.get(obj)
-                current[obj] = after = apply_to(obj, before, fact)
-                feed.observe(obj, before, after, fact)
-            rendered = feed.rendered()
-            plan.facts.append((seq, fact, objs, list(fact_rows(fact, seq)) + feed.rows(seq, rendered), rendered))
-        if touched.keys() != item.states.keys():
-            raise AssertionError(f"decision states disagree with the fold of its facts for {sorted(touched)}")
-        decided = item.encoded or {}
-        for obj, n in touched.items():
-            new_state = current[obj]
-            # An object's version counts the facts that touched it, so a rebuild
-            # from the log alone reproduces it.
-            version = item.expect[obj] + n
-            encoded = encode_object(version, new_state)
-            if encoded != decided.get(obj) and new_state != item.states[obj]:
-                # L1-1: what is stored is exactly the fold of the facts recorded.
-                raise AssertionError(f"decision states disagree with the fold of its facts for {obj}")
-            before_rows = set(state_rows(obj, old[obj]))
-            after_rows = set(state_rows(obj, new_state))
-            plan.objects.append((obj, encoded, before_rows - after_rows, after_rows - before_rows, version, new_state))
-            plan.dues += [from_u64(key[:8]) for db, key, _ in after_rows - before_rows if db == "deadlines"]
-        plan.seq = seq
-        result = item.result
-        if "seq" in result and result["seq"] is None:
-            result = {**result, "seq": seq}
-        plan.first = _json.encode(result)
-        if item.scope is not None:
-            plan.receipt = _mp.encode(Receipt(item.req_hash, _json.encode(redact(result)), seq))
-        return plan
-
-    def _advance(self, plan: "_Plan") -> None:
-        """Record a written action in the transaction state."""
-        tx = self._tx
-        if plan.facts:
-            tx.seq = plan.seq
-        for obj, encoded, _, _, version, state in plan.objects:
-            tx.written[obj] = encoded
-            tx.decoded[obj] = (version, state)
-
-    def _execute(self, txn: Any, plan: "_Plan") -> Outcome:
+    def _execute(self, tx: LmdbTx, p: Plan) -> Committed:
         """Write a planned action. Only storage can fail here."""
-        dbs = self.store.dbs
-        fault = self._fault
-        for seq, fact, objs, rows, rendered in plan.facts:
-            if fault:
-                fault("log")
-            txn.put(u64(seq), encode_fact(fact), db=dbs["log"], overwrite=False)
-            for obj in objs:
-                txn.put(stream_key(obj, seq), b"", db=dbs["stream"])
-            for db, key, value in rows:  # the fact's events and outcomes among them
-                txn.put(key, value, db=dbs[db])
-            for agent, event in rendered:
-                plan.events.append((agent, seq, event))
-        for obj, encoded, gone, added, _, _ in plan.objects:
-            if fault:
-                fault("objects")
-            txn.put(obj.encode(), encoded, db=dbs["objects"])
-            for db, key, _ in gone:
-                if fault:
-                    fault("index")
-                txn.delete(key, db=dbs[db])
-            for db, key, value in added:
-                if fault:
-                    fault("index")
-                txn.put(key, value, db=dbs[db])
-        if plan.receipt is not None:
-            if fault:
-                fault("receipt")
-            txn.put(plan.item.scope, plan.receipt, db=dbs["receipts"])
-        return Committed(plan.first, plan.seq)
+        for f in p.facts:
+            self._put(tx, "log", u64(f.seq), f.encoded, point="log")
+            for obj in f.objects:
+                self._put(tx, "stream", stream_key(obj, f.seq), b"")
+            for table, key, value in f.rows:  # the fact's events and outcomes among them
+                self._put(tx, table, key, value)
+        for o in p.objects:
+            self._put(tx, "objects", o.id.encode(), o.stored, point="objects")
+            for table, key, _ in o.rows_gone:
+                self._delete(tx, table, key, point="index")
+            for table, key, value in o.rows_added:
+                self._put(tx, table, key, value, point="index")
+        if p.receipt is not None:
+            self._put(tx, "receipts", p.item.scope, p.receipt, point="receipt")  # type: ignore[arg-type]
+        return Committed(p.result, p.seq)
+
+    def _put(self, tx: LmdbTx, table: str, key: bytes, value: bytes, point: str | None = None) -> None:
+        if point is not None:
+            self._point(point)
+        tx.put(table, key, value)
+
+    def _delete(self, tx: LmdbTx, table: str, key: bytes, point: str | None = None) -> None:
+        if point is not None:
+            self._point(point)
+        tx.delete(table, key)
+
+    def _point(self, name: str) -> None:
+        """A named write point: the test fault hook may raise here."""
+        if self._fault is not None:
+            self._fault(name)
 
 
-class _TxState:
-    """What the writer knows of the transaction it is writing: the sequence
-    counter (read once, written once at the end) and the stored form of every
-    object written so far (so later actions of the batch need not read them)."""
-
-    __slots__ = ("first_seq", "seq", "written", "decoded")
-
-    def __init__(self, seq: int):
-        self.first_seq = seq
-        self.seq = seq
-        self.written: dict[str, bytes] = {}
-        self.decoded: dict[str, tuple[int, Any]] = {}  # the same objects, decoded
-
-
-class _Plan:
-    """What one action will write, computed before any of it is written."""
-
-    __slots__ = ("item", "facts", "objects", "seq", "first", "receipt", "events", "dues")
-
-    def __init__(self, item: Item):
-        self.item = item
-        self.facts: list[tuple[int, Any, tuple[str, ...], list, list]] = []
-        self.objects: list[tuple[str, bytes, set, set, int, Any]] = []  # (id, stored, rows gone, added, version, state)
-        self.seq = 0
-        self.first = b""
-        self.receipt: bytes | None = None
-        self.events: list[tuple[str, int, bytes]] = []
-        self.dues: list[int] = []
-
-
-_receipt_dec = msgspec.msgpack.Decoder(Receipt)
-
-
-def mismatch() -> Rejection:
-    return Rejection(
-        "idempotency_mismatch",
-        "this idempotency key was already used for a different request by this agent; use a new key",
-        "revise",
-    )
+def _expected(e: BaseException) -> bool:
+    """A storage failure (or an injected one): logged as such, no traceback."""
+    return isinstance(e, lmdb.Error) or getattr(e, "injected", False)
 
 
 class FailureLog:

@@ -9,7 +9,7 @@ every source of nondeterminism replaced by one seeded scheduler:
   scheduler delivers one message at a time by calling ``actor.on_receive``. The
   writer thread is never started either: ``submit`` appends to a simulated
   queue, and the scheduler writes a prefix of it as one group commit by calling
-  ``Writer._write_batch`` itself.
+  ``Writer.write_batch`` itself.
 - **No wall clock.** ``clock()`` is simulated milliseconds, advanced only by the
   scheduler; advancing it plays the deadline clock: every owner of a due row of
   the ``deadlines`` index is told ``Expire()`` (some tells are lost on purpose:
@@ -263,10 +263,10 @@ def _pipelined(item: Item) -> bool:
 
 
 class _SimWriter(Writer):
-    """The real Writer, never started: the scheduler calls ``_write_batch``."""
+    """The real Writer, never started: the scheduler calls ``write_batch``."""
 
     def __init__(self, sim: "Sim", store: Store):
-        super().__init__(store, clock=sim.clock, fault=sim._fault)
+        super().__init__(store, clock=sim.clock, fault=sim._fault, on_item=sim._on_item)
         self.sim = sim
 
     def start(self) -> None:  # pragma: no cover - a harness bug if reached
@@ -281,37 +281,6 @@ class _SimWriter(Writer):
         if not _pipelined(item):
             self.sim._write_through(item)
 
-
-
-def _tracking(name: str) -> Callable[..., Outcome]:
-    """Wrap the Writer methods that handle one item (``_write_item`` before the
-    planned writer; ``_plan_or_outcome``, ``_write_item_nested``, ``_execute``
-    after it) so the harness knows which item is being written: to aim the fault
-    hook, and to tell whether the item's decision read an overlay state whose
-    version the store now holds with another state (see ``Sim._overlay_aba``).
-    Pure bookkeeping around the real code."""
-    base = getattr(Writer, name)
-
-    def wrapper(self: "_SimWriter", txn: Any, x: Any, *args: Any, **kw: Any) -> Outcome:
-        item = x if isinstance(x, Item) else x.item
-        sim = self.sim
-        prev = sim._writing
-        if prev is not item:
-            sim._writing = item
-            sim._fault_calls = collections.Counter()
-            sim._overlay_aba(txn, item)
-        try:
-            return base(self, txn, x, *args, **kw)
-        finally:
-            sim._writing = prev
-
-    wrapper.__name__ = name
-    return wrapper
-
-
-for _name in ("_write_item", "_plan_or_outcome", "_write_item_nested", "_execute"):
-    if hasattr(Writer, _name):
-        setattr(_SimWriter, _name, _tracking(_name))
 
 
 class _OverlayDict(dict):
@@ -397,7 +366,8 @@ class _LogWatch(logging.Handler):
             return
         exc = f" ({record.exc_info[1]!r})" if record.exc_info and record.exc_info[1] else ""
         sim = self.sim
-        if "overlay-aba" in sim.tolerate and sim._writing is not None and id(sim._writing) in sim._aba_items:
+        writing = sim.rt.writer.writing
+        if "overlay-aba" in sim.tolerate and writing is not None and id(writing) in sim._aba_items:
             # The writer could not fold an action decided on an overlay state
             # that never existed: the known issue, not another bug.
             sim.stats["known issue: overlay ABA refused by the writer"] += 1
@@ -473,7 +443,6 @@ class Sim:
         self.stats: collections.Counter[str] = collections.Counter()
         # Fault injection state (see _fault).
         self._plan: tuple | None = None
-        self._writing: Item | None = None
         self._fault_calls: collections.Counter[str] = collections.Counter()
         self.admin = self._bootstrap_admin()
         self.workload = Workload(self, random.Random(f"workload-{seed}"), agents=agents)
@@ -523,7 +492,7 @@ class Sim:
             scope=None, req_hash=b"", facts=d.facts, states=d.states, expect={d.result["agent"]: 0},
             result=d.result, done=box.append,
         )
-        self.rt.writer._write_batch([item])
+        self.rt.writer.write_batch([item])
         assert isinstance(box[0], Committed), box
         self.commit_time[box[0].last_seq] = self.now
         return d.result["agent"]
@@ -541,7 +510,7 @@ class Sim:
                 raise InjectedFault("injected fault at commit")
             return
         _, target, where, nth = plan
-        if self._writing is target and point == where:
+        if self.rt.writer.writing is target and point == where:
             self._fault_calls[point] += 1
             if self._fault_calls[point] == nth:
                 self._plan = None
@@ -572,7 +541,7 @@ class Sim:
         self._note(f"flush {len(batch)} (queue {len(batch) + len(self.queue)}){plan_text}")
         for item in batch:
             item.done = self._recording(item)
-        self.rt.writer._write_batch(batch)
+        self.rt.writer.write_batch(batch)
         self._plan = None
         for item in batch:
             self._read_overlay.pop(id(item), None)
@@ -781,7 +750,13 @@ class Sim:
             if req is not None:
                 self._held_reads[req.n] = self._last_reads
 
-    def _overlay_aba(self, txn: Any, item: Item) -> None:
+    def _on_item(self, item: Item, tx: Any) -> None:
+        """The writer starts on ``item`` (its ``on_item`` hook): count fault
+        points afresh for it, and look for an overlay ABA."""
+        self._fault_calls = collections.Counter()
+        self._overlay_aba(tx, item)
+
+    def _overlay_aba(self, tx: Any, item: Item) -> None:
         """Diagnostics, as the writer starts on ``item``: did its decision read an
         overlay state (obj, version v) while the store holds v with another state
         (another actor's write)? Then the writer's version check passes on a state
@@ -790,7 +765,7 @@ class Sim:
         if got is None:
             return
         for obj, version, state in got[1]:
-            raw = txn.get(obj.encode(), db=self.store.dbs["objects"])
+            raw = tx.get("objects", obj.encode())
             if raw is None:
                 continue
             stored_version, stored = decode_object(raw, state_type(obj))

@@ -1,0 +1,145 @@
+"""The store's interface: what crosses it, and what a backend provides
+(docs/storage.md "The store interface"; L1, L2, L3, L5).
+
+Shaped after eventsourcing's recorder (``persistence.py``): a backend commits a
+batch of planned actions atomically and serves reads from consistent
+snapshots. Everything an action *means* — receipts, versions, the fold, index
+rows, feed rows — is computed once, by :mod:`kungfud.store.plan`, over the tiny
+:class:`Tx` protocol below; so a second backend implements storage, not
+protocol rules. Nothing here imports a storage library.
+
+- :class:`Item` is one action ready to write, :data:`Outcome` what became of it.
+- :class:`Tx` is one open write transaction (or savepoint) by table and key.
+- :class:`Recorder` is the store as the runtime and the daemon use it: read
+  views, the event-feed tail, the last seq, close.
+- :class:`Committer` is the write side: submit (group-committed), write now,
+  write a batch on the caller's thread.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol
+
+import msgspec
+
+from ..errors import Rejection
+
+if TYPE_CHECKING:  # the read view's named queries live on View (store.py)
+    from .store import View
+
+__all__ = ["Item", "Outcome", "Committed", "Replayed", "Stale", "Failed", "Tx", "Recorder", "Committer"]
+
+
+# --- what an action becomes ---------------------------------------------------------
+
+
+class Committed(msgspec.Struct, frozen=True):
+    result: bytes  # JSON of the receipt as first returned (secrets included)
+    last_seq: int
+
+
+class Replayed(msgspec.Struct, frozen=True):
+    result: bytes  # the stored receipt, secrets nulled
+
+
+class Stale(msgspec.Struct, frozen=True):
+    obj: str  # an object the decision read moved before the write
+
+
+class Failed(msgspec.Struct, frozen=True):
+    rejection: Rejection
+
+
+Outcome = Committed | Replayed | Stale | Failed
+
+
+@dataclass(slots=True, kw_only=True, eq=False)
+class Item:
+    """One action ready to write: its facts, new states and receipt."""
+
+    scope: bytes | None  # receipt key (agent, op, idempotency key); None: no receipt
+    req_hash: bytes
+    facts: list
+    states: dict[str, Any]
+    expect: dict[str, int]  # object id -> version the decision saw (0: absent)
+    result: dict
+    # Called once the outcome is final (on the writer's thread); ``write_now``
+    # sets it itself.
+    done: Callable[[Outcome], None] | None = None
+    # B5: the write must happen before this instant (the earliest deadline
+    # among the objects the decision read), else the action is decided again.
+    valid_until: int | None = None
+    # Objects the decision read from its actor's overlay of in-flight writes:
+    # the exact stored form it assumed (compared byte for byte).
+    assumed: dict[str, bytes] = field(default_factory=dict)  # type: ignore[assignment]
+    # The stored form of each new state as the decider encoded it (version
+    # included), if it did: equal bytes prove the fold check cheaply.
+    encoded: dict[str, bytes] | None = None
+
+    def __post_init__(self) -> None:
+        if self.assumed is None:  # callers pass None for "read nothing from an overlay"
+            self.assumed = {}
+
+
+# --- what a backend provides ---------------------------------------------------------
+
+
+class Tx(Protocol):
+    """One open write transaction (or nested transaction / savepoint), by table
+    (a name of ``layout.DBS``) and key. The planner only reads through it; the
+    commit engine writes a plan through it. Keys and values are bytes."""
+
+    def get(self, table: str, key: bytes) -> bytes | None: ...
+
+    def put(self, table: str, key: bytes, value: bytes) -> None:
+        """Insert or replace; a ``log`` row is never replaced (append only)."""
+
+    def delete(self, table: str, key: bytes) -> None: ...
+
+
+class Committer(Protocol):
+    """The write side: commit batches of planned actions atomically (L2), with
+    receipts (L3), version checks across objects (L5), index rows and events,
+    and report each outcome only once its batch is durable (L1-4)."""
+
+    def submit(self, item: Item) -> None:
+        """Queue ``item``; its ``done`` is called once with its outcome."""
+
+    def write_now(self, item: Item) -> Outcome:
+        """Submit ``item`` and block until its outcome is final."""
+
+    def write_batch(self, items: list[Item]) -> None:
+        """Write ``items`` as one group commit on the calling thread (a
+        deterministic driver's seam; the writer's own thread must not run)."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None:
+        """Write what is queued, then stop; later submits fail ``unavailable``."""
+
+
+class Recorder(Protocol):
+    """The store as the layers above use it. ``read()`` yields a consistent
+    snapshot (:class:`~kungfud.store.store.View`, whose named queries are the
+    read interface); the event feed and the last seq are read through it too."""
+
+    data_dir: str
+
+    def read(self) -> AbstractContextManager["View"]: ...
+
+    def close(self) -> None: ...
+
+
+def events_for(store: Recorder, agent: str, after: int) -> Iterator[tuple[int, bytes]]:
+    """The event-feed tail: (seq, event JSON) of ``agent``'s feed with seq >
+    ``after``, gap-free and in order, from one snapshot."""
+    with store.read() as view:
+        yield from view.events_for(agent, after)
+
+
+def last_seq(store: Recorder) -> int:
+    """The seq of the last committed fact (0 for an empty store)."""
+    with store.read() as view:
+        return view.last_seq()

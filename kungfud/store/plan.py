@@ -1,0 +1,215 @@
+"""What one action means to the store: the planner (DESIGN.md "Performance
+model"; L1-1, L3-2, L3-3, L5-1, B5).
+
+:func:`plan` computes every check and every row of one action, writing
+nothing, over the :class:`~kungfud.store.interface.Tx` protocol (get by table
+and key), so any backend drives the same planner:
+- its idempotency receipt (L3): a concurrent duplicate that lost the race
+  becomes a replay, a different request under the same key an
+  ``idempotency_mismatch``;
+- its validity (B5): a deadline the decision did not apply has come due;
+- the versions of every object its decision read (L5): if one moved since the
+  decision, nothing is written and the actor decides again (:class:`Stale`);
+- the fold of its facts, which must equal the decision's states (L1-1), and
+  from it the index rows gone and added, the feed rows and the receipt.
+
+The refusals are returned (:class:`Replayed`, :class:`Stale`, :class:`Failed`);
+only a bug raises (the L1-1 comparison, see docs/decisions.md D85).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import msgspec
+
+from ..core.atoms import apply_to, state_type
+from ..errors import Rejection
+from .events import Feed
+from .indexes import fact_rows, state_rows
+from .interface import Failed, Item, Replayed, Stale, Tx
+from .layout import Receipt, decode_object, encode_fact, encode_object, from_u64, u64
+
+__all__ = [
+    "Plan",
+    "PlannedFact",
+    "PlannedObject",
+    "BatchState",
+    "Row",
+    "plan",
+    "SECRET_FIELDS",
+    "redact",
+    "mismatch",
+]
+
+Row = tuple[str, bytes, bytes]  # (table, key, value)
+SECRET_FIELDS = ("key", "token")
+_json = msgspec.json.Encoder()
+_mp = msgspec.msgpack.Encoder()
+_receipt_dec = msgspec.msgpack.Decoder(Receipt)
+
+
+def redact(result: dict) -> dict:
+    """DECISIONS.md B4: a stored receipt keeps every field but its secrets."""
+    return {k: (None if k in SECRET_FIELDS else v) for k, v in result.items()}
+
+
+def mismatch() -> Rejection:
+    return Rejection(
+        "idempotency_mismatch",
+        "this idempotency key was already used for a different request by this agent; use a new key",
+        "revise",
+    )
+
+
+@dataclass(slots=True)
+class PlannedFact:
+    """One fact to append: its log row, the objects whose streams it joins,
+    its history and feed rows (events and outcomes among them), and the events
+    rendered per agent (published once the batch commits)."""
+
+    seq: int
+    encoded: bytes  # the log row's value
+    objects: tuple[str, ...]
+    rows: list[Row]
+    events: list[tuple[str, bytes]]  # (agent, event JSON)
+
+
+@dataclass(slots=True)
+class PlannedObject:
+    """One object's new snapshot and the index rows that change with it."""
+
+    id: str
+    stored: bytes  # encode_object(version, state)
+    version: int  # the facts that ever touched it (a rebuild reproduces it)
+    state: Any
+    rows_gone: set[Row]
+    rows_added: set[Row]
+
+
+@dataclass(slots=True)
+class Plan:
+    """What one action will write, computed before any of it is written."""
+
+    item: Item
+    facts: list[PlannedFact] = field(default_factory=list)
+    objects: list[PlannedObject] = field(default_factory=list)
+    seq: int = 0  # the last seq once written (the batch's seq if no facts)
+    result: bytes = b""  # JSON of the result as first returned (secrets included)
+    receipt: bytes | None = None  # the stored receipt, if the action has a scope
+    dues: list[int] = field(default_factory=list)  # deadline rows it adds (ms)
+
+    def events(self) -> list[tuple[str, int, bytes]]:
+        """(agent, seq, event JSON) of every fact, in order."""
+        return [(agent, f.seq, event) for f in self.facts for agent, event in f.events]
+
+
+class BatchState:
+    """What the planner knows of the batch being written: the sequence counter
+    (read once at the start, stored once at the end) and the stored form of
+    every object written so far (so later actions of the batch need not read
+    them)."""
+
+    __slots__ = ("first_seq", "seq", "written", "decoded")
+
+    def __init__(self, seq: int):
+        self.first_seq = seq
+        self.seq = seq
+        self.written: dict[str, bytes] = {}
+        self.decoded: dict[str, tuple[int, Any]] = {}  # the same objects, decoded
+
+    @classmethod
+    def open(cls, tx: Tx) -> "BatchState":
+        raw = tx.get("meta", b"seq")
+        return cls(from_u64(raw) if raw else 0)
+
+    def seq_row(self) -> Row | None:
+        """The ``meta`` row to store at the end of the batch, if facts were added."""
+        return None if self.seq == self.first_seq else ("meta", b"seq", u64(self.seq))
+
+    def advance(self, plan: Plan) -> None:
+        """Record a written action (after its writes succeeded)."""
+        if plan.facts:
+            self.seq = plan.seq
+        for o in plan.objects:
+            self.written[o.id] = o.stored
+            self.decoded[o.id] = (o.version, o.state)
+
+
+def plan(batch: BatchState, tx: Tx, item: Item, now: Callable[[], int]) -> Plan | Replayed | Stale | Failed:
+    """Every check and every computed row of one action, writing nothing:
+    receipt (L3), deadline (B5), versions (L5), and the fold of its facts,
+    which must equal the decision's states (L1-1)."""
+    if item.scope is not None:
+        raw = tx.get("receipts", item.scope)
+        if raw is not None:
+            rec = _receipt_dec.decode(raw)
+            return Replayed(rec.result) if rec.req_hash == item.req_hash else Failed(mismatch())
+    if item.valid_until is not None and now() >= item.valid_until:
+        return Stale("deadline")  # B5: a deadline the decision did not apply has come due; decide again
+    old = _read_expected(batch, tx, item)
+    if isinstance(old, Stale):
+        return old
+    p = Plan(item)
+    seq = batch.seq
+    touched: dict[str, int] = {}  # object -> facts of this action touching it
+    current = dict(old)
+    for fact in item.facts:
+        seq += 1
+        feed = Feed()
+        objs = fact.objects()
+        for obj in objs:
+            touched[obj] = touched.get(obj, 0) + 1
+            before = current.get(obj)
+            current[obj] = after = apply_to(obj, before, fact)
+            feed.observe(obj, before, after, fact)
+        rendered = feed.rendered()
+        rows = list(fact_rows(fact, seq)) + feed.rows(seq, rendered)
+        p.facts.append(PlannedFact(seq, encode_fact(fact), objs, rows, rendered))
+    if touched.keys() != item.states.keys():
+        raise AssertionError(f"decision states disagree with the fold of its facts for {sorted(touched)}")
+    decided = item.encoded or {}
+    for obj, n in touched.items():
+        new_state = current[obj]
+        # An object's version counts the facts that touched it, so a rebuild
+        # from the log alone reproduces it.
+        version = item.expect[obj] + n
+        stored = encode_object(version, new_state)
+        if stored != decided.get(obj) and new_state != item.states[obj]:
+            # L1-1: what is stored is exactly the fold of the facts recorded.
+            raise AssertionError(f"decision states disagree with the fold of its facts for {obj}")
+        before_rows = set(state_rows(obj, old[obj]))
+        after_rows = set(state_rows(obj, new_state))
+        added = after_rows - before_rows
+        p.objects.append(PlannedObject(obj, stored, version, new_state, before_rows - after_rows, added))
+        p.dues += [from_u64(key[:8]) for db, key, _ in added if db == "deadlines"]
+    p.seq = seq
+    result = item.result
+    if "seq" in result and result["seq"] is None:
+        result = {**result, "seq": seq}
+    p.result = _json.encode(result)
+    if item.scope is not None:
+        p.receipt = _mp.encode(Receipt(item.req_hash, _json.encode(redact(result)), seq))
+    return p
+
+
+def _read_expected(batch: BatchState, tx: Tx, item: Item) -> dict[str, Any] | Stale:
+    """The state of every object the decision read, if each is still at the
+    version (and, for overlay reads, the exact bytes) it decided on (L5)."""
+    old: dict[str, Any] = {}
+    for obj, expected in item.expect.items():
+        # Objects written earlier in this batch are known; others are read.
+        if obj in batch.written:
+            raw = batch.written[obj]
+            version, state = batch.decoded[obj]
+        else:
+            raw = tx.get("objects", obj.encode())
+            version, state = (0, None) if raw is None else decode_object(raw, state_type(obj))
+        assumed = item.assumed.get(obj)
+        if assumed is not None and raw != assumed:
+            return Stale(obj)  # same version maybe, but not the state decided on
+        if version != expected:
+            return Stale(obj)
+        old[obj] = state
+    return old
