@@ -8,7 +8,6 @@ import os
 import signal
 import socket
 import sys
-import threading
 from typing import Callable
 
 from .actors import Runtime
@@ -18,7 +17,7 @@ from .core import agent
 from .core.context import Ctx, Limits
 from .core.facts import Decision
 from .server import Server
-from .store import Committed, Item, Outcome, Store, StoreDamaged
+from .store import Committed, Item, Store, StoreDamaged
 
 __all__ = ["run", "limits_of", "bootstrap_admin"]
 
@@ -78,22 +77,11 @@ def bootstrap_admin(rt: Runtime) -> str | None:
     d = agent.decide_register(agent.Register(b'{"name":"admin"}', admin=True), ctx, bootstrap=True)
     assert isinstance(d, Decision)
     _create_secret(key_path, d.result["key"])
-    done = threading.Event()
-    box: list[Outcome] = []
-    rt.writer.submit(
-        Item(
-            scope=None,
-            req_hash=b"",
-            facts=d.facts,
-            states=d.states,
-            expect={d.result["agent"]: 0},
-            result=d.result,
-            done=lambda o: (box.append(o), done.set()),
-        )
+    outcome = rt.writer.write_now(
+        Item(scope=None, req_hash=b"", facts=d.facts, states=d.states, expect={d.result["agent"]: 0}, result=d.result)
     )
-    done.wait()
-    if not isinstance(box[0], Committed):
-        raise RuntimeError(f"could not create the admin agent: {box[0]}")
+    if not isinstance(outcome, Committed):
+        raise RuntimeError(f"could not create the admin agent: {outcome}")
     return d.result["agent"]
 
 

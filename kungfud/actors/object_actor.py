@@ -388,14 +388,11 @@ class ObjectActor(pykka.ThreadingActor):
                 decision = ACTIONS[op].decide(command(owner), self.runtime.ctx(None, now, reads.get))
             if isinstance(decision, Rejection):
                 return
-            done = threading.Event()
-            box: list[Outcome] = []
-            self.runtime.writer.submit(
+            outcome = self.runtime.writer.write_now(
                 Item(
                     scope=None, req_hash=b"", facts=decision.facts, states=decision.states, expect=reads.expect,
-                    result=decision.result, done=lambda o: (box.append(o), done.set()),
+                    result=decision.result,
                 )
             )
-            done.wait()
-            if not isinstance(box[0], Stale):
+            if not isinstance(outcome, Stale):
                 return
