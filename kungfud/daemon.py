@@ -17,6 +17,7 @@ from .core import agent
 from .core.context import Ctx, Limits
 from .core.facts import Decision
 from .server import Server
+from .testing import faults
 from .store import Committed, Item, Store, StoreDamaged
 
 __all__ = ["run", "limits_of", "bootstrap_admin"]
@@ -85,40 +86,6 @@ def bootstrap_admin(rt: Runtime) -> str | None:
     return d.result["agent"]
 
 
-class InjectedFault(Exception):
-    """A storage failure injected for tests (``injected``: no traceback logged)."""
-
-    injected = True
-
-
-class NthCallFault:
-    """Test-only storage fault: the writer's fault hook raises at its Nth call
-    after arming (``KUNGFUD_FAULT_NTH=N``; unset in production). Every write path
-    passes the hook — each fact, object, index row, receipt and the commit — so
-    N = 1, 2, … walks a fault through all of them."""
-
-    def __init__(self, n: int):
-        self.n = n
-        self.calls = 0
-        self.armed = False
-
-    def arm(self) -> None:
-        self.armed = True
-
-    def __call__(self, point: str) -> None:
-        if not self.armed:
-            return
-        self.calls += 1
-        if self.calls == self.n:
-            log.warning("injecting a storage fault at call %d (%s)", self.n, point)
-            raise InjectedFault(f"injected storage fault at call {self.n} ({point})")
-
-
-def _fault_from_env() -> NthCallFault | None:
-    raw = os.environ.get("KUNGFUD_FAULT_NTH")
-    return NthCallFault(int(raw)) if raw and raw.isdigit() and int(raw) > 0 else None
-
-
 def _loop_factory(choice: str) -> tuple[Callable[[], asyncio.AbstractEventLoop] | None, str]:
     """The event loop to serve on: uvloop when chosen or, with "auto", when it
     is installed (it carries the same frames for less CPU: see
@@ -182,8 +149,7 @@ def run(cfg: Config) -> int:
         store.close()
         print(f"kungfud: {e}", file=sys.stderr)
         return 2
-    fault = _fault_from_env()
-    rt = Runtime(store, limits_of(cfg), fault=fault)
+    rt = Runtime(store, limits_of(cfg))
     rt.start()
     try:
         try:
@@ -192,8 +158,7 @@ def run(cfg: Config) -> int:
             listener.close()
             print(f"kungfud: {e}", file=sys.stderr)
             return 2
-        if fault is not None:
-            fault.arm()  # faults hit client actions only, never the bootstrap
+        faults.install_from_env(rt.writer)  # tests only (KUNGFUD_FAULT_NTH); after the bootstrap
         if admin:
             log.info("created admin agent %s; its key is in %s", admin, os.path.join(cfg.data_dir, "admin.key"))
         log.info("event loop: %s", loop_name)

@@ -98,7 +98,7 @@ class Writer:
         # Test hooks (reliability suite, simulation): ``fault`` is called at
         # named write points and may raise; ``on_item`` is told, with the
         # transaction, as the writer starts on each item.
-        self._fault = fault
+        self.fault = fault
         self._on_item = on_item
         # The item being planned or written (writer thread), for diagnostics.
         self.writing: Item | None = None
@@ -329,8 +329,9 @@ class Writer:
 
     def _point(self, name: str) -> None:
         """A named write point: the test fault hook may raise here."""
-        if self._fault is not None:
-            self._fault(name)
+        fault = self.fault
+        if fault is not None:
+            fault(name)
 
 
 def _expected(e: BaseException) -> bool:

@@ -100,6 +100,7 @@ from kungfud.store import Committed, Failed, Item, Outcome, Replayed, Stale, Sto
 from kungfud.store.check import compare, expected_indexes
 from kungfud.store.layout import decode_fact, decode_object, from_u64, receipt_scope
 from kungfud.store.writer import mismatch, redact
+from kungfud.testing.faults import InjectedFault  # the writer logs it without a traceback
 
 from .workload import Workload
 
@@ -123,13 +124,6 @@ def rerun_hint(seed: int, steps: int = 400, strict: bool = False) -> str:
 
 class SimFailure(AssertionError):
     pass
-
-
-class InjectedFault(Exception):
-    """Raised by the Writer's ``fault`` hook; ``injected`` keeps the writer from
-    logging it as unexpected."""
-
-    injected = True
 
 
 class Request:

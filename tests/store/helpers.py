@@ -15,6 +15,7 @@ from kungfud.core.facts import Decision
 from kungfud.errors import Rejection
 from kungfud.store import Item, Outcome, Store, Writer
 from kungfud.store.layout import DBS, receipt_scope
+from kungfud.testing.faults import InjectedFault  # the writer logs it without a traceback
 
 __all__ = [
     "T0",
@@ -34,13 +35,6 @@ T0 = 1_764_504_000_000  # 2025-11-30T12:00:00.000Z
 # Map-size tests need content past the wire's 256 KiB limit; the core takes the
 # limit from the context, so the store sees what a larger configured limit allows.
 BIG = Limits(max_content_bytes=64 * 1024 * 1024)
-
-
-class InjectedFault(Exception):
-    """Raised by the Writer's ``fault`` hook; ``injected`` tells the writer the
-    failure is expected (no traceback logged)."""
-
-    injected = True
 
 
 class FaultPlan:
