@@ -63,9 +63,7 @@ def bootstrap_admin(rt: Runtime) -> str | None:
     committed, so a crash in between leaves no admin whose key is lost. A store
     with facts never gets another admin, and an existing ``admin.key`` is never
     overwritten: a store with no facts beside one is refused (StoreDamaged)."""
-    with rt.store.read() as view:
-        empty = view.last_seq() == 0
-    if not empty:
+    if rt.store.last_seq() != 0:
         return None
     key_path = os.path.join(rt.store.data_dir, "admin.key")
     if os.path.lexists(key_path):

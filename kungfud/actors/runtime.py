@@ -14,6 +14,7 @@ import msgspec
 from ..core.context import Ctx, Limits
 from ..core.ids import time_ordered
 from ..store import Failed, Outcome, Store, Writer
+from ..store.interface import Committer
 from ..errors import Rejection
 from .clock import DeadlineClock
 from .ops import SERVICE_ACTORS, agent_actor
@@ -56,7 +57,7 @@ class Runtime:
         self._entropy, self._entropy_at = b"", 0
         self.registry = Registry(self, idle_stop_s=idle_stop_s, may_start=self._may_start)
         self.clock_thread = DeadlineClock(self)
-        self.writer = Writer(
+        self.writer: Committer = Writer(
             store,
             max_batch=max_batch,
             clock=clock,

@@ -5,7 +5,10 @@ and can be rebuilt by ``kungfud check --rebuild``.
 """
 
 from .store import Store, StoreDamaged, StoreLocked
-from .interface import Committed, Failed, Item, Outcome, Replayed, Stale
+from .interface import Committed, Committer, Failed, Item, Outcome, Recorder, Replayed, Stale, Tx
 from .writer import Writer
 
-__all__ = ["Store", "StoreDamaged", "StoreLocked", "Writer", "Item", "Outcome", "Committed", "Replayed", "Stale", "Failed"]
+__all__ = [
+    "Store", "StoreDamaged", "StoreLocked", "Writer", "Item", "Outcome", "Committed", "Replayed", "Stale", "Failed",
+    "Recorder", "Committer", "Tx",
+]

@@ -10,17 +10,20 @@ protocol rules. Nothing here imports a storage library.
 
 - :class:`Item` is one action ready to write, :data:`Outcome` what became of it.
 - :class:`Tx` is one open write transaction (or savepoint) by table and key.
-- :class:`Recorder` is the store as the runtime and the daemon use it: read
-  views, the event-feed tail, the last seq, close.
+- :class:`Recorder` is the store as the layers above read it: snapshot
+  views with named queries, the event-feed tail, the last seq, close.
 - :class:`Committer` is the write side: submit (group-committed), write now,
   write a batch on the caller's thread.
+
+The LMDB backend is :class:`~kungfud.store.store.Store` (a Recorder) with
+:class:`~kungfud.store.writer.Writer` (a Committer) over it.
 """
 
 from __future__ import annotations
 
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol, runtime_checkable
 
 import msgspec
 
@@ -99,10 +102,27 @@ class Tx(Protocol):
     def delete(self, table: str, key: bytes) -> None: ...
 
 
+@runtime_checkable
 class Committer(Protocol):
-    """The write side: commit batches of planned actions atomically (L2), with
-    receipts (L3), version checks across objects (L5), index rows and events,
-    and report each outcome only once its batch is durable (L1-4)."""
+    """The write side of a backend: commit batches of planned actions
+    atomically, and report each outcome only once its batch is durable.
+
+    What a backend must guarantee (docs/storage.md "The store interface"):
+    - an action's facts, object snapshots, index rows, feed rows and receipt
+      are written all or nothing (L2-1), in a batch committed at once; a
+      failing action never takes its batch-mates down, a failing commit
+      acknowledges none of them;
+    - nothing is reported before it is durable and visible to a new read
+      (L1-4): ``done`` runs after the commit;
+    - every action is planned again inside the transaction
+      (:func:`kungfud.store.plan.plan` over a :class:`Tx`), so receipts (L3) and
+      versions across objects (L5) are checked against committed state plus
+      the batch so far: the commit order is the serial order;
+    - a storage failure answers ``unavailable`` ("nothing was written").
+    """
+
+    batches: int  # batches committed (metrics)
+    items: int  # actions reported by committed batches
 
     def submit(self, item: Item) -> None:
         """Queue ``item``; its ``done`` is called once with its outcome."""
@@ -120,26 +140,22 @@ class Committer(Protocol):
         """Write what is queued, then stop; later submits fail ``unavailable``."""
 
 
+@runtime_checkable
 class Recorder(Protocol):
-    """The store as the layers above use it. ``read()`` yields a consistent
-    snapshot (:class:`~kungfud.store.store.View`, whose named queries are the
-    read interface); the event feed and the last seq are read through it too."""
+    """The store as the layers above read it. ``read()`` yields one consistent
+    snapshot, a :class:`~kungfud.store.store.View`, whose named queries are the
+    read interface (a check and the content it guards come from one snapshot,
+    R9-5, R12-10)."""
 
     data_dir: str
 
     def read(self) -> AbstractContextManager["View"]: ...
 
+    def events_for(self, agent: str, after: int) -> Iterator[tuple[int, bytes]]:
+        """The event-feed tail: (seq, event JSON) of ``agent``'s feed with
+        seq > ``after``, gap-free and in seq order, from one snapshot."""
+
+    def last_seq(self) -> int:
+        """The seq of the last committed fact (0 for a store without facts)."""
+
     def close(self) -> None: ...
-
-
-def events_for(store: Recorder, agent: str, after: int) -> Iterator[tuple[int, bytes]]:
-    """The event-feed tail: (seq, event JSON) of ``agent``'s feed with seq >
-    ``after``, gap-free and in order, from one snapshot."""
-    with store.read() as view:
-        yield from view.events_for(agent, after)
-
-
-def last_seq(store: Recorder) -> int:
-    """The seq of the last committed fact (0 for an empty store)."""
-    with store.read() as view:
-        return view.last_seq()

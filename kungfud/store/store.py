@@ -150,6 +150,15 @@ class Store:
         with self.env.begin(buffers=False) as txn:
             yield View(txn, self.dbs)
 
+    def events_for(self, agent: str, after: int) -> Iterator[tuple[int, bytes]]:
+        """The event-feed tail from one snapshot (interface.Recorder)."""
+        with self.read() as view:
+            yield from view.events_for(agent, after)
+
+    def last_seq(self) -> int:
+        with self.read() as view:
+            return view.last_seq()
+
     def map_usage(self) -> tuple[int, int]:
         info = self.env.info()
         stat = self.env.stat()
