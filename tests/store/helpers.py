@@ -7,13 +7,16 @@ from __future__ import annotations
 import itertools
 import json
 import threading
+from typing import Any, Callable
 
 from kungfud.core import agent as agent_core
+from kungfud.core import engagement as engagement_core
 from kungfud.core import memory as memory_core
+from kungfud.core import task as task_core
 from kungfud.core.context import Ctx, Limits
 from kungfud.core.facts import Decision
 from kungfud.errors import Rejection
-from kungfud.store import Item, Outcome, Store, Writer
+from kungfud.store import Committer, Item, Outcome, Recorder, Store, Writer
 from kungfud.store.layout import DBS, receipt_scope
 from kungfud.testing.faults import InjectedFault  # the writer logs it without a traceback
 
@@ -23,6 +26,10 @@ __all__ = [
     "FaultPlan",
     "Ids",
     "dump",
+    "decided",
+    "task_item",
+    "take_item",
+    "drop_item",
     "register_item",
     "create_item",
     "update_item",
@@ -82,7 +89,7 @@ def _ctx(caller: agent_core.AgentState | None, ids: Ids) -> Ctx:
     return Ctx(now=T0, caller=caller, new_id=ids, new_secret=lambda: f"kf_test{next(_secrets)}", limits=BIG)
 
 
-def _item(decision: Decision | Rejection, scope: bytes, req_hash: bytes, expect: dict[str, int]) -> Item:
+def _item(decision: Decision | Rejection, scope: bytes | None, req_hash: bytes, expect: dict[str, int]) -> Item:
     assert isinstance(decision, Decision), decision
     expect = dict(expect)
     for obj in decision.states:
@@ -96,6 +103,47 @@ def _item(decision: Decision | Rejection, scope: bytes, req_hash: bytes, expect:
         result=decision.result,
         done=lambda outcome: None,  # replaced by run_batch
     )
+
+
+def decided(store: Store, caller: str | None, decide: Callable[[Any, Ctx], Any], command: Any, ids: Ids,
+            scope: bytes | None, req_hash: bytes, *, now: int = T0) -> Item:
+    """An Item for ``decide(command, ctx)`` on the store's current states, with
+    the version of every object the decision read (as the actors record it)."""
+    expect: dict[str, int] = {}
+    with store.read() as view:
+
+        def get(obj: str) -> Any:
+            version, state = view.obj(obj)
+            expect.setdefault(obj, version)
+            return state
+
+        caller_state = get(caller) if caller else None
+        ctx = Ctx(now=now, caller=caller_state, new_id=ids, new_secret=lambda: f"kf_test{next(_secrets)}", limits=BIG, get=get)
+        d = decide(command, ctx)
+    return _item(d, scope, req_hash, expect)
+
+
+CONTRACT = b'{"output":"o","criteria":"c"}'
+
+
+def task_item(store: Store, caller: str, ids: Ids, key: str, audience: list[str] | None) -> Item:
+    """``task.create`` (deliver within 60 s) for ``audience`` (None: open)."""
+    cmd = task_core.CreateTask(audience, task_core.ContractSpec(CONTRACT, deliver_within_s=60))
+    scope = receipt_scope(caller, "task.create", key)
+    return decided(store, caller, task_core.decide_create, cmd, ids, scope, f"task:{audience}".encode())
+
+
+def take_item(store: Store, caller: str, task: str, ids: Ids, key: str, *, now: int = T0) -> Item:
+    """``task.take`` without a delivery: a taken engagement with a deadline."""
+    scope = receipt_scope(caller, "task.take", key)
+    return decided(store, caller, engagement_core.decide_take, engagement_core.TakeTask(task), ids, scope,
+                   f"take:{task}".encode(), now=now)
+
+
+def drop_item(store: Store, caller: str, engagement: str, ids: Ids, key: str) -> Item:
+    scope = receipt_scope(caller, "task.drop", key)
+    return decided(store, caller, engagement_core.decide_drop, engagement_core.DropTask(engagement), ids, scope,
+                   f"drop:{engagement}".encode())
 
 
 def register_item(ids: Ids, key: str, name: str = "agent", *, admin: bool = False) -> Item:
@@ -144,16 +192,20 @@ class Reported:
         self.event = threading.Event()
 
 
-def run_batch(writer: Writer, items: list[Item], *, start: bool = False, timeout: float = 15.0) -> list[Reported]:
+def run_batch(
+    writer: Committer, items: list[Item], *, start: bool = False, timeout: float = 15.0, store: Recorder | None = None
+) -> list[Reported]:
     """Submit ``items`` and wait for every outcome. With ``start``, the writer is
-    started only after all are queued, so they drain as one batch."""
+    started only after all are queued, so they drain as one batch. ``store``
+    (default: the writer's) is read as each outcome is reported."""
+    reader: Recorder = store or writer.store  # type: ignore[attr-defined]
     reports = []
     for item in items:
         rep = Reported()
 
         def done(outcome: Outcome, rep: Reported = rep, scope: bytes | None = item.scope) -> None:
             if scope is not None:
-                with writer.store.read() as view:
+                with reader.read() as view:
                     rep.receipt_visible = view.receipt(scope) is not None
             rep.outcome = outcome
             rep.event.set()
