@@ -19,7 +19,7 @@ only a bug raises (the L1-1 comparison, see docs/decisions.md D85).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import msgspec
@@ -93,12 +93,12 @@ class Plan:
     """What one action will write, computed before any of it is written."""
 
     item: Item
-    facts: list[PlannedFact] = field(default_factory=list)
-    objects: list[PlannedObject] = field(default_factory=list)
-    seq: int = 0  # the last seq once written (the batch's seq if no facts)
-    result: bytes = b""  # JSON of the result as first returned (secrets included)
-    receipt: bytes | None = None  # the stored receipt, if the action has a scope
-    dues: list[int] = field(default_factory=list)  # deadline rows it adds (ms)
+    facts: list[PlannedFact]
+    objects: list[PlannedObject]
+    seq: int  # the last seq once written (the batch's seq if no facts)
+    result: bytes  # JSON of the result as first returned (secrets included)
+    receipt: bytes | None  # the stored receipt, if the action has a scope
+    dues: list[int]  # deadline rows it adds (ms)
 
     def events(self) -> list[tuple[str, int, bytes]]:
         """(agent, seq, event JSON) of every fact, in order."""
@@ -151,7 +151,7 @@ def plan(batch: BatchState, tx: Tx, item: Item, now: Callable[[], int]) -> Plan 
     old = _read_expected(batch, tx, item)
     if isinstance(old, Stale):
         return old
-    p = Plan(item)
+    facts: list[PlannedFact] = []
     seq = batch.seq
     touched: dict[str, int] = {}  # object -> facts of this action touching it
     current = dict(old)
@@ -166,9 +166,11 @@ def plan(batch: BatchState, tx: Tx, item: Item, now: Callable[[], int]) -> Plan 
             feed.observe(obj, before, after, fact)
         rendered = feed.rendered()
         rows = list(fact_rows(fact, seq)) + feed.rows(seq, rendered)
-        p.facts.append(PlannedFact(seq, encode_fact(fact), objs, rows, rendered))
+        facts.append(PlannedFact(seq, encode_fact(fact), objs, rows, rendered))
     if touched.keys() != item.states.keys():
         raise AssertionError(f"decision states disagree with the fold of its facts for {sorted(touched)}")
+    objects: list[PlannedObject] = []
+    dues: list[int] = []
     decided = item.encoded or {}
     for obj, n in touched.items():
         new_state = current[obj]
@@ -182,16 +184,13 @@ def plan(batch: BatchState, tx: Tx, item: Item, now: Callable[[], int]) -> Plan 
         before_rows = set(state_rows(obj, old[obj]))
         after_rows = set(state_rows(obj, new_state))
         added = after_rows - before_rows
-        p.objects.append(PlannedObject(obj, stored, version, new_state, before_rows - after_rows, added))
-        p.dues += [from_u64(key[:8]) for db, key, _ in added if db == "deadlines"]
-    p.seq = seq
+        objects.append(PlannedObject(obj, stored, version, new_state, before_rows - after_rows, added))
+        dues += [from_u64(key[:8]) for db, key, _ in added if db == "deadlines"]
     result = item.result
     if "seq" in result and result["seq"] is None:
         result = {**result, "seq": seq}
-    p.result = _json.encode(result)
-    if item.scope is not None:
-        p.receipt = _mp.encode(Receipt(item.req_hash, _json.encode(redact(result)), seq))
-    return p
+    receipt = None if item.scope is None else _mp.encode(Receipt(item.req_hash, _json.encode(redact(result)), seq))
+    return Plan(item, facts, objects, seq, _json.encode(result), receipt, dues)
 
 
 def _read_expected(batch: BatchState, tx: Tx, item: Item) -> dict[str, Any] | Stale:

@@ -10,9 +10,9 @@ What an action means — its receipt (L3), validity (B5), versions (L5), the fol
 of its facts (L1-1), its index and feed rows — is the planner's
 (:mod:`kungfud.store.plan`); this module only begins, writes, commits, aborts
 and reports. Plans are re-made inside the transaction, so the commit order is
-the serial order and no decision rests on stale state. Every write goes through
-:meth:`Writer._put` / :meth:`Writer._delete`, the one place a test fault hook
-is called.
+the serial order and no decision rests on stale state. The named write points
+go through :meth:`Writer._put` / :meth:`Writer._delete`, the one place a test
+fault hook is called (D87).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any, Callable
 import lmdb
 
 from ..errors import Rejection
-from .interface import Committed, Failed, Item, Outcome, Replayed, Stale
+from .interface import Committed, Failed, Item, Outcome, Replayed, Stale, Tx
 from .layout import stream_key, u64
 from .plan import SECRET_FIELDS, BatchState, Plan, mismatch, plan, redact
 from .store import Store
@@ -221,7 +221,8 @@ class Writer:
             row = state.seq_row()
             if row is not None:
                 tx.put(*row)
-            self._point("commit")
+            if self.fault is not None:
+                self.fault("commit")
             txn.commit()
         except Exception as e:
             try:
@@ -299,39 +300,36 @@ class Writer:
         done.append(p)  # its events are published only if the batch commits too
         return outcome
 
-    def _execute(self, tx: LmdbTx, p: Plan) -> Committed:
-        """Write a planned action. Only storage can fail here."""
+    def _execute(self, tx: Tx, p: Plan) -> Committed:
+        """Write a planned action through the :class:`Tx` (nothing here is
+        LMDB's). Only storage can fail here."""
+        put = tx.put
         for f in p.facts:
-            self._put(tx, "log", u64(f.seq), f.encoded, point="log")
+            self._put(tx, "log", u64(f.seq), f.encoded, "log")
             for obj in f.objects:
-                self._put(tx, "stream", stream_key(obj, f.seq), b"")
-            for table, key, value in f.rows:  # the fact's events and outcomes among them
-                self._put(tx, table, key, value)
+                put("stream", stream_key(obj, f.seq), b"")  # no fault point (D87)
+            for table, key, value in f.rows:  # the fact's history and feed rows: no fault point
+                put(table, key, value)
         for o in p.objects:
-            self._put(tx, "objects", o.id.encode(), o.stored, point="objects")
+            self._put(tx, "objects", o.id.encode(), o.stored, "objects")
             for table, key, _ in o.rows_gone:
-                self._delete(tx, table, key, point="index")
+                self._delete(tx, table, key, "index")
             for table, key, value in o.rows_added:
-                self._put(tx, table, key, value, point="index")
+                self._put(tx, table, key, value, "index")
         if p.receipt is not None:
-            self._put(tx, "receipts", p.item.scope, p.receipt, point="receipt")  # type: ignore[arg-type]
+            self._put(tx, "receipts", p.item.scope, p.receipt, "receipt")  # type: ignore[arg-type]
         return Committed(p.result, p.seq)
 
-    def _put(self, tx: LmdbTx, table: str, key: bytes, value: bytes, point: str | None = None) -> None:
-        if point is not None:
-            self._point(point)
+    def _put(self, tx: Tx, table: str, key: bytes, value: bytes, point: str) -> None:
+        """A write at a named write point: the test fault hook may raise first."""
+        if self.fault is not None:
+            self.fault(point)
         tx.put(table, key, value)
 
-    def _delete(self, tx: LmdbTx, table: str, key: bytes, point: str | None = None) -> None:
-        if point is not None:
-            self._point(point)
+    def _delete(self, tx: Tx, table: str, key: bytes, point: str) -> None:
+        if self.fault is not None:
+            self.fault(point)
         tx.delete(table, key)
-
-    def _point(self, name: str) -> None:
-        """A named write point: the test fault hook may raise here."""
-        fault = self.fault
-        if fault is not None:
-            fault(name)
 
 
 def _expected(e: BaseException) -> bool:
