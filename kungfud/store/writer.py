@@ -26,8 +26,8 @@ from typing import Any, Callable
 import lmdb
 
 from ..errors import Rejection
-from .interface import Committed, Failed, Item, Outcome, Replayed, Stale, Tx
 from .failures import FailureLog, storage_failure
+from .interface import Committed, Failed, Item, Outcome, Replayed, Stale, Tx
 from .layout import stream_key, u64
 from .plan import SECRET_FIELDS, BatchState, Plan, mismatch, plan, redact
 from .store import Store
@@ -74,6 +74,8 @@ class LmdbTx:
 
 
 class Writer:
+    """The LMDB backend's :class:`~kungfud.store.interface.Committer`."""
+
     def __init__(
         self,
         store: Store,
