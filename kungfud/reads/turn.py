@@ -22,7 +22,7 @@ from ..errors import Rejection
 from ..store.events import opportunity_item, turn_item
 from ..store.store import View
 from . import cursors
-from .task_reads import takes_engagements
+from .task import takes_engagements
 
 __all__ = ["turn", "opportunities", "SCAN_BUDGET"]
 

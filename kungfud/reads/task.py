@@ -22,7 +22,7 @@ from ..core.obligations import ob_id
 from ..core.task import ContractState, TaskState, may_read_contract
 from ..errors import Rejection
 from ..store.store import View
-from .thread_reads import READ_PAGE_BYTES
+from .thread import READ_PAGE_BYTES
 
 __all__ = ["task_get", "task_list", "engagement_get", "contract_view", "takes_engagements"]
 
