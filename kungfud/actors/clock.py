@@ -15,8 +15,6 @@ import logging
 import threading
 from typing import TYPE_CHECKING
 
-from ..store.layout import from_u64
-
 if TYPE_CHECKING:
     from .runtime import Runtime
 
@@ -57,14 +55,12 @@ class DeadlineClock:
         """(due rows as (due, owner actor key), earliest future due)."""
         due: list[tuple[int, str]] = []
         with self.rt.store.read() as view:
-            with view.txn.cursor(db=view.dbs["deadlines"]) as cur:
-                for key, value in cur:
-                    at = from_u64(key[:8])
-                    if at > now:
-                        return due, at
-                    due.append((at, value.decode()))
-                    if len(due) >= limit:
-                        return due, now
+            for at, _, owner in view.deadlines():
+                if at > now:
+                    return due, at
+                due.append((at, owner))
+                if len(due) >= limit:
+                    return due, now
         return due, None
 
     def _run(self) -> None:

@@ -11,6 +11,7 @@ nothing (R7.5-5, B22).
 
 from __future__ import annotations
 
+from itertools import islice
 from typing import Any
 
 import msgspec
@@ -65,26 +66,6 @@ def _obligations(e: EngagementState, me: str, state: str) -> list[dict[str, Any]
     return []
 
 
-def _engagement_ids(view: View, prefix: bytes, limit: int, newest: bool = False) -> list[str]:
-    """Engagement ids under ``prefix``: the oldest ``limit``, or the newest."""
-    out: list[str] = []
-    with view.txn.cursor(db=view.dbs["engagements"]) as cur:
-        if newest:
-            # Step back from the first key past the prefix range.
-            ok = cur.prev() if cur.set_range(prefix + b"\xff") else cur.last()
-            step = cur.prev
-        else:
-            ok = cur.set_range(prefix)
-            step = cur.next
-        while ok and len(out) < limit:
-            key = cur.key()
-            if not key.startswith(prefix):
-                break
-            out.append(key.rsplit(b"\x00", 1)[1].decode())
-            ok = step()
-    return out[::-1] if newest else out
-
-
 def _may_take(view: View, t: TaskState, me: str) -> bool:
     """The core's rule for taking (audience, author, judge, eligibility) against
     the latest contract version — the version a take would bind."""
@@ -123,9 +104,9 @@ def task_get(
     # The caller's own engagements (R9-16); the author and judges see the newest
     # of every engagement of the Task.
     if me == t.author or me in t.judges:
-        ids = _engagement_ids(view, task_id.encode() + b"\x00", MAX_LISTED, newest=True)
+        ids = view.engagements_of(task_id, newest=True, limit=MAX_LISTED)
     else:
-        ids = _engagement_ids(view, me.encode() + b"\x00" + task_id.encode() + b"\x00", MAX_LISTED)
+        ids = view.engagements_of(task_id, me, limit=MAX_LISTED)
     parties = [e for e in (view.state(i) for i in ids) if is_party(e, me)]
     states = {e.engagement: effective(e, now, t, view.state) for e in parties}
     out["engagements"] = [_engagement_brief(e, states[e.engagement]) for e in parties]
@@ -141,24 +122,18 @@ def task_get(
     adopted = []
     budget = CONTENT_BUDGET
     more = False
-    prefix = task_id.encode() + b"\x00"
-    start = prefix if adopted_after is None else prefix + adopted_after.encode() + b"\x00"
-    with view.txn.cursor(db=view.dbs["adopted"]) as cur:
-        if cur.set_range(start):
-            for key in cur.iternext(values=False):
-                if not key.startswith(prefix):
-                    break
-                if len(adopted) >= MAX_LISTED or budget <= 0:
-                    more = True
-                    break
-                e: EngagementState = view.state(key[len(prefix):].decode())
-                if (e.readers == "public" or is_party(e, me)) and e.pin_memory and e.pin_version:
-                    item: dict[str, Any] = {"engagement": e.engagement, "pin": {"memory": e.pin_memory, "version": e.pin_version}}
-                    content = view.memory_content(e.pin_memory, e.pin_version)
-                    if content is not None:
-                        item["content"] = msgspec.Raw(content)
-                        budget -= len(content)
-                    adopted.append(item)
+    for en in view.adopted(task_id, adopted_after):
+        if len(adopted) >= MAX_LISTED or budget <= 0:
+            more = True
+            break
+        e: EngagementState = view.state(en)
+        if (e.readers == "public" or is_party(e, me)) and e.pin_memory and e.pin_version:
+            item: dict[str, Any] = {"engagement": e.engagement, "pin": {"memory": e.pin_memory, "version": e.pin_version}}
+            content = view.memory_content(e.pin_memory, e.pin_version)
+            if content is not None:
+                item["content"] = msgspec.Raw(content)
+                budget -= len(content)
+            adopted.append(item)
     out["adopted"] = adopted
     if more and adopted:
         out["adopted_cursor"] = adopted[-1]["engagement"]
@@ -174,21 +149,8 @@ def task_get(
 def task_list(view: View, me: str, cursor: str | None, limit: int, mine: bool) -> dict | Rejection:
     if cursor is not None and not (cursor.startswith("tk_") and cursor.isascii() and len(cursor) <= 64):
         return Rejection.bad_request("`cursor` is not a cursor this daemon returned - at `$.args.cursor`")
-    prefixes = [me.encode() + b"\x00"] if mine else [b"*\x00", me.encode() + b"\x00"]
-    wanted = {b"author"} if mine else {b"open", b"named"}
-    candidates: list[str] = []
-    for prefix in prefixes:
-        start = prefix + (cursor.encode() + b"\x00" if cursor else b"")
-        n = 0
-        with view.txn.cursor(db=view.dbs["tasks"]) as cur:
-            if cur.set_range(start):
-                for key, kind in cur.iternext():
-                    if not key.startswith(prefix) or n > limit:
-                        break
-                    if kind in wanted:
-                        candidates.append(key[len(prefix):].decode())
-                        n += 1
-    candidates = sorted(set(candidates))
+    # The first limit + 1 say whether there is more (R8-13: a page reads no further).
+    candidates = list(islice(view.tasks_for(me, mine, cursor), limit + 1))
     items: list[dict[str, Any]] = []
     more = len(candidates) > limit
     for tk in candidates[:limit]:

@@ -263,21 +263,14 @@ def _content_bytes(item: dict) -> int:
 def thread_list(view: View, me: str, cursor: str | None, limit: int) -> dict | Rejection:
     if cursor is not None and not (cursor.startswith("th_") and cursor.isascii() and len(cursor) <= 64):
         return Rejection.bad_request("`cursor` is not a cursor this daemon returned - at `$.args.cursor`")
-    prefix = me.encode() + b"\x00"
-    start = prefix + (cursor.encode() + b"\x00" if cursor else b"")
     items = []
     more = False
-    with view.txn.cursor(db=view.dbs["memberships"]) as cur:
-        if cur.set_range(start):
-            for key, role in cur.iternext():
-                if not key.startswith(prefix):
-                    break
-                if len(items) == limit:
-                    more = True
-                    break
-                thread = key[len(prefix):].decode()
-                t: ThreadState = view.state(thread)
-                items.append({"thread": thread, "role": role.decode(), "status": t.status, "entries": t.entries})
+    for thread, role in view.memberships(me, cursor):
+        if len(items) == limit:
+            more = True
+            break
+        t: ThreadState = view.state(thread)
+        items.append({"thread": thread, "role": role, "status": t.status, "entries": t.entries})
     return {"items": items, "cursor": items[-1]["thread"] if more else None}
 
 

@@ -11,9 +11,7 @@ between pages are simply not there, and none that still exists is skipped
 
 from __future__ import annotations
 
-from typing import Any, Callable
-
-import msgspec
+from typing import Any, Callable, Iterator
 
 from ..core.obligations import Obligation
 from ..core.task import TaskState, in_audience
@@ -27,41 +25,40 @@ from .task import takes_engagements
 __all__ = ["turn", "opportunities", "SCAN_BUDGET"]
 
 SCAN_BUDGET = 2000  # index rows one page may examine (bounded reads, R8-13)
-_ob_dec = msgspec.msgpack.Decoder(Obligation)
 
 
 def _bad_cursor() -> Rejection:
     return Rejection.bad_request("`cursor` is not a cursor this daemon returned - at `$.args.cursor`")
 
 
-def _start(op: str, me: str, prefix: bytes, cursor: str | None) -> bytes | Rejection:
+def _position(op: str, me: str, cursor: str | None) -> bytes | None | Rejection:
     if cursor is None:
-        return prefix
+        return None
     if cursors.is_sealed(cursor):
         sealed = cursors.unseal(op, me, cursor)
         if sealed is None:
             return _bad_cursor()
-        return prefix + sealed + b"\x00"
+        return sealed
     try:
         pos = bytes.fromhex(cursor)
     except ValueError:
         return _bad_cursor()
     if len(pos) > 200:
         return _bad_cursor()
-    return prefix + pos + b"\x00"  # the first key after the cursor's
+    return pos
 
 
 def _page(
-    view: View, op: str, db: str, me: str, cursor: str | None, limit: int, item: Callable[[bytes, bytes], "dict | None"]
+    op: str, me: str, cursor: str | None, limit: int, rows: Callable[[bytes | None], Iterator[tuple[bytes, Any]]],
+    item: Callable[[Any], "dict | None"],
 ) -> dict | Rejection:
-    """One page of the caller's rows of ``db``, in key order, from after the
-    cursor. ``item`` turns a row (key suffix, value) into an item or None (not
-    shown). The cursor is the last row examined, so rows that end between pages
-    are simply absent and none that still exists is skipped (R8-10); a page
-    examines at most SCAN_BUDGET rows (R8-13). A row the page did not show may
-    name what the caller cannot read: its position is sealed (D44)."""
-    prefix = me.encode() + b"\x00"
-    start = _start(op, me, prefix, cursor)
+    """One page of the caller's ``rows`` (position, row), in order, from after
+    the cursor. ``item`` turns a row into an item or None (not shown). The cursor
+    is the last row examined, so rows that end between pages are simply absent
+    and none that still exists is skipped (R8-10); a page examines at most
+    SCAN_BUDGET rows (R8-13). A row the page did not show may name what the
+    caller cannot read: its position is sealed (D44)."""
+    start = _position(op, me, cursor)
     if isinstance(start, Rejection):
         return start
     items: list[dict[str, Any]] = []
@@ -69,33 +66,27 @@ def _page(
     shown: dict | None = None
     scanned = 0
     more = False
-    with view.txn.cursor(db=view.dbs[db]) as cur:
-        if cur.set_range(start):
-            for key, value in cur.iternext():
-                if not key.startswith(prefix):
-                    break
-                if len(items) == limit or scanned == SCAN_BUDGET:
-                    more = True
-                    break
-                scanned += 1
-                last = key
-                shown = item(key[len(prefix):], value)
-                if shown is not None:
-                    items.append(shown)
+    for pos, row in rows(start):
+        if len(items) == limit or scanned == SCAN_BUDGET:
+            more = True
+            break
+        scanned += 1
+        last = pos
+        shown = item(row)
+        if shown is not None:
+            items.append(shown)
     if not more or last is None:
         return {"items": items, "cursor": None}
-    pos = last[len(prefix):]
-    return {"items": items, "cursor": pos.hex() if shown is not None else cursors.seal(op, me, pos)}
+    return {"items": items, "cursor": last.hex() if shown is not None else cursors.seal(op, me, last)}
 
 
 def turn(view: View, me: str, cursor: str | None, limit: int, now: int) -> dict | Rejection:
-    def item(_: bytes, value: bytes) -> dict | None:
-        ob = _ob_dec.decode(value)
+    def item(ob: Obligation) -> dict | None:
         if ob.due is not None and ob.due <= now:
             return None  # L4-3: the deadline won; its expiry fact is on its way
         return turn_item(ob)
 
-    return _page(view, "turn", "obligations", me, cursor, limit, item)
+    return _page("turn", me, cursor, limit, lambda after: view.obligations_of(me, after), item)
 
 
 def opportunities(view: View, me: str, cursor: str | None, limit: int) -> dict | Rejection:
@@ -103,17 +94,18 @@ def opportunities(view: View, me: str, cursor: str | None, limit: int) -> dict |
     member of their open Thread, and restricted Tasks naming it that take a new
     engagement now (WIRE.md 1.1). They bind no one and are never in the turn."""
 
-    def item(ident_raw: bytes, value: bytes) -> dict | None:
-        ident = ident_raw.decode()
+    def item(row: tuple[str, str]) -> dict | None:
+        ident, where = row
         if ident.startswith("tk_"):
             tk: TaskState | None = view.state(ident)
             # WIRE.md 1.1: only a Task the caller may take, and that takes a new engagement now, is offered.
             if tk is None or not in_audience(tk, me) or not takes_engagements(view, tk):
                 return None
             return opportunity_item(tk)
-        t: ThreadState | None = view.state(value.decode())
+        t: ThreadState | None = view.state(where)
         if t is None or me not in t.members or not t.open:
             return None
         return opportunity_item(view.state(ident))
 
-    return _page(view, "opportunities", "opportunities", me, cursor, limit, item)
+    rows = lambda after: ((pos, (ident, where)) for pos, ident, where in view.opportunities_of(me, after))  # noqa: E731
+    return _page("opportunities", me, cursor, limit, rows, item)

@@ -70,8 +70,8 @@ class Metrics:
         rt = server.rt
         used, size = rt.store.map_usage()
         with rt.store.read() as view:
-            obligations = view.txn.stat(view.dbs["obligations"])["entries"]
-            deadlines = view.txn.stat(view.dbs["deadlines"])["entries"]
+            obligations = view.count("obligations")
+            deadlines = view.count("deadlines")
             last_seq = view.last_seq()
         out = [
             "# HELP kungfud_actions_total Actions that took effect, by op.",

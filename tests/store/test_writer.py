@@ -275,7 +275,7 @@ def test_L3_6_replayed_registration_returns_the_receipt_with_its_secret_nulled(s
     assert isinstance(again, Replayed)
     assert json.loads(again.result) == {"agent": got["agent"], "key": None}
     with store.read() as view:
-        assert view.txn.stat(view.dbs["agent_keys"])["entries"] == 1
+        assert view.count("agent_keys") == 1
 
 
 # --- a full map: unavailable, nothing written, the writer keeps serving -----------------
