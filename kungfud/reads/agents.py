@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import msgspec
 
 from ..core.clock import rfc3339
 from ..errors import Rejection
 from ..store.store import View
+from . import pager
 
 __all__ = ["whoami", "agent_list", "SCAN_BUDGET"]
 
@@ -34,20 +35,12 @@ def agent_list(
     if not me.active:
         return Rejection.forbidden(f"agent {caller} is deactivated and may not use admin ops")
     # `cursor` is an agent id, its format checked at the wire (AgentCursor).
-    items: list[dict[str, Any]] = []
-    last: str | None = None
-    scanned = 0
-    exhausted = True
-    for agent in view.agents(cursor):
-        if len(items) == limit or scanned == SCAN_BUDGET:
-            exhausted = False
-            break
-        scanned += 1
-        last = agent
+
+    def item(agent: str) -> dict[str, Any] | None:
         state = view.state(agent)
         if state is None or (status is not None and state.status != status):
-            continue
-        item: dict[str, Any] = {
+            return None
+        out: dict[str, Any] = {
             "agent": agent,
             "status": state.status,
             "admin": state.admin,
@@ -55,6 +48,11 @@ def agent_list(
             "created_at": rfc3339(state.created_at),
         }
         if (at := seen.get(agent)) is not None:
-            item["last_seen_at"] = rfc3339(at)
-        items.append(item)
-    return {"items": items, "cursor": None if exhausted else last}
+            out["last_seen_at"] = rfc3339(at)
+        return out
+
+    def rows(after: bytes | None) -> Iterator[tuple[bytes, str]]:
+        return ((a.encode(), a) for a in view.agents(after.decode() if after is not None else None))
+
+    # Every agent id is the admin's to read: the cursor is never sealed.
+    return pager.page("admin.agent.list", caller, cursor, limit, SCAN_BUDGET, rows, item, pager.IDS, seal=False)

@@ -3,7 +3,7 @@ what the caller sees. Each is answered from one read view (R9-5, R12-10)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterator
 
 import msgspec
 
@@ -11,7 +11,7 @@ from ..core.clock import rfc3339
 from ..core.visibility import may_list_memory, may_read_memory
 from ..errors import Rejection
 from ..store.store import View
-from . import cursors
+from . import pager
 
 __all__ = ["memory_get", "memory_list", "SCAN_BUDGET"]
 
@@ -37,43 +37,28 @@ def memory_get(view: View, caller: str, memory: str, version: int | None) -> dic
     }
 
 
+def _memory_position(pos: bytes) -> bool:
+    # A Memory id: what memory.list returns in the clear (the wire also lets `_` through).
+    return pos.startswith(b"me_") and pos[3:].isalnum() and pos.isascii()
+
+
 def memory_list(view: View, caller: str, author: str | None, cursor: str | None, limit: int) -> dict | Rejection:
     author = author or caller
-    bad = Rejection.bad_request("`cursor` is not a cursor this daemon returned - at `$.args.cursor`")
-    after: str | None = None
-    if cursor is not None and cursors.is_sealed(cursor):
-        pos = cursors.unseal("memory.list", caller, cursor)
-        if pos is None:
-            return bad
-        after = pos.decode()
-    elif cursor is not None:
-        if not (cursor.startswith("me_") and cursor[3:].isalnum() and cursor.isascii()):
-            return bad
-        after = cursor
-    items: list[dict[str, Any]] = []
-    last: str | None = None
-    shown = False
-    scanned = 0
-    exhausted = True
-    for memory in view.memories_of(author, after):
-        if len(items) == limit or scanned == SCAN_BUDGET:
-            exhausted = False
-            break
-        scanned += 1
-        last = memory
+
+    def item(memory: str) -> dict[str, Any] | None:
         state = view.state(memory)
-        shown = state is not None and may_list_memory(state, caller)
-        if shown:
-            items.append(
-                {
-                    "memory": memory,
-                    "author": state.author,
-                    "latest": state.latest,
-                    "status": state.status,
-                    "visibility": state.visibility,
-                }
-            )
-    if exhausted or last is None:
-        return {"items": items, "cursor": None}
+        if state is None or not may_list_memory(state, caller):
+            return None
+        return {
+            "memory": memory,
+            "author": state.author,
+            "latest": state.latest,
+            "status": state.status,
+            "visibility": state.visibility,
+        }
+
+    def rows(after: bytes | None) -> Iterator[tuple[bytes, str]]:
+        return ((m.encode(), m) for m in view.memories_of(author, after.decode() if after is not None else None))
+
     # D44: the clear id only when it is an item of this page; else sealed.
-    return {"items": items, "cursor": last if shown else cursors.seal("memory.list", caller, last.encode())}
+    return pager.page("memory.list", caller, cursor, limit, SCAN_BUDGET, rows, item, pager.IDS, valid=_memory_position)

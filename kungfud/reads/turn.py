@@ -11,7 +11,7 @@ between pages are simply not there, and none that still exists is skipped
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator
+from typing import Iterator
 
 from ..core.obligations import Obligation
 from ..core.task import TaskState, in_audience
@@ -19,65 +19,12 @@ from ..core.thread import ThreadState
 from ..errors import Rejection
 from ..store.events import opportunity_item, turn_item
 from ..store.store import View
-from . import cursors
+from . import pager
 from .task import takes_engagements
 
 __all__ = ["turn", "opportunities", "SCAN_BUDGET"]
 
 SCAN_BUDGET = 2000  # index rows one page may examine (bounded reads, R8-13)
-
-
-def _bad_cursor() -> Rejection:
-    return Rejection.bad_request("`cursor` is not a cursor this daemon returned - at `$.args.cursor`")
-
-
-def _position(op: str, me: str, cursor: str | None) -> bytes | None | Rejection:
-    if cursor is None:
-        return None
-    if cursors.is_sealed(cursor):
-        sealed = cursors.unseal(op, me, cursor)
-        if sealed is None:
-            return _bad_cursor()
-        return sealed
-    try:
-        pos = bytes.fromhex(cursor)
-    except ValueError:
-        return _bad_cursor()
-    if len(pos) > 200:
-        return _bad_cursor()
-    return pos
-
-
-def _page(
-    op: str, me: str, cursor: str | None, limit: int, rows: Callable[[bytes | None], Iterator[tuple[bytes, Any]]],
-    item: Callable[[Any], "dict | None"],
-) -> dict | Rejection:
-    """One page of the caller's ``rows`` (position, row), in order, from after
-    the cursor. ``item`` turns a row into an item or None (not shown). The cursor
-    is the last row examined, so rows that end between pages are simply absent
-    and none that still exists is skipped (R8-10); a page examines at most
-    SCAN_BUDGET rows (R8-13). A row the page did not show may name what the
-    caller cannot read: its position is sealed (D44)."""
-    start = _position(op, me, cursor)
-    if isinstance(start, Rejection):
-        return start
-    items: list[dict[str, Any]] = []
-    last: bytes | None = None
-    shown: dict | None = None
-    scanned = 0
-    more = False
-    for pos, row in rows(start):
-        if len(items) == limit or scanned == SCAN_BUDGET:
-            more = True
-            break
-        scanned += 1
-        last = pos
-        shown = item(row)
-        if shown is not None:
-            items.append(shown)
-    if not more or last is None:
-        return {"items": items, "cursor": None}
-    return {"items": items, "cursor": last.hex() if shown is not None else cursors.seal(op, me, last)}
 
 
 def turn(view: View, me: str, cursor: str | None, limit: int, now: int) -> dict | Rejection:
@@ -86,7 +33,7 @@ def turn(view: View, me: str, cursor: str | None, limit: int, now: int) -> dict 
             return None  # L4-3: the deadline won; its expiry fact is on its way
         return turn_item(ob)
 
-    return _page("turn", me, cursor, limit, lambda after: view.obligations_of(me, after), item)
+    return pager.page("turn", me, cursor, limit, SCAN_BUDGET, lambda after: view.obligations_of(me, after), item, pager.HEX)
 
 
 def opportunities(view: View, me: str, cursor: str | None, limit: int) -> dict | Rejection:
@@ -107,5 +54,7 @@ def opportunities(view: View, me: str, cursor: str | None, limit: int) -> dict |
             return None
         return opportunity_item(view.state(ident))
 
-    rows = lambda after: ((pos, (ident, where)) for pos, ident, where in view.opportunities_of(me, after))  # noqa: E731
-    return _page("opportunities", me, cursor, limit, rows, item)
+    def rows(after: bytes | None) -> Iterator[tuple[bytes, tuple[str, str]]]:
+        return ((pos, (ident, where)) for pos, ident, where in view.opportunities_of(me, after))
+
+    return pager.page("opportunities", me, cursor, limit, SCAN_BUDGET, rows, item, pager.HEX)
