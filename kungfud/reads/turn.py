@@ -14,10 +14,10 @@ from __future__ import annotations
 from typing import Iterator
 
 from ..core.obligations import Obligation
+from ..core.shapes import obligation_item, opportunity_item
 from ..core.task import TaskState, in_audience
 from ..core.thread import ThreadState
 from ..errors import Rejection
-from ..store.events import opportunity_item, turn_item
 from ..store.store import View
 from . import pager
 from .task import takes_engagements
@@ -31,7 +31,7 @@ def turn(view: View, me: str, cursor: str | None, limit: int, now: int) -> dict 
     def item(ob: Obligation) -> dict | None:
         if ob.due is not None and ob.due <= now:
             return None  # L4-3: the deadline won; its expiry fact is on its way
-        return turn_item(ob)
+        return obligation_item(ob)
 
     return pager.page("turn", me, cursor, limit, SCAN_BUDGET, lambda after: view.obligations_of(me, after), item, pager.HEX)
 
