@@ -18,6 +18,7 @@ from ..errors import Rejection
 from .clock import DeadlineClock
 from .ops import SERVICE_ACTORS, agent_actor
 from .registry import Registry
+from .stats import Stats, stats_of
 
 __all__ = ["Runtime", "Job", "wall_ms"]
 
@@ -77,6 +78,10 @@ class Runtime:
         self.clock_thread.stop()
         self.registry.stop()
         self.writer.stop()
+
+    def stats(self) -> Stats:
+        """Counts for ``/metrics``: the store's through named View queries."""
+        return stats_of(self)
 
     def _publish(self, events: list[tuple[str, int, bytes]]) -> None:
         sink = self.event_sink
