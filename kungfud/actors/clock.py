@@ -1,12 +1,13 @@
 """The deadline clock (L4): wakes the actor that owns each due deadline.
 
-It reads the ``deadlines`` index (derived from assignment states, written in the
-same transaction as the facts that set or clear a deadline), sleeps until the
-earliest one, and tells each owning actor to record its expiries. The writer
-wakes it when a commit adds an earlier deadline. Correctness never depends on it:
-actors apply due expiries before every command and readers never show an expired
-obligation; the clock only makes expiries visible promptly, and after a restart
-it re-arms everything from the index.
+It reads the running deadlines (``View.deadlines``: the ``deadlines`` index,
+derived from assignment and engagement states, written in the same transaction
+as the facts that set or clear a deadline), sleeps until the earliest one, and
+tells each owning actor to record its expiries. The writer wakes it when a
+commit adds a deadline. Correctness never depends on it: actors apply due
+expiries before every command and readers never show an expired obligation; the
+clock only makes expiries visible promptly, and after a restart it re-arms
+everything from the index.
 """
 
 from __future__ import annotations
@@ -46,8 +47,9 @@ class DeadlineClock:
         if self._thread.is_alive():
             self._thread.join()
 
-    def wake_for(self, due_ms: int) -> None:
-        """A commit added a deadline at ``due_ms``; any thread may call this."""
+    def wake(self) -> None:
+        """A commit added a deadline (maybe earlier than the one it sleeps
+        towards): look again now. Any thread may call this."""
         with self._cond:
             self._cond.notify()
 

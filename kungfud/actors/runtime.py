@@ -61,7 +61,7 @@ class Runtime:
             store,
             max_batch=max_batch,
             clock=clock,
-            on_deadline=self.clock_thread.wake_for,
+            on_deadline=lambda _due: self.clock_thread.wake(),  # the clock reads the index itself
             on_events=self._publish,
             fault=fault,  # tests only (storage fault injection)
         )
