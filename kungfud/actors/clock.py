@@ -1,12 +1,13 @@
 """The deadline clock (L4): wakes the actor that owns each due deadline.
 
-It reads the ``deadlines`` index (derived from assignment states, written in the
-same transaction as the facts that set or clear a deadline), sleeps until the
-earliest one, and tells each owning actor to record its expiries. The writer
-wakes it when a commit adds an earlier deadline. Correctness never depends on it:
-actors apply due expiries before every command and readers never show an expired
-obligation; the clock only makes expiries visible promptly, and after a restart
-it re-arms everything from the index.
+It reads the running deadlines (``View.deadlines``: the ``deadlines`` index,
+derived from assignment and engagement states, written in the same transaction
+as the facts that set or clear a deadline), sleeps until the earliest one, and
+tells each owning actor to record its expiries. The writer wakes it when a
+commit adds a deadline. Correctness never depends on it: actors apply due
+expiries before every command and readers never show an expired obligation; the
+clock only makes expiries visible promptly, and after a restart it re-arms
+everything from the index.
 """
 
 from __future__ import annotations
@@ -14,8 +15,6 @@ from __future__ import annotations
 import logging
 import threading
 from typing import TYPE_CHECKING
-
-from ..store.layout import from_u64
 
 if TYPE_CHECKING:
     from .runtime import Runtime
@@ -48,8 +47,9 @@ class DeadlineClock:
         if self._thread.is_alive():
             self._thread.join()
 
-    def wake_for(self, due_ms: int) -> None:
-        """A commit added a deadline at ``due_ms``; any thread may call this."""
+    def wake(self) -> None:
+        """A commit added a deadline (maybe earlier than the one it sleeps
+        towards): look again now. Any thread may call this."""
         with self._cond:
             self._cond.notify()
 
@@ -57,14 +57,12 @@ class DeadlineClock:
         """(due rows as (due, owner actor key), earliest future due)."""
         due: list[tuple[int, str]] = []
         with self.rt.store.read() as view:
-            with view.txn.cursor(db=view.dbs["deadlines"]) as cur:
-                for key, value in cur:
-                    at = from_u64(key[:8])
-                    if at > now:
-                        return due, at
-                    due.append((at, value.decode()))
-                    if len(due) >= limit:
-                        return due, now
+            for at, _, owner in view.deadlines():
+                if at > now:
+                    return due, at
+                due.append((at, owner))
+                if len(due) >= limit:
+                    return due, now
         return due, None
 
     def _run(self) -> None:

@@ -19,6 +19,7 @@ from ..errors import Rejection
 from .clock import DeadlineClock
 from .ops import SERVICE_ACTORS, agent_actor
 from .registry import Registry
+from .stats import Stats, stats_of
 
 __all__ = ["Runtime", "Job", "wall_ms"]
 
@@ -61,7 +62,7 @@ class Runtime:
             store,
             max_batch=max_batch,
             clock=clock,
-            on_deadline=self.clock_thread.wake_for,
+            on_deadline=lambda _due: self.clock_thread.wake(),  # the clock reads the index itself
             on_events=self._publish,
             fault=fault,  # tests only (storage fault injection)
         )
@@ -78,6 +79,10 @@ class Runtime:
         self.clock_thread.stop()
         self.registry.stop()
         self.writer.stop()
+
+    def stats(self) -> Stats:
+        """Counts for ``/metrics``: the store's through named View queries."""
+        return stats_of(self)
 
     def _publish(self, events: list[tuple[str, int, bytes]]) -> None:
         sink = self.event_sink

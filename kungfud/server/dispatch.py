@@ -11,12 +11,12 @@ from typing import Any, Callable, Mapping
 
 import msgspec
 
-from ..actors import outcome_reads, reads, task_reads, thread_reads, turn_reads
 from ..core import agent, assignment, engagement, entry, memory, task, thread
 from ..core.pins import Pin
 from ..errors import Rejection
 from ..store.store import View
 from .. import wire
+from ..reads import READS
 
 __all__ = ["to_command", "run_read"]
 
@@ -160,40 +160,10 @@ def to_command(op: str, args: Any) -> Any:
     return _COMMANDS[op](args)
 
 
-_READS: dict[str, Callable[[View, str, Any, int], "dict | Rejection"]] = {
-    "agent.whoami": lambda v, c, a, now: reads.whoami(v, c),
-    "memory.get": lambda v, c, a, now: reads.memory_get(v, c, a.memory, a.version),
-    "memory.list": lambda v, c, a, now: reads.memory_list(v, c, a.author, a.cursor, a.limit),
-    "thread.get": lambda v, c, a, now: thread_reads.thread_get(v, c, a.thread, now),
-    "thread.entries": lambda v, c, a, now: thread_reads.thread_entries(
-        v, c, a.thread, a.cursor, a.limit, a.full, a.newest_first
-    ),
-    "thread.entry": lambda v, c, a, now: thread_reads.thread_entry(v, c, a.thread, a.entry),
-    "thread.list": lambda v, c, a, now: thread_reads.thread_list(v, c, a.cursor, a.limit),
-    "assignment.get": lambda v, c, a, now: thread_reads.assignment_get(v, c, a.assignment, now),
-    "task.get": lambda v, c, a, now: task_reads.task_get(v, c, a.task, a.contract_version, now, a.adopted_after),
-    "task.list": lambda v, c, a, now: task_reads.task_list(v, c, a.cursor, a.limit, a.mine),
-    "engagement.get": lambda v, c, a, now: task_reads.engagement_get(v, c, a.engagement, now, a.inputs_after),
-    "turn": lambda v, c, a, now: turn_reads.turn(v, c, a.cursor, a.limit, now),
-    "opportunities": lambda v, c, a, now: turn_reads.opportunities(v, c, a.cursor, a.limit),
-    "outcomes": lambda v, c, a, now: outcome_reads.outcomes(v, c, a.cursor, a.limit),
-}
-
-
-# Reads that also need what only the running server knows: when it last saw
-# each agent (kept in memory, not a fact; docs/decisions.md).
-_SERVER_READS: dict[str, Callable[[View, str, Any, int, Mapping[str, int]], "dict | Rejection"]] = {
-    "admin.agent.list": lambda v, c, a, now, seen: reads.agent_list(v, c, a.status, a.cursor, a.limit, seen),
-}
-
-
 def run_read(
     view: View, op: str, caller: str, args: Any, now: int, seen: Mapping[str, int] = MappingProxyType({})
 ) -> "dict | Rejection":
     """``now`` decides which deadlines have passed: readers never show an
     obligation whose deadline passed (L4-3). ``seen``: agent -> when this
     daemon last saw it (ms)."""
-    server_read = _SERVER_READS.get(op)
-    if server_read is not None:
-        return server_read(view, caller, args, now, seen)
-    return _READS[op](view, caller, args, now)
+    return READS[op](view, caller, args, now, seen)

@@ -67,79 +67,53 @@ class Metrics:
         self.latency_count += 1
 
     def render(self, server: "Server") -> str:
-        rt = server.rt
-        used, size = rt.store.map_usage()
-        with rt.store.read() as view:
-            obligations = view.txn.stat(view.dbs["obligations"])["entries"]
-            deadlines = view.txn.stat(view.dbs["deadlines"])["entries"]
-            last_seq = view.last_seq()
-        out = [
-            "# HELP kungfud_actions_total Actions that took effect, by op.",
-            "# TYPE kungfud_actions_total counter",
-        ]
-        out += [f'kungfud_actions_total{{op="{op}"}} {n}' for op, n in sorted(self.actions.items())]
-        out += [
-            "# HELP kungfud_replays_total Actions answered from their stored receipt.",
-            "# TYPE kungfud_replays_total counter",
-            f"kungfud_replays_total {self.replays}",
-            "# HELP kungfud_rejections_total Rejected requests, by code.",
-            "# TYPE kungfud_rejections_total counter",
-        ]
-        out += [f'kungfud_rejections_total{{code="{c}"}} {n}' for c, n in sorted(self.rejections.items())]
-        out += [
-            "# HELP kungfud_reads_total Reads answered.",
-            "# TYPE kungfud_reads_total counter",
-            f"kungfud_reads_total {self.reads}",
-            "# HELP kungfud_action_latency_ms Action latency from arrival to durable reply.",
-            "# TYPE kungfud_action_latency_ms histogram",
-        ]
+        """The Prometheus text of the server's counters, its connections and
+        the runtime's :meth:`~kungfud.actors.runtime.Runtime.stats`."""
+        st = server.rt.stats()
         cumulative = 0
+        buckets = []
         for bound, n in zip(BUCKETS_MS, self.buckets):
             cumulative += n
-            out.append(f'kungfud_action_latency_ms_bucket{{le="{bound}"}} {cumulative}')
-        out += [
-            f'kungfud_action_latency_ms_bucket{{le="+Inf"}} {cumulative + self.buckets[-1]}',
-            f"kungfud_action_latency_ms_sum {self.latency_sum_ms:.3f}",
-            f"kungfud_action_latency_ms_count {self.latency_count}",
-            "# HELP kungfud_connections Open websocket connections.",
-            "# TYPE kungfud_connections gauge",
-            f"kungfud_connections {len(server.connections)}",
-            "# HELP kungfud_subscribers Connections subscribed to events.",
-            "# TYPE kungfud_subscribers gauge",
-            f"kungfud_subscribers {sum(len(s) for s in server.subscribers.values())}",
-            "# HELP kungfud_events_sent_total Event frames sent to subscribers, live and replayed by subscribe since.",
-            "# TYPE kungfud_events_sent_total counter",
-            f"kungfud_events_sent_total {self.events_sent}",
-            "# HELP kungfud_slow_subscribers_dropped_total Subscribers closed for falling behind.",
-            "# TYPE kungfud_slow_subscribers_dropped_total counter",
-            f"kungfud_slow_subscribers_dropped_total {self.slow_subscribers_dropped}",
-            "# HELP kungfud_lmdb_map_used_bytes Bytes of the LMDB map in use.",
-            "# TYPE kungfud_lmdb_map_used_bytes gauge",
-            f"kungfud_lmdb_map_used_bytes {used}",
-            "# HELP kungfud_lmdb_map_size_bytes Configured LMDB map size.",
-            "# TYPE kungfud_lmdb_map_size_bytes gauge",
-            f"kungfud_lmdb_map_size_bytes {size}",
-            "# HELP kungfud_obligations_open Open obligations (respond, deliver, judge).",
-            "# TYPE kungfud_obligations_open gauge",
-            f"kungfud_obligations_open {obligations}",
-            "# HELP kungfud_deadlines_pending Running deadlines.",
-            "# TYPE kungfud_deadlines_pending gauge",
-            f"kungfud_deadlines_pending {deadlines}",
-            "# HELP kungfud_expiry_wakeups_total Times the deadline clock woke an owner.",
-            "# TYPE kungfud_expiry_wakeups_total counter",
-            f"kungfud_expiry_wakeups_total {rt.clock_thread.expiries_told}",
-            "# HELP kungfud_facts_total Facts recorded (the last global sequence number).",
-            "# TYPE kungfud_facts_total counter",
-            f"kungfud_facts_total {last_seq}",
-            "# HELP kungfud_commits_total Group commits written.",
-            "# TYPE kungfud_commits_total counter",
-            f"kungfud_commits_total {rt.writer.batches}",
-            "# HELP kungfud_live_actors Actors currently running.",
-            "# TYPE kungfud_live_actors gauge",
-            f"kungfud_live_actors {rt.registry.live()}",
-            "# HELP kungfud_thread_cpu_seconds CPU seconds used by the live threads of each group.",
-            "# TYPE kungfud_thread_cpu_seconds gauge",
+            buckets.append((f'_bucket{{le="{bound}"}}', cumulative))
+        buckets += [
+            ('_bucket{le="+Inf"}', cumulative + self.buckets[-1]),
+            ("_sum", f"{self.latency_sum_ms:.3f}"),
+            ("_count", self.latency_count),
         ]
-        for (group, mode), seconds in sorted(thread_cpu_seconds().items()):
-            out.append(f'kungfud_thread_cpu_seconds{{group="{group}",mode="{mode}"}} {seconds:.2f}')
+        cpu = [(f'{{group="{g}",mode="{m}"}}', f"{s:.2f}") for (g, m), s in sorted(thread_cpu_seconds().items())]
+        out = [
+            *_family("kungfud_actions_total", "counter", "Actions that took effect, by op.",
+                     [(f'{{op="{op}"}}', n) for op, n in sorted(self.actions.items())]),
+            *_one("kungfud_replays_total", "counter", "Actions answered from their stored receipt.", self.replays),
+            *_family("kungfud_rejections_total", "counter", "Rejected requests, by code.",
+                     [(f'{{code="{c}"}}', n) for c, n in sorted(self.rejections.items())]),
+            *_one("kungfud_reads_total", "counter", "Reads answered.", self.reads),
+            *_family("kungfud_action_latency_ms", "histogram", "Action latency from arrival to durable reply.", buckets),
+            *_one("kungfud_connections", "gauge", "Open websocket connections.", len(server.connections)),
+            *_one("kungfud_subscribers", "gauge", "Connections subscribed to events.",
+                  sum(len(s) for s in server.subscribers.values())),
+            *_one("kungfud_events_sent_total", "counter",
+                  "Event frames sent to subscribers, live and replayed by subscribe since.", self.events_sent),
+            *_one("kungfud_slow_subscribers_dropped_total", "counter", "Subscribers closed for falling behind.",
+                  self.slow_subscribers_dropped),
+            *_one("kungfud_lmdb_map_used_bytes", "gauge", "Bytes of the LMDB map in use.", st.map_used_bytes),
+            *_one("kungfud_lmdb_map_size_bytes", "gauge", "Configured LMDB map size.", st.map_size_bytes),
+            *_one("kungfud_obligations_open", "gauge", "Open obligations (respond, deliver, judge).", st.obligations_open),
+            *_one("kungfud_deadlines_pending", "gauge", "Running deadlines.", st.deadlines_pending),
+            *_one("kungfud_expiry_wakeups_total", "counter", "Times the deadline clock woke an owner.", st.expiry_wakeups),
+            *_one("kungfud_facts_total", "counter", "Facts recorded (the last global sequence number).", st.facts),
+            *_one("kungfud_commits_total", "counter", "Group commits written.", st.commits),
+            *_one("kungfud_live_actors", "gauge", "Actors currently running.", st.live_actors),
+            *_family("kungfud_thread_cpu_seconds", "gauge", "CPU seconds used by the live threads of each group.", cpu),
+        ]
         return "\n".join(out) + "\n"
+
+
+def _family(name: str, kind: str, help: str, samples: list[tuple[str, object]]) -> list[str]:
+    """One metric family in the Prometheus text format: its HELP and TYPE lines,
+    then a line per sample, ``(suffix or labels, value)``."""
+    return [f"# HELP {name} {help}", f"# TYPE {name} {kind}", *(f"{name}{suffix} {value}" for suffix, value in samples)]
+
+
+def _one(name: str, kind: str, help: str, value: object) -> list[str]:
+    return _family(name, kind, help, [("", value)])

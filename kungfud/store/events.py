@@ -25,7 +25,6 @@ import msgspec
 
 from ..core.assignment import TERMINAL as ASSIGNMENT_TERMINAL
 from ..core.assignment import AssignmentState
-from ..core.clock import rfc3339
 from ..core.engagement import TERMINAL as ENGAGEMENT_TERMINAL
 from ..core.engagement import EngagementState
 from ..core.facts import (
@@ -46,15 +45,13 @@ from ..core.facts import (
     RoleSet,
     ThreadClosed,
 )
-from ..core.obligations import NEXT, Obligation, of_state
+from ..core.obligations import of_state
+from ..core.shapes import obligation_item, opportunity_item, outcome_item
 from ..core.task import TaskState
 from ..core.thread import ThreadState
 from .layout import u64
 
-__all__ = [
-    "Feed", "why_ended", "turn_item", "event_key", "opportunity_item", "outcome_item", "outcome_parties",
-    "outcome_key", "OutcomeRow",
-]
+__all__ = ["Feed", "why_ended", "event_key", "outcome_parties", "outcome_key", "OutcomeRow"]
 
 _json = msgspec.json.Encoder()
 _mp = msgspec.msgpack.Encoder()
@@ -91,59 +88,6 @@ def why_ended(fact: Any) -> str:
     if isinstance(fact, (AssignmentExpired, EngagementExpired)):
         return "expired"
     return type(fact).__name__
-
-
-def turn_item(ob: Obligation) -> dict[str, Any]:
-    item: dict[str, Any] = {
-        "obligation_id": ob.obligation_id,
-        "obligation": ob.obligation,
-        "ref": ob.ref,
-        "created_at": rfc3339(ob.created_at),
-    }
-    if ob.due is not None:
-        item["due"] = rfc3339(ob.due)
-    item["next"] = NEXT[ob.obligation]
-    return item
-
-
-def opportunity_item(state: Any) -> dict[str, Any]:
-    """An opportunity as the ``opportunities`` read and the event show it."""
-    if isinstance(state, AssignmentState):
-        return {
-            "opportunity": "assignment",
-            "ref": {"thread": state.thread, "assignment": state.assignment},
-            "creator": state.creator,
-            "created_at": rfc3339(state.created_at),
-            "deliver_within_s": state.deliver_within_s,
-            "judge_within_s": state.judge_within_s,
-        }
-    assert isinstance(state, TaskState)
-    return {
-        "opportunity": "task",
-        "ref": {"task": state.task},
-        "author": state.author,
-        "created_at": rfc3339(state.created_at),
-        "accepting": state.accepting,
-        "contract_version": state.latest,
-    }
-
-
-def outcome_item(state: Any, by: str | None) -> dict[str, Any]:
-    """An outcome as the ``outcome`` event and the ``outcomes`` read show it
-    (WIRE.md 1.1 "Outcomes"): ``by`` absent when a deadline ended the work;
-    ``content.reason`` only for a rejection (R6.4-26, R7.3-17: the taker reads it)."""
-    if isinstance(state, AssignmentState):
-        ref = {"thread": state.thread, "assignment": state.assignment}
-    else:
-        assert isinstance(state, EngagementState)
-        ref = {"task": state.task, "engagement": state.engagement}
-    assert state.ended_at is not None
-    item: dict[str, Any] = {"ref": ref, "state": state.state, "at": rfc3339(state.ended_at)}
-    if by is not None:
-        item["by"] = by
-    if state.state == "rejected" and state.reason is not None:
-        item["content"] = msgspec.Raw(state.reason)
-    return item
 
 
 def outcome_parties(state: Any) -> list[str]:
@@ -209,7 +153,7 @@ class Feed:
         ob_after = {o.obligation_id: o for o in of_state(obj, after)}
         for oid, ob in ob_after.items():
             if oid not in ob_before:
-                self._turn.setdefault(ob.holder, {"added": [], "ended": []})["added"].append(turn_item(ob))
+                self._turn.setdefault(ob.holder, {"added": [], "ended": []})["added"].append(obligation_item(ob))
         for oid, ob in ob_before.items():
             if oid not in ob_after:
                 self._turn.setdefault(ob.holder, {"added": [], "ended": []})["ended"].append(

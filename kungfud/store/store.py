@@ -10,20 +10,26 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import heapq
 from contextlib import contextmanager
+from itertools import islice
 from typing import Any, Iterator
 
 import lmdb
 
 from ..core.atoms import state_type
+from ..core.obligations import Obligation
+from .events import OutcomeRow
 from .integrity import NOT_NEW_TRACES, StoreDamaged, check_env, check_file, log_problems
-from .layout import DBS, FORMAT, Receipt, decode_fact, decode_object, from_u64, u32
+from .layout import DBS, FORMAT, Receipt, decode_fact, decode_object, from_u64, u32, u64
 import msgspec
 
 __all__ = ["Store", "StoreDamaged", "StoreLocked", "View"]
 
 _receipt_dec = msgspec.msgpack.Decoder(Receipt)
 _events_dec = msgspec.msgpack.Decoder(list[bytes])
+_ob_dec = msgspec.msgpack.Decoder(Obligation)
+_outcome_dec = msgspec.msgpack.Decoder(OutcomeRow)
 
 
 class StoreLocked(RuntimeError):
@@ -166,25 +172,33 @@ class Store:
 
 
 class View:
-    """Reads over one transaction (read-only, or the writer's own)."""
+    """Reads over one transaction (read-only, or the writer's own).
 
-    __slots__ = ("txn", "dbs")
+    Everything outside ``store/`` reads through the named queries below: they
+    take and return plain Python values (ids, numbers, decoded states, and
+    opaque ``bytes`` page positions), never a transaction, a cursor or a key, so
+    another backend can answer the same questions (docs/storage.md "Reads").
+    A page position is whatever the store needs to resume strictly after (or,
+    newest first, before) a row; callers only pass back what a query returned.
+    """
+
+    __slots__ = ("_txn", "_dbs")
 
     def __init__(self, txn: Any, dbs: dict[str, Any]):
-        self.txn = txn
-        self.dbs = dbs
+        self._txn = txn
+        self._dbs = dbs
 
     def last_seq(self) -> int:
-        raw = self.txn.get(b"seq", db=self.dbs["meta"])
+        raw = self._txn.get(b"seq", db=self._dbs["meta"])
         return from_u64(raw) if raw else 0
 
     def version(self, obj: str) -> int:
-        raw = self.txn.get(obj.encode(), db=self.dbs["objects"])
+        raw = self._txn.get(obj.encode(), db=self._dbs["objects"])
         return 0 if raw is None else decode_object(raw, state_type(obj))[0]
 
     def obj(self, obj: str) -> tuple[int, Any]:
         """(version, state); (0, None) for an object that does not exist."""
-        raw = self.txn.get(obj.encode(), db=self.dbs["objects"])
+        raw = self._txn.get(obj.encode(), db=self._dbs["objects"])
         if raw is None:
             return 0, None
         return decode_object(raw, state_type(obj))
@@ -195,26 +209,24 @@ class View:
     def exists(self, obj: str) -> bool:
         """Whether an object of this id was ever created (objects are never deleted)."""
         key = obj.encode()
-        return len(key) <= 511 and self.txn.get(key, db=self.dbs["objects"]) is not None
+        return len(key) <= 511 and self._txn.get(key, db=self._dbs["objects"]) is not None
 
     def receipt(self, scope: bytes) -> Receipt | None:
-        raw = self.txn.get(scope, db=self.dbs["receipts"])
+        raw = self._txn.get(scope, db=self._dbs["receipts"])
         return None if raw is None else _receipt_dec.decode(raw)
 
     def agent_for_key_hash(self, key_hash: bytes) -> str | None:
-        raw = self.txn.get(key_hash, db=self.dbs["agent_keys"])
+        raw = self._txn.get(key_hash, db=self._dbs["agent_keys"])
         return None if raw is None else raw.decode()
 
     def thread_for_token(self, token_hash: bytes) -> str | None:
-        raw = self.txn.get(token_hash, db=self.dbs["tokens"])
+        raw = self._txn.get(token_hash, db=self._dbs["tokens"])
         return None if raw is None else raw.decode()
 
     def events_for(self, agent: str, after: int) -> Iterator[tuple[int, bytes]]:
         """(seq, event JSON) of ``agent``'s feed with seq > ``after``, in order."""
-        from .layout import u64
-
         prefix = agent.encode() + b"\x00"
-        with self.txn.cursor(db=self.dbs["events"]) as cur:
+        with self._txn.cursor(db=self._dbs["events"]) as cur:
             if not cur.set_range(prefix + u64(after + 1)):
                 return
             for key, value in cur:
@@ -228,35 +240,56 @@ class View:
                     yield seq, event
 
     def fact(self, seq: int) -> Any:
-        from .layout import u64
-
-        raw = self.txn.get(u64(seq), db=self.dbs["log"])
+        raw = self._txn.get(u64(seq), db=self._dbs["log"])
         return None if raw is None else decode_fact(raw)
 
     def memory_content(self, memory: str, version: int) -> bytes | None:
-        raw = self.txn.get(memory.encode() + b"\x00" + u32(version), db=self.dbs["versions"])
+        raw = self._txn.get(memory.encode() + b"\x00" + u32(version), db=self._dbs["versions"])
         if raw is None:
             return None
         return self.fact(from_u64(raw)).content
 
-    def memories_of(self, author: str, after: str | None) -> Iterator[str]:
-        """Memory ids of ``author`` still listed, in creation order, after ``after``."""
-        prefix = author.encode() + b"\x00"
-        start = prefix + (after.encode() + b"\x01" if after else b"")
-        with self.txn.cursor(db=self.dbs["memories"]) as cur:
+    # --- scans: one owner's rows of an index, in key order --------------------------
+
+    def _after(self, db: str, prefix: bytes, after: bytes | None, values: bool = True) -> Iterator[tuple[bytes, bytes]]:
+        """(key suffix, value) of the rows under ``prefix``, strictly after the
+        suffix ``after`` (from the first with None), in key order."""
+        start = prefix if after is None else prefix + after + b"\x00"  # the first key after the position's
+        with self._txn.cursor(db=self._dbs[db]) as cur:
             if not cur.set_range(start):
                 return
-            for key in cur.iternext(values=False):
+            for row in cur.iternext(keys=True, values=values):
+                key, value = row if values else (row, b"")
                 if not key.startswith(prefix):
                     return
-                yield key[len(prefix):].decode()
+                yield key[len(prefix):], value
+
+    def _before(self, db: str, prefix: bytes, before: bytes | None) -> Iterator[tuple[bytes, bytes]]:
+        """(key suffix, value) of the rows under ``prefix``, newest (last key)
+        first, strictly before the suffix ``before`` (from the last with None)."""
+        upper = prefix + before if before is not None else prefix[:-1] + bytes([prefix[-1] + 1])
+        with self._txn.cursor(db=self._dbs[db]) as cur:
+            # The first key at or past the upper bound, then one back; the last
+            # key of the database when nothing is past it.
+            ok = cur.prev() if cur.set_range(upper) else cur.last()
+            while ok:
+                key = cur.key()
+                if not key.startswith(prefix):
+                    return
+                yield key[len(prefix):], cur.value()
+                ok = cur.prev()
+
+    def memories_of(self, author: str, after: str | None) -> Iterator[str]:
+        """Memory ids of ``author`` still listed, in creation order, after ``after``."""
+        for suffix, _ in self._after("memories", author.encode() + b"\x00", after.encode() if after else None, False):
+            yield suffix.decode()
 
     def agents(self, after: str | None) -> Iterator[str]:
         """Every agent id, in id order (= creation order: ids are time-ordered),
         after ``after``. Agents are the ``ag_…`` objects without a sub-object
         suffix (``ag_….threads``)."""
         start = after.encode() + b"\x00" if after else b"ag_"
-        with self.txn.cursor(db=self.dbs["objects"]) as cur:
+        with self._txn.cursor(db=self._dbs["objects"]) as cur:
             if not cur.set_range(start):
                 return
             for key in cur.iternext(values=False):
@@ -264,3 +297,83 @@ class View:
                     return
                 if b"." not in key:
                     yield key.decode()
+
+    def memberships(self, agent: str, after: str | None) -> Iterator[tuple[str, str]]:
+        """(thread, role) of ``agent``'s current memberships, in Thread id order,
+        after the Thread ``after``."""
+        for suffix, role in self._after("memberships", agent.encode() + b"\x00", after.encode() if after else None):
+            yield suffix.decode(), role.decode()
+
+    def is_member(self, agent: str, thread: str) -> bool:
+        """Whether ``agent`` is a current member of ``thread`` (one index lookup)."""
+        key = agent.encode() + b"\x00" + thread.encode()
+        return self._txn.get(key, db=self._dbs["memberships"]) is not None
+
+    def obligations_of(self, holder: str, after: bytes | None) -> Iterator[tuple[bytes, Obligation]]:
+        """(position, obligation) of ``holder``'s open obligations, in the order
+        they arose (R8-7), after the position ``after``."""
+        for pos, value in self._after("obligations", holder.encode() + b"\x00", after):
+            yield pos, _ob_dec.decode(value)
+
+    def opportunities_of(self, agent: str, after: bytes | None) -> Iterator[tuple[bytes, str, str]]:
+        """(position, assignment or Task id, its Thread or the Task) of
+        ``agent``'s opportunities rows, in id order, after the position ``after``."""
+        for pos, value in self._after("opportunities", agent.encode() + b"\x00", after):
+            yield pos, pos.decode(), value.decode()
+
+    def outcomes_of(self, party: str, before: bytes | None) -> Iterator[tuple[bytes, str | None, bytes]]:
+        """(position, Thread gating it or None, outcome item JSON) of ``party``'s
+        ended work, newest first, before the position ``before``."""
+        for pos, value in self._before("outcomes", party.encode() + b"\x00", before):
+            row = _outcome_dec.decode(value)
+            yield pos, row.thread, row.item
+
+    @staticmethod
+    def outcome_position(pos: bytes) -> bool:
+        """Whether ``pos`` has the shape of an ``outcomes_of`` position (a seq
+        and an assignment or engagement id), so a made-up one is refused."""
+        ident = pos[8:]
+        return len(pos) <= 80 and ident[:3] in (b"as_", b"en_") and ident[3:].isalnum() and ident.isascii()
+
+    def engagements_of(self, task: str, agent: str | None = None, *, newest: bool = False, limit: int) -> list[str]:
+        """Engagement ids of ``task`` (only ``agent``'s, when given), in the
+        order they were taken: the oldest ``limit``, or with ``newest`` the newest."""
+        prefix = (agent.encode() + b"\x00" if agent is not None else b"") + task.encode() + b"\x00"
+        rows = self._before("engagements", prefix, None) if newest else self._after("engagements", prefix, None, False)
+        out = [suffix.decode() for suffix, _ in islice(rows, limit)]
+        return out[::-1] if newest else out
+
+    def adopted(self, task: str, after: str | None) -> Iterator[str]:
+        """Adopted engagement ids of ``task``, in id order, after ``after``."""
+        for suffix, _ in self._after("adopted", task.encode() + b"\x00", after.encode() if after else None, False):
+            yield suffix.decode()
+
+    def tasks_for(self, agent: str, mine: bool, after: str | None) -> Iterator[str]:
+        """Task ids in id order after ``after``: with ``mine``, those ``agent``
+        authored; else those it may be offered, open ones and restricted ones
+        naming it."""
+        start = after.encode() if after else None
+
+        def under(prefix: bytes, kind: bytes) -> Iterator[str]:
+            return (s.decode() for s, k in self._after("tasks", prefix, start) if k == kind)
+
+        if mine:
+            yield from under(agent.encode() + b"\x00", b"author")
+            return
+        last = None
+        for tk in heapq.merge(under(b"*\x00", b"open"), under(agent.encode() + b"\x00", b"named")):
+            if tk != last:
+                yield tk
+            last = tk
+
+    def deadlines(self) -> Iterator[tuple[int, str, str]]:
+        """(due ms, object id, owner actor key) of every running deadline, the
+        earliest first."""
+        with self._txn.cursor(db=self._dbs["deadlines"]) as cur:
+            for key, value in cur:
+                yield from_u64(key[:8]), key[8:].decode(), value.decode()
+
+    def count(self, index: str) -> int:
+        """Rows in one index (``obligations``: open obligations; ``deadlines``:
+        running deadlines; docs/storage.md)."""
+        return self._txn.stat(self._dbs[index])["entries"]

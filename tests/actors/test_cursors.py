@@ -12,7 +12,9 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from kungfud.actors import outcome_reads, reads, turn_reads
+from kungfud.reads import memory as memory_reads
+from kungfud.reads import outcomes as outcome_reads
+from kungfud.reads import turn as turn_reads
 from kungfud.core.agent import AgentState
 from kungfud.core.memory import MemoryState
 from kungfud.core.task import TaskState
@@ -56,7 +58,7 @@ def _reveals(cursor: str, secrets: list[str]) -> bool:
 
 @pytest.mark.rules("R12-9", "R12-8", "R8-13")
 def test_R12_9_memory_list_cursor_never_names_a_private_memory(store, monkeypatch):
-    monkeypatch.setattr(reads, "SCAN_BUDGET", 4)
+    monkeypatch.setattr(memory_reads, "SCAN_BUDGET", 4)
     private = [f"me_01a{n:03d}" for n in range(10)]
     public = "me_01b000"
     with store.env.begin(write=True) as txn:
@@ -65,15 +67,15 @@ def test_R12_9_memory_list_cursor_never_names_a_private_memory(store, monkeypatc
             vis = "public" if m == public else "private"
             _put_state(txn, store, m, MemoryState(m, ALICE, 1, "valid", vis, T0))
     with store.read() as view:
-        items, cursors = _pages(lambda c, n: reads.memory_list(view, BOB, ALICE, c, n))
+        items, cursors = _pages(lambda c, n: memory_reads.memory_list(view, BOB, ALICE, c, n))
         assert [i["memory"] for i in items] == [public]  # nothing skipped
         assert cursors, "the budget must run out on private rows for this test to mean anything"
         assert not any(_reveals(c, private) for c in cursors), cursors
         # A sealed cursor is the caller's own: another caller gets bad_request.
-        other = reads.memory_list(view, CAROL, ALICE, cursors[0], 100)
+        other = memory_reads.memory_list(view, CAROL, ALICE, cursors[0], 100)
         assert getattr(other, "code", None) == "bad_request", other
         # The author pages through everything; its cursors name its own Memories.
-        mine, _ = _pages(lambda c, n: reads.memory_list(view, ALICE, None, c, n), limit=3)
+        mine, _ = _pages(lambda c, n: memory_reads.memory_list(view, ALICE, None, c, n), limit=3)
         assert [i["memory"] for i in mine] == private + [public]
 
 

@@ -358,8 +358,8 @@ def test_R6_3_16_only_a_responder_with_a_pending_response_handles(w):
 @pytest.mark.rules("R6.3-17", "R9-12")
 def test_R6_3_17_R9_12_a_handle_note_is_shown_only_to_the_author_and_the_responder(w):
     """The note is kept with the ending (core); who is shown it is decided by the
-    pure digest function of the reads (``actors.thread_reads.entry_digest``)."""
-    from kungfud.actors.thread_reads import entry_digest
+    pure digest function of the reads (``reads.thread.entry_digest``)."""
+    from kungfud.reads.thread import entry_digest
 
     crowd(w)
     ok(w.post(w.alice, w.t, ask=[w.bob, w.carol]))
@@ -499,9 +499,9 @@ class _View:
 
 @pytest.mark.rules("R9-10", "R5-14", "R5-15")
 def test_R9_10_own_pins_stay_readable_and_others_only_while_valid_and_public(w):
-    """Who reads a pinned version is decided by ``actors.thread_reads.pin_content``
+    """Who reads a pinned version is decided by ``reads.thread.pin_content``
     (a pure function of states); the core decides which pins may be made (B12)."""
-    from kungfud.actors.thread_reads import pin_content
+    from kungfud.reads.thread import pin_content
 
     pair(w)
     own = w.memory(w.alice)

@@ -773,13 +773,11 @@ class Sim:
         """The deadline clock: tell each owner of a due row ``Expire()``."""
         owners: list[str] = []
         with self.store.read() as view:
-            with view.txn.cursor(db=view.dbs["deadlines"]) as cur:
-                for key, value in cur:
-                    if from_u64(key[:8]) > self.now:
-                        break
-                    owner = value.decode()
-                    if owner not in owners:
-                        owners.append(owner)
+            for due, _, owner in view.deadlines():
+                if due > self.now:
+                    break
+                if owner not in owners:
+                    owners.append(owner)
         for owner in owners:
             if lose and self.rng.random() < self.lost_timer_p:
                 self._note(f"timer for {owner} lost")
@@ -955,11 +953,10 @@ class Sim:
                 self._violation(f"request {req!r} was answered after the daemon that held it was killed")
         # Every due deadline was recorded once its owner was told (L4-3).
         with self.store.read() as view:
-            with view.txn.cursor(db=view.dbs["deadlines"]) as cur:
-                for key, value in cur:
-                    if from_u64(key[:8]) <= self.now:
-                        self._violation(f"deadline {key[8:].decode()} of {value.decode()} is due but not recorded after its owner was told")
-                    break
+            for due, obj, owner in view.deadlines():
+                if due <= self.now:
+                    self._violation(f"deadline {obj} of {owner} is due but not recorded after its owner was told")
+                break
         self._check_indexes("quiescent")
         self._check_idempotency()
         self._check_log()

@@ -30,7 +30,7 @@ from kungfud.daemon import bootstrap_admin
 from kungfud.server.dispatch import to_command
 from kungfud.store import Committed, Failed, Outcome, Store
 from kungfud.store.check import compare, expected_indexes, write
-from kungfud.store.layout import DERIVED, decode_fact, receipt_scope, u32, u64
+from kungfud.store.layout import DERIVED, from_u64, receipt_scope, u32, u64
 from tests.store.helpers import dump
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -254,7 +254,7 @@ def test_L1_1_compare_reports_corrupted_derived_rows_and_write_repairs_them(popu
         assert {n: rows for n, rows in dump(store).items() if n not in DERIVED} == truth, "a rebuild touched the log or receipts"
         with store.read() as view:
             assert view.state(memory).latest == model.memories[memory]["latest"]
-            assert decode_fact(view.txn.get(expected["versions"][versions_key], db=view.dbs["log"])).memory == memory
+            assert view.fact(from_u64(expected["versions"][versions_key])).memory == memory
     finally:
         store.close()
 

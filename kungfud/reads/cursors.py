@@ -24,7 +24,9 @@ import hashlib
 import hmac
 import os
 
-__all__ = ["SEALED", "seal", "unseal", "is_sealed"]
+from ..errors import Rejection
+
+__all__ = ["SEALED", "seal", "unseal", "is_sealed", "bad_cursor"]
 
 SEALED = "~"  # sealed cursors start with it; no clear cursor does
 _KEY = os.urandom(32)  # per daemon process: sealed cursors do not outlive it
@@ -77,3 +79,9 @@ def unseal(op: str, caller: str, cursor: str) -> bytes | None:
     if not hmac.compare_digest(tag, _tag(op, caller, nonce, body)):
         return None
     return bytes(a ^ b for a, b in zip(body, _keystream(nonce, len(body))))
+
+
+def bad_cursor() -> Rejection:
+    """The one refusal of a cursor this daemon did not return (or, sealed, not
+    to this caller for this op, or before a restart)."""
+    return Rejection.bad_request("`cursor` is not a cursor this daemon returned - at `$.args.cursor`")

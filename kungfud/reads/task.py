@@ -11,6 +11,7 @@ nothing (R7.5-5, B22).
 
 from __future__ import annotations
 
+from itertools import islice
 from typing import Any
 
 import msgspec
@@ -18,13 +19,13 @@ import msgspec
 from ..core.clock import rfc3339
 from ..core.engagement import EngagementState, closed_to_takes, effective, is_party, take_refusal
 from ..core.facts import contract_obj
-from ..core.obligations import ob_id
+from ..core.shapes import contract_view, delivery, held_obligations, judgment
 from ..core.task import ContractState, TaskState, may_read_contract
 from ..errors import Rejection
 from ..store.store import View
-from .thread_reads import READ_PAGE_BYTES
+from .thread import READ_PAGE_BYTES
 
-__all__ = ["task_get", "task_list", "engagement_get", "contract_view", "takes_engagements"]
+__all__ = ["task_get", "task_list", "engagement_get", "takes_engagements"]
 
 MAX_LISTED = 100  # engagements / adoptions shown in a working set
 # Content one working set embeds is bounded like a page of `thread.entries {full}`
@@ -33,56 +34,13 @@ MAX_LISTED = 100  # engagements / adoptions shown in a working set
 CONTENT_BUDGET = READ_PAGE_BYTES
 
 
-def contract_view(c: ContractState) -> dict[str, Any]:
-    k = c.contract
-    return {
-        "version": c.version,
-        "created_at": rfc3339(c.created_at),
-        "inputs": [{"memory": m, "version": v} for m, v in k.inputs],
-        "deliver_within_s": k.deliver_within_s,
-        "judge_within_s": k.judge_within_s,
-        "on_no_judgment": k.on_no_judgment,
-        "adoption_limit": k.adoption_limit,
-        "judge": k.judge,
-        "eligibility": {"agents": k.eligibility} if k.eligibility is not None else None,
-        "readers": k.readers,
-        "content": msgspec.Raw(k.content),
-    }
-
-
 def _engagement_brief(e: EngagementState, state: str) -> dict[str, Any]:
     return {"engagement": e.engagement, "agent": e.agent, "contract_version": e.contract_version, "state": state}
 
 
-def _obligations(e: EngagementState, me: str, state: str) -> list[dict[str, Any]]:
-    ref = {"task": e.task, "engagement": e.engagement}
-    if state == "taken" and e.agent == me:
-        return [{"obligation_id": ob_id("deliver", e.engagement, me), "obligation": "deliver", "ref": ref,
-                 "created_at": rfc3339(e.taken_at), "due": rfc3339(e.deliver_by), "next": "deliver"}]
-    if state == "delivered" and e.judge == me and e.delivered_at is not None and e.judge_by is not None:
-        return [{"obligation_id": ob_id("judge", e.engagement, me), "obligation": "judge", "ref": ref,
-                 "created_at": rfc3339(e.delivered_at), "due": rfc3339(e.judge_by), "next": "judge"}]
-    return []
-
-
-def _engagement_ids(view: View, prefix: bytes, limit: int, newest: bool = False) -> list[str]:
-    """Engagement ids under ``prefix``: the oldest ``limit``, or the newest."""
-    out: list[str] = []
-    with view.txn.cursor(db=view.dbs["engagements"]) as cur:
-        if newest:
-            # Step back from the first key past the prefix range.
-            ok = cur.prev() if cur.set_range(prefix + b"\xff") else cur.last()
-            step = cur.prev
-        else:
-            ok = cur.set_range(prefix)
-            step = cur.next
-        while ok and len(out) < limit:
-            key = cur.key()
-            if not key.startswith(prefix):
-                break
-            out.append(key.rsplit(b"\x00", 1)[1].decode())
-            ok = step()
-    return out[::-1] if newest else out
+def _obligations(e: EngagementState, me: str, state: str, now: int) -> list[dict[str, Any]]:
+    # Only while no deadline decided it (``state`` is the effective one, L4-3).
+    return held_obligations(e.engagement, e, me, now) if state == e.state else []
 
 
 def _may_take(view: View, t: TaskState, me: str) -> bool:
@@ -123,9 +81,9 @@ def task_get(
     # The caller's own engagements (R9-16); the author and judges see the newest
     # of every engagement of the Task.
     if me == t.author or me in t.judges:
-        ids = _engagement_ids(view, task_id.encode() + b"\x00", MAX_LISTED, newest=True)
+        ids = view.engagements_of(task_id, newest=True, limit=MAX_LISTED)
     else:
-        ids = _engagement_ids(view, me.encode() + b"\x00" + task_id.encode() + b"\x00", MAX_LISTED)
+        ids = view.engagements_of(task_id, me, limit=MAX_LISTED)
     parties = [e for e in (view.state(i) for i in ids) if is_party(e, me)]
     states = {e.engagement: effective(e, now, t, view.state) for e in parties}
     out["engagements"] = [_engagement_brief(e, states[e.engagement]) for e in parties]
@@ -133,7 +91,7 @@ def task_get(
         # R9-16, R12-9: a count of engagements is about engagements; only the
         # author is a party to every one it counts (D42).
         out["engagement_count"] = t.engagements
-    out["obligations"] = [ob for e in parties for ob in _obligations(e, me, states[e.engagement])]
+    out["obligations"] = [ob for e in parties for ob in _obligations(e, me, states[e.engagement], now)]
     # R9-17, T3: adopted content for the declared readers.
     # Paged by count and by size (D69): the list stops after MAX_LISTED items or
     # CONTENT_BUDGET bytes of content, and `adopted_cursor` (the last item shown)
@@ -141,24 +99,18 @@ def task_get(
     adopted = []
     budget = CONTENT_BUDGET
     more = False
-    prefix = task_id.encode() + b"\x00"
-    start = prefix if adopted_after is None else prefix + adopted_after.encode() + b"\x00"
-    with view.txn.cursor(db=view.dbs["adopted"]) as cur:
-        if cur.set_range(start):
-            for key in cur.iternext(values=False):
-                if not key.startswith(prefix):
-                    break
-                if len(adopted) >= MAX_LISTED or budget <= 0:
-                    more = True
-                    break
-                e: EngagementState = view.state(key[len(prefix):].decode())
-                if (e.readers == "public" or is_party(e, me)) and e.pin_memory and e.pin_version:
-                    item: dict[str, Any] = {"engagement": e.engagement, "pin": {"memory": e.pin_memory, "version": e.pin_version}}
-                    content = view.memory_content(e.pin_memory, e.pin_version)
-                    if content is not None:
-                        item["content"] = msgspec.Raw(content)
-                        budget -= len(content)
-                    adopted.append(item)
+    for en in view.adopted(task_id, adopted_after):
+        if len(adopted) >= MAX_LISTED or budget <= 0:
+            more = True
+            break
+        e: EngagementState = view.state(en)
+        if (e.readers == "public" or is_party(e, me)) and e.pin_memory and e.pin_version:
+            item: dict[str, Any] = {"engagement": e.engagement, "pin": {"memory": e.pin_memory, "version": e.pin_version}}
+            content = view.memory_content(e.pin_memory, e.pin_version)
+            if content is not None:
+                item["content"] = msgspec.Raw(content)
+                budget -= len(content)
+            adopted.append(item)
     out["adopted"] = adopted
     if more and adopted:
         out["adopted_cursor"] = adopted[-1]["engagement"]
@@ -172,23 +124,9 @@ def task_get(
 
 
 def task_list(view: View, me: str, cursor: str | None, limit: int, mine: bool) -> dict | Rejection:
-    if cursor is not None and not (cursor.startswith("tk_") and cursor.isascii() and len(cursor) <= 64):
-        return Rejection.bad_request("`cursor` is not a cursor this daemon returned - at `$.args.cursor`")
-    prefixes = [me.encode() + b"\x00"] if mine else [b"*\x00", me.encode() + b"\x00"]
-    wanted = {b"author"} if mine else {b"open", b"named"}
-    candidates: list[str] = []
-    for prefix in prefixes:
-        start = prefix + (cursor.encode() + b"\x00" if cursor else b"")
-        n = 0
-        with view.txn.cursor(db=view.dbs["tasks"]) as cur:
-            if cur.set_range(start):
-                for key, kind in cur.iternext():
-                    if not key.startswith(prefix) or n > limit:
-                        break
-                    if kind in wanted:
-                        candidates.append(key[len(prefix):].decode())
-                        n += 1
-    candidates = sorted(set(candidates))
+    # `cursor` is a Task id, its format checked at the wire (TaskCursor, D52).
+    # The first limit + 1 say whether there is more (R8-13: a page reads no further).
+    candidates = list(islice(view.tasks_for(me, mine, cursor), limit + 1))
     items: list[dict[str, Any]] = []
     more = len(candidates) > limit
     for tk in candidates[:limit]:
@@ -241,11 +179,7 @@ def engagement_get(view: View, me: str, en: str, now: int, inputs_after: int = 0
         "judge_within_s": bound.contract.judge_within_s,
     }
     if e.delivered_at is not None and e.pin_memory is not None and e.pin_version is not None:
-        delivery: dict[str, Any] = {"at": rfc3339(e.delivered_at), "pin": {"memory": e.pin_memory, "version": e.pin_version}}
-        content = view.memory_content(e.pin_memory, e.pin_version)
-        if content is not None:
-            delivery["content"] = msgspec.Raw(content)
-        out["delivery"] = delivery
+        out["delivery"] = delivery(e.delivered_at, e.pin_memory, e.pin_version, view.memory_content(e.pin_memory, e.pin_version))
     # R9-15: the bound input versions, even after the author withdrew them. Every
     # input is listed; content is given for those after `inputs_after` until
     # CONTENT_BUDGET (less the contract's and the delivery's content) is spent
@@ -266,13 +200,10 @@ def engagement_get(view: View, me: str, en: str, now: int, inputs_after: int = 0
     if given < len(e.inputs):
         out["inputs_cursor"] = given
     if e.judged_at is not None:
-        judgment: dict[str, Any] = {"verdict": "adopt" if e.state == "adopted" else "reject", "at": rfc3339(e.judged_at)}
-        if e.reason is not None:
-            judgment["content"] = msgspec.Raw(e.reason)
-        out["judgment"] = judgment
+        out["judgment"] = judgment(e.state, e.judged_at, e.reason)
     if e.ended_at is not None:
         out["ended_at"] = rfc3339(e.ended_at)
-    out["obligations"] = _obligations(e, me, state)
+    out["obligations"] = _obligations(e, me, state, now)
     return out
 
 

@@ -16,7 +16,7 @@ from ..core.assignment import AssignmentState, effective
 from ..core.clock import rfc3339
 from ..core.entry import EntryState
 from ..core.facts import entry_obj
-from ..core.obligations import ob_id
+from ..core.shapes import delivery, held_obligations, judgment
 from ..core.task import TaskState, may_read_contract
 from ..core.thread import SPEAKING, ThreadState, readable_thread
 from ..errors import Rejection
@@ -88,39 +88,16 @@ def entry_digest(view: View, e: EntryState, reader: str, full: bool) -> dict[str
 
 
 def _my_obligations(view: View, t: ThreadState, me: str, now: int) -> list[dict[str, Any]]:
+    """The caller's obligations in this Thread, oldest first: those of the
+    entries it owes a response to and of the live assignments it took or created
+    (the candidates; what each implies is :func:`~kungfud.core.obligations.of_state`'s)."""
     obs: list[dict[str, Any]] = []
     for n in t.pending.get(me, []):
-        e = view.state(entry_obj(t.thread, n))
-        obs.append(
-            {
-                "obligation_id": ob_id("respond", entry_obj(t.thread, n), me),
-                "obligation": "respond",
-                "ref": {"thread": t.thread, "entry": n},
-                "created_at": rfc3339(e.at),
-                "next": "respond",
-            }
-        )
+        entry = entry_obj(t.thread, n)
+        obs += held_obligations(entry, view.state(entry), me, now)
     for asg, lv in sorted(t.live.items()):
-        if lv.due is not None and lv.due <= now:
-            continue  # L4-3: a passed deadline shows no obligation
-        if lv.state == "taken" and lv.taker == me:
-            kind = "deliver"
-        elif lv.state == "delivered" and lv.creator == me and not lv.forfeited:
-            kind = "judge"
-        else:
-            continue
-        a: AssignmentState = view.state(asg)
-        arose = a.taken_at if kind == "deliver" else a.delivered_at
-        obs.append(
-            {
-                "obligation_id": ob_id(kind, asg, me),  # type: ignore[arg-type]
-                "obligation": kind,
-                "ref": {"thread": t.thread, "assignment": asg},
-                "created_at": rfc3339(arose or 0),
-                "due": rfc3339(lv.due) if lv.due is not None else None,
-                "next": kind,
-            }
-        )
+        if lv.state in ("taken", "delivered") and me in (lv.taker, lv.creator):
+            obs += held_obligations(asg, view.state(asg), me, now)
     obs.sort(key=lambda o: o["created_at"])
     return obs
 
@@ -198,14 +175,6 @@ def thread_get(view: View, me: str, thread: str, now: int) -> dict | Rejection:
 READ_PAGE_BYTES = 1_048_576
 
 
-def _cursor_int(cursor: str | None) -> int | Rejection:
-    if cursor is None:
-        return 0
-    if not cursor.isdigit() or len(cursor) > 16:
-        return Rejection.bad_request("`cursor` is not a cursor this daemon returned - at `$.args.cursor`")
-    return int(cursor)
-
-
 def thread_entries(
     view: View, me: str, thread: str, cursor: str | None, limit: int, full: bool, newest_first: bool = False
 ) -> dict | Rejection:
@@ -217,9 +186,7 @@ def thread_entries(
     if (r := readable_thread(t, thread, me)) is not None:
         return r
     assert t is not None
-    at = _cursor_int(cursor)
-    if isinstance(at, Rejection):
-        return at
+    at = 0 if cursor is None else int(cursor)  # an entry number: its format checked at the wire (EntryCursor, D52)
     if newest_first:
         top = t.entries if cursor is None else min(t.entries, at - 1)
         numbers = range(top, max(0, top - limit), -1)
@@ -261,23 +228,15 @@ def _content_bytes(item: dict) -> int:
 
 
 def thread_list(view: View, me: str, cursor: str | None, limit: int) -> dict | Rejection:
-    if cursor is not None and not (cursor.startswith("th_") and cursor.isascii() and len(cursor) <= 64):
-        return Rejection.bad_request("`cursor` is not a cursor this daemon returned - at `$.args.cursor`")
-    prefix = me.encode() + b"\x00"
-    start = prefix + (cursor.encode() + b"\x00" if cursor else b"")
+    # `cursor` is a Thread id, its format checked at the wire (ThreadCursor, D52).
     items = []
     more = False
-    with view.txn.cursor(db=view.dbs["memberships"]) as cur:
-        if cur.set_range(start):
-            for key, role in cur.iternext():
-                if not key.startswith(prefix):
-                    break
-                if len(items) == limit:
-                    more = True
-                    break
-                thread = key[len(prefix):].decode()
-                t: ThreadState = view.state(thread)
-                items.append({"thread": thread, "role": role.decode(), "status": t.status, "entries": t.entries})
+    for thread, role in view.memberships(me, cursor):
+        if len(items) == limit:
+            more = True
+            break
+        t: ThreadState = view.state(thread)
+        items.append({"thread": thread, "role": role, "status": t.status, "entries": t.entries})
     return {"items": items, "cursor": items[-1]["thread"] if more else None}
 
 
@@ -312,30 +271,18 @@ def assignment_get(view: View, me: str, asg: str, now: int) -> dict | Rejection:
     if a.forfeited:
         out["forfeited"] = True
     if a.delivered_at is not None and a.pin_memory is not None and a.pin_version is not None:
-        delivery: dict[str, Any] = {
-            "at": rfc3339(a.delivered_at),
-            "pin": {"memory": a.pin_memory, "version": a.pin_version},
-        }
         # R9-11: a delivery's pinned versions are readable by current members.
-        content = view.memory_content(a.pin_memory, a.pin_version)
-        if content is not None:
-            delivery["content"] = msgspec.Raw(content)
-        out["delivery"] = delivery
+        out["delivery"] = delivery(a.delivered_at, a.pin_memory, a.pin_version, view.memory_content(a.pin_memory, a.pin_version))
     if a.judged_at is not None:
-        judgment: dict[str, Any] = {"verdict": "adopt" if a.state == "adopted" else "reject", "at": rfc3339(a.judged_at)}
-        if a.reason is not None:
-            judgment["content"] = msgspec.Raw(a.reason)
-        out["judgment"] = judgment
+        out["judgment"] = judgment(a.state, a.judged_at, a.reason)
     elif state in ("timed_out", "undecided") and a.ended_at is None:
         out["ended_by"] = "deadline"
     if a.ended_at is not None:
         out["ended_at"] = rfc3339(a.ended_at)
-    mine = []
-    if state == "taken" and a.taker == me:
-        mine.append({"obligation_id": ob_id("deliver", asg, me), "obligation": "deliver", "due": out["deliver_by"], "next": "deliver"})
-    if state == "delivered" and a.creator == me and not a.forfeited:
-        mine.append({"obligation_id": ob_id("judge", asg, me), "obligation": "judge", "due": out["judge_by"], "next": "judge"})
-    out["obligations"] = mine
+    # The working set's obligations: the turn item without its ref and created_at.
+    out["obligations"] = [
+        {k: ob[k] for k in ("obligation_id", "obligation", "due", "next")} for ob in held_obligations(asg, a, me, now)
+    ]
     return out
 
 

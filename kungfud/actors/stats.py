@@ -1,0 +1,40 @@
+"""What the running daemon reports about itself (``GET /metrics``'s gauges and
+counters below the server): one struct, read in one go."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import msgspec
+
+if TYPE_CHECKING:
+    from .runtime import Runtime
+
+__all__ = ["Stats", "stats_of"]
+
+
+class Stats(msgspec.Struct, frozen=True):
+    map_used_bytes: int  # of the store's map in use
+    map_size_bytes: int  # the configured map size
+    obligations_open: int  # respond, deliver, judge (the obligations index)
+    deadlines_pending: int  # running deadlines (the deadlines index)
+    expiry_wakeups: int  # times the deadline clock woke an owner
+    facts: int  # facts recorded: the last global sequence number
+    commits: int  # group commits written
+    live_actors: int  # actors currently running
+
+
+def stats_of(rt: "Runtime") -> Stats:
+    used, size = rt.store.map_usage()
+    with rt.store.read() as view:
+        obligations, deadlines, facts = view.count("obligations"), view.count("deadlines"), view.last_seq()
+    return Stats(
+        map_used_bytes=used,
+        map_size_bytes=size,
+        obligations_open=obligations,
+        deadlines_pending=deadlines,
+        expiry_wakeups=rt.clock_thread.expiries_told,
+        facts=facts,
+        commits=rt.writer.batches,
+        live_actors=rt.registry.live(),
+    )

@@ -1,0 +1,46 @@
+"""Reads (WIRE.md 1.1, §8 working sets, §9 visibility): the layer beside
+``actors/``, over the named queries of :class:`~kungfud.store.store.View`.
+
+A read is answered from one read view (R9-5, R12-10), with §9 deciding what the
+caller sees. Reads do not need an active agent (R4-2) and write nothing. They run
+without an actor hop: a read serializes with nothing. No module here opens a
+transaction or knows a key layout (docs/storage.md "Reads").
+
+:data:`READS` is the one table of read ops: op -> ``(view, caller, args, now,
+seen) -> reply | Rejection``. ``now`` decides which deadlines have passed
+(readers never show an obligation whose deadline passed, L4-3); ``seen`` is when
+this daemon last saw each agent (in memory, not a fact; only
+``admin.agent.list`` shows it).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+from ..errors import Rejection
+from ..store.store import View
+from . import agents, memory, outcomes, task, thread, turn
+
+__all__ = ["READS", "Read"]
+
+Read = Callable[[View, str, Any, int, Mapping[str, int]], "dict | Rejection"]
+
+READS: dict[str, Read] = {
+    "agent.whoami": lambda v, c, a, now, seen: agents.whoami(v, c),
+    "admin.agent.list": lambda v, c, a, now, seen: agents.agent_list(v, c, a.status, a.cursor, a.limit, seen),
+    "memory.get": lambda v, c, a, now, seen: memory.memory_get(v, c, a.memory, a.version),
+    "memory.list": lambda v, c, a, now, seen: memory.memory_list(v, c, a.author, a.cursor, a.limit),
+    "thread.get": lambda v, c, a, now, seen: thread.thread_get(v, c, a.thread, now),
+    "thread.entries": lambda v, c, a, now, seen: thread.thread_entries(
+        v, c, a.thread, a.cursor, a.limit, a.full, a.newest_first
+    ),
+    "thread.entry": lambda v, c, a, now, seen: thread.thread_entry(v, c, a.thread, a.entry),
+    "thread.list": lambda v, c, a, now, seen: thread.thread_list(v, c, a.cursor, a.limit),
+    "assignment.get": lambda v, c, a, now, seen: thread.assignment_get(v, c, a.assignment, now),
+    "task.get": lambda v, c, a, now, seen: task.task_get(v, c, a.task, a.contract_version, now, a.adopted_after),
+    "task.list": lambda v, c, a, now, seen: task.task_list(v, c, a.cursor, a.limit, a.mine),
+    "engagement.get": lambda v, c, a, now, seen: task.engagement_get(v, c, a.engagement, now, a.inputs_after),
+    "turn": lambda v, c, a, now, seen: turn.turn(v, c, a.cursor, a.limit, now),
+    "opportunities": lambda v, c, a, now, seen: turn.opportunities(v, c, a.cursor, a.limit),
+    "outcomes": lambda v, c, a, now, seen: outcomes.outcomes(v, c, a.cursor, a.limit),
+}
