@@ -37,7 +37,7 @@ __all__ = ["Writer", "Item", "Outcome", "Committed", "Replayed", "Stale", "Faile
 
 log = logging.getLogger("kungfud.store")
 
-SECRET_FIELDS = ("key", "token")
+from ..conventions import SECRET_FIELDS  # noqa: E402 - one definition, shared with the audit log
 _json = msgspec.json.Encoder()
 _mp = msgspec.msgpack.Encoder()
 
