@@ -25,7 +25,7 @@ from mcp import ClientSession  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 
 from kungfud.client import Client, new_key  # noqa: E402
-from kungfud.mcp_bridge import EXCLUDED_OPS, PREFACE, PREFACE_REPLAYED, instructions  # noqa: E402
+from kungfud.mcp import EXCLUDED_OPS, PREFACE, PREFACE_REPLAYED, instructions  # noqa: E402
 from kungfud.wire import OPS  # noqa: E402
 from tests.e2e.helpers import CODES, NEXT_STEPS, fake_id, register  # noqa: E402
 
