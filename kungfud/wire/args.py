@@ -47,6 +47,7 @@ __all__ = [
     "PageArgs",
     "TakeArgs",
     "DeliverArgs",
+    "Verdict",
     "JudgeArgs",
     "AssignmentRefArgs",
     "AgentList",
@@ -329,16 +330,26 @@ class TakeArgs(_Args, frozen=True):
     deliver: PinArgs | None = None
 
 
-class DeliverArgs(_Args, frozen=True):
-    assignment: AssignmentId
-    memory: MemoryRef | None = None
-    content: Content | None = None
+Verdict = Literal["adopt", "reject"]
 
 
-class JudgeArgs(_Args, frozen=True):
-    assignment: AssignmentId
-    verdict: Literal["adopt", "reject"]
-    content: Content | None = None
+def _delivery(name: str, work: str, work_id: Any) -> Any:
+    """``{<work>, memory|content}``: the delivery of a piece of work. One shape
+    for an assignment and an engagement, which differ only in the id field
+    (spec R2 keeps the two concepts apart, so the wire names them apart)."""
+    fields = [(work, work_id), ("memory", MemoryRef | None, None), ("content", Content | None, None)]
+    return msgspec.defstruct(name, fields, bases=(_Args,), frozen=True, module=__name__)
+
+
+def _judgment(name: str, work: str, work_id: Any) -> Any:
+    """``{<work>, verdict, content?}``: adopt or reject a delivery (a reason in
+    ``content``). One shape for an assignment and an engagement."""
+    fields = [(work, work_id), ("verdict", Verdict), ("content", Content | None, None)]
+    return msgspec.defstruct(name, fields, bases=(_Args,), frozen=True, module=__name__)
+
+
+DeliverArgs = _delivery("DeliverArgs", "assignment", AssignmentId)
+JudgeArgs = _judgment("JudgeArgs", "assignment", AssignmentId)
 
 
 class AssignmentRefArgs(_Args, frozen=True):
@@ -397,20 +408,14 @@ class TaskTakeArgs(_Args, frozen=True):
     deliver: PinArgs | None = None
 
 
-class TaskDeliverArgs(_Args, frozen=True):
-    engagement: EngagementId
-    memory: MemoryRef | None = None
-    content: Content | None = None
+TaskDeliverArgs = _delivery("TaskDeliverArgs", "engagement", EngagementId)
 
 
 class EngagementRefArgs(_Args, frozen=True):
     engagement: EngagementId
 
 
-class TaskJudgeArgs(_Args, frozen=True):
-    engagement: EngagementId
-    verdict: Literal["adopt", "reject"]
-    content: Content | None = None
+TaskJudgeArgs = _judgment("TaskJudgeArgs", "engagement", EngagementId)
 
 
 class TaskGetArgs(_Args, frozen=True):
