@@ -48,3 +48,37 @@ def test_the_server_imports_nothing_from_core_or_store():
     assert files
     assert _offenders(files, ("kungfud.core", "kungfud.store")) == {}
 
+
+def _files(*names: str) -> list[Path]:
+    out: list[Path] = []
+    for name in names:
+        p = PKG / name
+        if p.is_dir():  # a package
+            out += sorted(p.rglob("*.py"))
+        elif p.with_suffix(".py").exists():  # a module
+            out.append(p.with_suffix(".py"))
+    return out
+
+
+ABOVE_CORE = ("kungfud.store", "kungfud.actors", "kungfud.reads", "kungfud.server", "kungfud.wire", "kungfud.daemon")
+
+
+def test_the_core_imports_nothing_above_it():
+    """The pure core knows no store, actor, server or wire."""
+    assert _offenders(_files("core"), ABOVE_CORE + ("lmdb", "pykka", "websockets")) == {}
+
+
+def test_each_layer_imports_only_downwards():
+    assert _offenders(_files("store"), ("kungfud.actors", "kungfud.reads", "kungfud.server", "kungfud.daemon")) == {}
+    assert _offenders(_files("actors"), ("kungfud.server", "kungfud.daemon")) == {}
+    # the wire is a leaf: clients import it without the daemon
+    wire_may_not = ("kungfud.core", "kungfud.store", "kungfud.actors", "kungfud.reads", "kungfud.server", "kungfud.daemon")
+    assert _offenders(_files("wire"), wire_may_not) == {}
+
+
+def test_clients_know_only_the_wire():
+    """The CLI and the MCP bridge talk to a daemon over the wire; they import
+    none of its insides (so they run where no daemon is installed)."""
+    files = _files("client", "agent_cli", "mcp")
+    assert len(files) >= 3
+    assert _offenders(files, ("kungfud.core", "kungfud.store", "kungfud.actors", "kungfud.reads", "kungfud.server")) == {}
