@@ -30,7 +30,7 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--config")
     b.add_argument("--data-dir")
     # --- mcp: MCP server (stdio, or --http) bridging to a running daemon (optional extra `mcp`) ---
-    from .mcp_bridge import add_arguments as mcp_arguments  # does not import the MCP SDK
+    from .mcp import add_arguments as mcp_arguments  # does not import the MCP SDK
 
     mcp_arguments(sub.add_parser("mcp", help="MCP server (stdio, or --http) exposing the daemon's ops as tools (needs the mcp extra)"))
     # --- end mcp ---
@@ -40,7 +40,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.cmd == "mcp":  # needs no config or data directory; imports the MCP SDK lazily
-        from .mcp_bridge import main as mcp_main
+        from .mcp import main as mcp_main
 
         return mcp_main(args)
     try:

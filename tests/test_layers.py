@@ -1,5 +1,6 @@
-"""The layers keep to their floors (issue #13, DESIGN.md "Layers"): checked on
-the source, so a shortcut fails here before it becomes a habit."""
+"""The layering rules of docs/architecture.md, checked on the source (AST):
+every import statement counts, at module level or inside a function, and under
+``TYPE_CHECKING`` too."""
 
 from __future__ import annotations
 
@@ -7,6 +8,80 @@ import ast
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parent.parent / "kungfud"
+
+
+def _imports(path: Path) -> set[str]:
+    """Every module ``path`` imports, as absolute dotted names."""
+    rel = path.relative_to(PKG.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    package = parts if path.name == "__init__.py" else parts[:-1]
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            out.add(mod)
+            out.update(f"{mod}.{a.name}" for a in node.names)  # `from .. import core`
+    return out
+
+
+def _offenders(files: list[Path], forbidden: tuple[str, ...]) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for f in files:
+        bad = sorted(m for m in _imports(f) if any(m == p or m.startswith(p + ".") for p in forbidden))
+        if bad:
+            found[str(f.relative_to(PKG.parent))] = bad
+    return found
+
+
+def test_the_server_imports_nothing_from_core_or_store():
+    """The server keeps transport and admission policy; everything below it
+    goes through ``kungfud.actors`` (Runtime and its reply vocabulary)."""
+    files = sorted((PKG / "server").rglob("*.py"))
+    assert files
+    assert _offenders(files, ("kungfud.core", "kungfud.store")) == {}
+
+
+def _files(*names: str) -> list[Path]:
+    out: list[Path] = []
+    for name in names:
+        p = PKG / name
+        if p.is_dir():  # a package
+            out += sorted(p.rglob("*.py"))
+        elif p.with_suffix(".py").exists():  # a module
+            out.append(p.with_suffix(".py"))
+    return out
+
+
+ABOVE_CORE = ("kungfud.store", "kungfud.actors", "kungfud.reads", "kungfud.server", "kungfud.wire", "kungfud.daemon")
+
+
+def test_the_core_imports_nothing_above_it():
+    """The pure core knows no store, actor, server or wire."""
+    assert _offenders(_files("core"), ABOVE_CORE + ("lmdb", "pykka", "websockets")) == {}
+
+
+def test_each_layer_imports_only_downwards():
+    assert _offenders(_files("store"), ("kungfud.actors", "kungfud.reads", "kungfud.server", "kungfud.daemon")) == {}
+    assert _offenders(_files("actors"), ("kungfud.server", "kungfud.daemon")) == {}
+    # the wire is a leaf: clients import it without the daemon
+    wire_may_not = ("kungfud.core", "kungfud.store", "kungfud.actors", "kungfud.reads", "kungfud.server", "kungfud.daemon")
+    assert _offenders(_files("wire"), wire_may_not) == {}
+
+
+def test_clients_know_only_the_wire():
+    """The CLI and the MCP bridge talk to a daemon over the wire; they import
+    none of its insides (so they run where no daemon is installed)."""
+    files = _files("client", "agent_cli", "mcp")
+    assert len(files) >= 3
+    assert _offenders(files, ("kungfud.core", "kungfud.store", "kungfud.actors", "kungfud.reads", "kungfud.server")) == {}
 
 
 def _modules(outside: str) -> list[Path]:

@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 from websockets.protocol import State
 
-from kungfud.config import Config
-from kungfud.server.app import Conn, Server
+from kungfud.server.bridge import Bridge
+from kungfud.server.connection import Conn
 
 
 class _Protocol:
@@ -33,24 +33,19 @@ class _WS:
             raise RuntimeError("unable to perform operation on <TCPTransport closed=True>")
 
 
-@pytest.fixture
-def server() -> Server:
-    return Server(runtime=None, config=Config())  # type: ignore[arg-type]
-
-
 @pytest.mark.rules("R12-11")
-async def test_R12_11_a_write_to_a_vanished_socket_closes_that_connection_only(server):
+async def test_R12_11_a_write_to_a_vanished_socket_closes_that_connection_only():
     bad, good = Conn(_WS(broken=True), "ag_a"), Conn(_WS(broken=False), "ag_b")  # type: ignore[arg-type]
-    server._send(bad, b'{"id":1}')
-    server._send(good, b'{"id":2}')
+    bad.send(b'{"id":1}')
+    good.send(b'{"id":2}')
     assert bad.closed and not good.closed
     assert good.ws.protocol.sent == [b'{"id":2}']
-    server._send(bad, b'{"id":3}')  # later frames for it are dropped quietly
+    bad.send(b'{"id":3}')  # later frames for it are dropped quietly
     assert bad.ws.protocol.sent == [b'{"id":1}']
 
 
 @pytest.mark.rules("R12-11")
-async def test_R12_11_one_failing_reply_does_not_cost_the_others_theirs(server, monkeypatch):
+async def test_R12_11_one_failing_reply_does_not_cost_the_others_theirs():
     delivered = []
 
     def finish(conn, req_id, *rest):
@@ -58,8 +53,8 @@ async def test_R12_11_one_failing_reply_does_not_cost_the_others_theirs(server, 
             raise RuntimeError("a bug delivering one reply")
         delivered.append(req_id)
 
-    monkeypatch.setattr(server, "_finish", finish)
-    server._replies = [(None, "a"), (None, "boom"), (None, "c")]
-    server._replies_scheduled = True
-    server._drain_replies()
-    assert delivered == ["a", "c"] and server._replies == [] and not server._replies_scheduled
+    bridge = Bridge(runtime=None, finish=finish)  # type: ignore[arg-type]
+    bridge._replies = [(None, "a"), (None, "boom"), (None, "c")]
+    bridge._replies_scheduled = True
+    bridge._drain_replies()
+    assert delivered == ["a", "c"] and bridge._replies == [] and not bridge._replies_scheduled

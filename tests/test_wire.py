@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from kungfud import wire
 ECHO_CHARS = 64  # WIRE.md "Additions in 1.1"
-from kungfud.server.dispatch import to_command
+from kungfud.actors.ops import to_command
 
 # --- walking the args types ---------------------------------------------------------
 

@@ -7,6 +7,9 @@ the group-committing writer. Replies cross back to asyncio through the ``reply``
 callable each job carries (the server wraps ``loop.call_soon_threadsafe``).
 """
 
-from .runtime import Job, Runtime
+from ..store import Committed, Failed, Outcome, Replayed
+from .runtime import Identity, Job, Runtime
 
-__all__ = ["Runtime", "Job"]
+# The outcomes of an action are the actors' reply vocabulary: what a Job's
+# ``reply`` receives. Re-exported so the server needs nothing from the store.
+__all__ = ["Runtime", "Job", "Identity", "Outcome", "Committed", "Replayed", "Failed"]

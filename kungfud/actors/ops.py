@@ -1,5 +1,19 @@
-"""The action table: for each op, which actor owns it and which core decision it
-runs. Adding a protocol action = one row here plus its core ``decide_*``.
+"""The op catalogue, executable half: for each action, how its wire args become
+a core command, what the store must tell before it is routed, which actor
+serializes it and which core decision runs it. Keyed exactly as the
+client-visible half, :data:`kungfud.wire.OPS` (kind, args type, doc);
+``tests/test_catalogue.py`` checks every action op has one row here and every
+read op one row in the read table. Adding an op: docs/architecture.md.
+
+``command(args)`` builds the core command. Content objects are encoded to JSON
+bytes once, here, and from then on travel as opaque bytes (L6): the core
+measures them, never reads them. A content object that fails the one
+structural key an op needs raises :class:`kungfud.wire.FrameError`
+(``bad_request``).
+
+``resolve(command, view)``, when present, completes the command from the store
+before routing: a ``thread.join`` token names no Thread until it is matched
+against the stored grants.
 
 ``route(command, caller, view)`` names the actor that serializes the action: the
 caller's Agent actor (one of a few shared by hash) for account and Memory
@@ -12,15 +26,19 @@ from __future__ import annotations
 import zlib
 from typing import Any, Callable, NamedTuple
 
+import msgspec
+
+from .. import wire
 from ..core import agent, assignment, engagement, entry, memory, task, thread
 from ..core.context import Ctx
 from ..core.facts import Decision
+from ..core.pins import Pin
 from ..errors import Rejection
 from ..store.store import View
 
 __all__ = [
-    "ActionSpec", "ACTIONS", "REGISTRAR", "DEADLINE", "DEADLINE_TASK", "agent_actor", "AGENT_SHARDS", "ROUTE_READS",
-    "SERVICE_ACTORS",
+    "Action", "ACTIONS", "REGISTRAR", "DEADLINE", "DEADLINE_TASK", "agent_actor", "AGENT_SHARDS", "ROUTE_READS",
+    "SERVICE_ACTORS", "to_command",
 ]
 
 REGISTRAR = "ag_registrar"  # actor key serializing registrations (no agent yet)
@@ -29,12 +47,114 @@ DEADLINE_TASK = "deadline.task"  # op name of a Task's deadline jobs
 
 Decide = Callable[[Any, Ctx], "Decision | Rejection"]
 Route = Callable[[Any, "str | None", View], str]
+Resolve = Callable[[Any, View], Any]
 
 
-class ActionSpec(NamedTuple):
+class Action(NamedTuple):
+    command: Callable[[Any], Any] | None  # wire args -> core command; None: not a wire op (deadline jobs)
     route: Route
     decide: Decide
+    resolve: Resolve | None = None  # completes the command from the store before routing
 
+
+# --- wire args -> core commands ---------------------------------------------------
+
+_enc = msgspec.json.Encoder()
+
+
+def _content(c: dict) -> bytes:
+    return _enc.encode(c)
+
+
+def _name(op: str, content: dict) -> bytes:
+    """An agent's content must carry a ``name`` (agent.register, admin.agent.create)."""
+    try:
+        msgspec.convert(content, wire.NameContent)
+    except msgspec.ValidationError as e:
+        raise wire.FrameError(f"invalid args for {op}: {wire.why(e)} - in `$.args.content`") from None
+    return _content(content)
+
+
+def _register(a: wire.RegisterArgs) -> Any:
+    return agent.Register(_name("agent.register", a.content))
+
+
+def _shape(op: str, where: str, content: dict, shape: type) -> bytes:
+    """Check the one structural key an op needs inside a content object; the rest
+    of the content stays opaque (L6)."""
+    try:
+        msgspec.convert(content, shape)
+    except msgspec.ValidationError as e:
+        raise wire.FrameError(f"invalid args for {op}: {wire.why(e)} - in `$.args.{where}`") from None
+    return _content(content)
+
+
+def _pin(op: str, where: str, memory: wire.MemoryRef | None, content: dict | None) -> Pin:
+    if (memory is None) == (content is None):
+        raise wire.FrameError(f"invalid args for {op}: give exactly one of `memory` or `content` - at `$.args{where}`")
+    if memory is not None:
+        return Pin(memory=memory.memory, version=memory.version)
+    assert content is not None
+    return Pin(content=_content(content))
+
+
+def _post(a: wire.PostArgs) -> Any:
+    assign = None
+    if a.assign is not None:
+        x = a.assign
+        assign = assignment.AssignSpec(
+            x.to, _shape("thread.post", "assign.content", x.content, wire.AssignContent), x.deliver_within_s,
+            x.judge_within_s, x.redoes,
+        )
+    return entry.Post(a.thread, _pin("thread.post", "", a.memory, a.content), a.reply_to, a.ask, a.task, assign)
+
+
+def _take(a: wire.TakeArgs) -> Any:
+    deliver = None
+    if a.deliver is not None:
+        deliver = _pin("assignment.take", ".deliver", a.deliver.memory, a.deliver.content)
+    return assignment.Take(a.assignment, deliver)
+
+
+def _judge(a: wire.JudgeArgs) -> Any:
+    reason = None
+    if a.content is not None:
+        reason = _shape("assignment.judge", "content", a.content, wire.ReasonContent)
+    return assignment.Judge(a.assignment, a.verdict, reason)
+
+
+def _handle(a: wire.HandleArgs) -> Any:
+    note = _shape("thread.handle", "content", a.content, wire.NoteContent) if a.content is not None else None
+    return entry.Handle(a.thread, a.entry, note)
+
+
+def _contract(op: str, c: wire.ContractArgs) -> task.ContractSpec:
+    return task.ContractSpec(
+        content=_shape(op, "contract.content", c.content, wire.ContractContent),
+        inputs=[(i.memory, i.version) for i in c.inputs],
+        deliver_within_s=c.deliver_within_s,
+        judge_within_s=c.judge_within_s,
+        on_no_judgment=c.on_no_judgment,
+        adoption_limit=c.adoption_limit,
+        judge=c.judge,
+        eligibility=c.eligibility.agents if c.eligibility is not None else None,
+        readers=c.readers,
+    )
+
+
+def _task_take(a: wire.TaskTakeArgs) -> Any:
+    deliver = None
+    if a.deliver is not None:
+        deliver = _pin("task.take", ".deliver", a.deliver.memory, a.deliver.content)
+    return engagement.TakeTask(a.task, deliver)
+
+
+def _task_judge(a: wire.TaskJudgeArgs) -> Any:
+    reason = _shape("task.judge", "content", a.content, wire.ReasonContent) if a.content is not None else None
+    return engagement.JudgeTask(a.engagement, a.verdict, reason)
+
+
+# --- routes ---------------------------------------------------------------------
 
 AGENT_SHARDS = 2
 _SHARDS = tuple(f"ag_shard{i}" for i in range(AGENT_SHARDS))
@@ -79,49 +199,115 @@ def _join(cmd: Any, caller: str | None, view: View) -> str:
     return cmd.thread if cmd.thread is not None else _caller(cmd, caller, view)
 
 
-ACTIONS: dict[str, ActionSpec] = {
-    "agent.register": ActionSpec(lambda c, a, v: REGISTRAR, lambda c, ctx: agent.decide_register(c, ctx)),
-    "admin.agent.set_status": ActionSpec(
-        lambda c, a, v: agent_actor(c.agent), lambda c, ctx: agent.decide_set_status(ctx.get(c.agent), c, ctx)
+def _grant(cmd: Any, view: View) -> Any:
+    """The Thread whose live grant the token matches (None: no such grant)."""
+    return msgspec.structs.replace(cmd, thread=view.thread_for_token(thread.token_hash(cmd.token)))
+
+
+def _by_agent(cmd: Any, caller: str | None, view: View) -> str:
+    return agent_actor(cmd.agent)
+
+
+def _registrar(cmd: Any, caller: str | None, view: View) -> str:
+    return REGISTRAR
+
+
+def _create_task(a: wire.TaskCreateArgs) -> Any:
+    return task.CreateTask(None if a.audience == "open" else a.audience.agents, _contract("task.create", a.contract))
+
+
+def _deliver(a: wire.DeliverArgs) -> Any:
+    return assignment.Deliver(a.assignment, _pin("assignment.deliver", "", a.memory, a.content))
+
+
+def _deliver_task(a: wire.TaskDeliverArgs) -> Any:
+    return engagement.DeliverTask(a.engagement, _pin("task.deliver", "", a.memory, a.content))
+
+
+# One row per action: (command, route, decide[, resolve]).
+ACTIONS: dict[str, Action] = {
+    # account (§4) and operating a deployment
+    "agent.register": Action(_register, _registrar, lambda c, ctx: agent.decide_register(c, ctx)),
+    "admin.agent.set_status": Action(
+        lambda a: agent.SetStatus(a.agent, a.status),
+        _by_agent,
+        lambda c, ctx: agent.decide_set_status(ctx.get(c.agent), c, ctx),
     ),
-    "admin.agent.create": ActionSpec(lambda c, a, v: REGISTRAR, agent.decide_create),
-    "agent.rotate_key": ActionSpec(_caller, agent.decide_rotate_key),
-    "admin.agent.reset_key": ActionSpec(
-        lambda c, a, v: agent_actor(c.agent), lambda c, ctx: agent.decide_reset_key(ctx.get(c.agent), c, ctx)
+    "admin.agent.create": Action(
+        lambda a: agent.CreateAgent(_name("admin.agent.create", a.content)), _registrar, agent.decide_create
     ),
-    "memory.create": ActionSpec(_caller, lambda c, ctx: memory.decide_create(c, ctx)),
-    "memory.update": ActionSpec(_caller, lambda c, ctx: memory.decide_update(ctx.get(c.memory), c, ctx)),
-    "memory.publish": ActionSpec(_caller, lambda c, ctx: memory.decide_set_visibility(ctx.get(c.memory), c, ctx)),
-    "memory.unpublish": ActionSpec(_caller, lambda c, ctx: memory.decide_set_visibility(ctx.get(c.memory), c, ctx)),
-    "memory.withdraw": ActionSpec(_caller, lambda c, ctx: memory.decide_withdraw(ctx.get(c.memory), c, ctx)),
-    "thread.create": ActionSpec(_caller, thread.decide_create),
-    "thread.admit": ActionSpec(_thread, thread.decide_admit),
-    "thread.void_admission": ActionSpec(_thread, thread.decide_void_admission),
-    "thread.join": ActionSpec(_join, thread.decide_join),
-    "thread.leave": ActionSpec(_thread, thread.decide_leave),
-    "thread.remove": ActionSpec(_thread, thread.decide_remove),
-    "thread.set_role": ActionSpec(_thread, thread.decide_set_role),
-    "thread.close": ActionSpec(_thread, thread.decide_close),
-    "thread.post": ActionSpec(_thread, entry.decide_post),
-    "thread.handle": ActionSpec(_thread, entry.decide_handle),
-    "thread.retract": ActionSpec(_thread, entry.decide_retract),
-    "assignment.take": ActionSpec(_assignment, assignment.decide_take),
-    "assignment.deliver": ActionSpec(_assignment, assignment.decide_deliver),
-    "assignment.judge": ActionSpec(_assignment, assignment.decide_judge),
-    "assignment.drop": ActionSpec(_assignment, assignment.decide_drop),
-    "assignment.void": ActionSpec(_assignment, assignment.decide_void),
-    DEADLINE: ActionSpec(_thread, assignment.decide_expire),
-    "task.create": ActionSpec(_caller, task.decide_create),
-    "task.revise": ActionSpec(_task, task.decide_revise),
-    "task.pause": ActionSpec(_task, task.decide_set_accepting),
-    "task.resume": ActionSpec(_task, task.decide_set_accepting),
-    "task.take": ActionSpec(_task, engagement.decide_take),
-    "task.deliver": ActionSpec(_engagement, engagement.decide_deliver),
-    "task.drop": ActionSpec(_engagement, engagement.decide_drop),
-    "task.judge": ActionSpec(_engagement, engagement.decide_judge),
-    DEADLINE_TASK: ActionSpec(_task, engagement.decide_expire),
+    "agent.rotate_key": Action(lambda a: agent.RotateKey(), _caller, agent.decide_rotate_key),
+    "admin.agent.reset_key": Action(
+        lambda a: agent.ResetKey(a.agent), _by_agent, lambda c, ctx: agent.decide_reset_key(ctx.get(c.agent), c, ctx)
+    ),
+    # memory (§5)
+    "memory.create": Action(
+        lambda a: memory.Create(_content(a.content)), _caller, lambda c, ctx: memory.decide_create(c, ctx)
+    ),
+    "memory.update": Action(
+        lambda a: memory.Update(a.memory, _content(a.content)),
+        _caller,
+        lambda c, ctx: memory.decide_update(ctx.get(c.memory), c, ctx),
+    ),
+    "memory.publish": Action(
+        lambda a: memory.SetVisibility(a.memory, "public"),
+        _caller,
+        lambda c, ctx: memory.decide_set_visibility(ctx.get(c.memory), c, ctx),
+    ),
+    "memory.unpublish": Action(
+        lambda a: memory.SetVisibility(a.memory, "private"),
+        _caller,
+        lambda c, ctx: memory.decide_set_visibility(ctx.get(c.memory), c, ctx),
+    ),
+    "memory.withdraw": Action(
+        lambda a: memory.Withdraw(a.memory), _caller, lambda c, ctx: memory.decide_withdraw(ctx.get(c.memory), c, ctx)
+    ),
+    # thread (§6)
+    "thread.create": Action(
+        lambda a: thread.Create(_content(a.content) if a.content is not None else None), _caller, thread.decide_create
+    ),
+    "thread.admit": Action(lambda a: thread.Admit(a.thread, a.role), _thread, thread.decide_admit),
+    "thread.void_admission": Action(lambda a: thread.VoidAdmission(a.thread), _thread, thread.decide_void_admission),
+    "thread.join": Action(lambda a: thread.Join(a.token, None), _join, thread.decide_join, resolve=_grant),
+    "thread.leave": Action(lambda a: thread.Leave(a.thread), _thread, thread.decide_leave),
+    "thread.remove": Action(lambda a: thread.Remove(a.thread, a.agent), _thread, thread.decide_remove),
+    "thread.set_role": Action(lambda a: thread.SetRole(a.thread, a.agent, a.role), _thread, thread.decide_set_role),
+    "thread.close": Action(lambda a: thread.Close(a.thread), _thread, thread.decide_close),
+    "thread.post": Action(_post, _thread, entry.decide_post),
+    "thread.handle": Action(_handle, _thread, entry.decide_handle),
+    "thread.retract": Action(lambda a: entry.Retract(a.thread, a.entry), _thread, entry.decide_retract),
+    # assignment (§6.4)
+    "assignment.take": Action(_take, _assignment, assignment.decide_take),
+    "assignment.deliver": Action(_deliver, _assignment, assignment.decide_deliver),
+    "assignment.judge": Action(_judge, _assignment, assignment.decide_judge),
+    "assignment.drop": Action(lambda a: assignment.Drop(a.assignment), _assignment, assignment.decide_drop),
+    "assignment.void": Action(lambda a: assignment.Void(a.assignment), _assignment, assignment.decide_void),
+    DEADLINE: Action(None, _thread, assignment.decide_expire),
+    # task (§7)
+    "task.create": Action(_create_task, _caller, task.decide_create),
+    "task.revise": Action(
+        lambda a: task.Revise(a.task, _contract("task.revise", a.contract)), _task, task.decide_revise
+    ),
+    "task.pause": Action(lambda a: task.SetAccepting(a.task, False), _task, task.decide_set_accepting),
+    "task.resume": Action(lambda a: task.SetAccepting(a.task, True), _task, task.decide_set_accepting),
+    "task.take": Action(_task_take, _task, engagement.decide_take),
+    "task.deliver": Action(_deliver_task, _engagement, engagement.decide_deliver),
+    "task.drop": Action(lambda a: engagement.DropTask(a.engagement), _engagement, engagement.decide_drop),
+    "task.judge": Action(_task_judge, _engagement, engagement.decide_judge),
+    DEADLINE_TASK: Action(None, _task, engagement.decide_expire),
 }
 
-# Ops whose route reads the store (to find the owning Thread or Task); every
-# other route is a function of the command and caller alone.
-ROUTE_READS = frozenset(op for op, spec in ACTIONS.items() if spec.route in (_assignment, _engagement, _join))
+# Ops whose route reads the store (to find the owning Thread or Task, or the
+# Thread a token admits to); every other route is a function of the command and
+# caller alone, so the event loop reads nothing for them.
+ROUTE_READS = frozenset(
+    op for op, spec in ACTIONS.items() if spec.resolve is not None or spec.route in (_assignment, _engagement, _join)
+)
+
+
+def to_command(op: str, args: Any) -> Any:
+    """The core command of action ``op``. Raises :class:`wire.FrameError` for
+    content that fails an op's shape."""
+    command = ACTIONS[op].command
+    assert command is not None, f"{op} is not a wire op"
+    return command(args)

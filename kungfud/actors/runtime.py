@@ -1,5 +1,8 @@
 """Runtime: wires the store, the writer and the actor registry together, and is
-the one entry point the server calls for actions."""
+the one way in below the server: an action enters by :meth:`Runtime.act` (or its
+two steps, :meth:`Runtime.job` and :meth:`Runtime.route`, when the server admits
+it in between), a read by :meth:`Runtime.read`. The server holds no store or
+core knowledge: authentication, the event feed and receipts are asked here."""
 
 from __future__ import annotations
 
@@ -9,19 +12,27 @@ import threading
 import time
 from typing import Any, Callable
 
+from types import MappingProxyType
+from typing import Mapping, NamedTuple
+
 import msgspec
 
+from .. import wire
+from ..core.agent import key_hash
 from ..core.context import Ctx, Limits
 from ..core.ids import time_ordered
-from ..store import Failed, Outcome, Store, Writer
+from ..store import Failed, Outcome, Replayed, Store, Writer
 from ..store.interface import Committer
+from ..store.layout import receipt_scope
+from ..store.writer import mismatch
 from ..errors import Rejection
 from .clock import DeadlineClock
-from .ops import SERVICE_ACTORS, agent_actor
+from .ops import ACTIONS, ROUTE_READS, SERVICE_ACTORS, agent_actor, to_command
+from ..reads import READS
 from .registry import Registry
 from .stats import Stats, stats_of
 
-__all__ = ["Runtime", "Job", "wall_ms"]
+__all__ = ["Runtime", "Job", "Identity", "wall_ms"]
 
 
 def wall_ms() -> int:
@@ -37,6 +48,15 @@ class Job(msgspec.Struct):
     req_hash: bytes
     command: Any
     reply: Callable[[Outcome], None]  # thread-safe; delivers to the event loop
+
+
+class Identity(NamedTuple):
+    """Who a key authenticates: the agent, its status, and the key's hash (a
+    connection keeps it to notice when the key is rotated or reset)."""
+
+    agent: str
+    status: str
+    key_hash: bytes
 
 
 class Runtime:
@@ -161,3 +181,102 @@ class Runtime:
             by_actor.setdefault(agent_actor(job.caller), []).append(job)
         for key, mine in by_actor.items():
             self.submit_many(mine, key)  # a service actor: always startable
+
+    # --- the one way in ----------------------------------------------------------
+
+    def job(self, agent: str | None, op: str, key: str, args: Any, reply: Callable[[Outcome], None]) -> Job:
+        """Action ``op`` sent by ``agent`` with idempotency ``key``, as a Job:
+        its receipt scope, request hash (B6) and core command. Reads nothing.
+        Raises :class:`wire.FrameError` for content that fails the op's shape."""
+        # WIRE.md: agent.register is scoped (no agent, op, key) across all connections.
+        caller = None if op == "agent.register" else agent
+        command = to_command(op, args)
+        return Job(op, caller, receipt_scope(caller, op, key), wire.canonical_hash(op, args), command, reply)
+
+    def route(self, job: Job) -> str:
+        """The actor that serializes ``job``. Completes its command from the store
+        first where the catalogue says so (a join token -> its Thread). Only the
+        ops in ROUTE_READS read the store; a replay is found by the owning actor,
+        which reads the receipt before anything else (L3-2)."""
+        action = ACTIONS[job.op]
+        if job.op not in ROUTE_READS:
+            return action.route(job.command, job.caller, None)  # type: ignore[arg-type]
+        with self.store.read() as view:
+            if action.resolve is not None:
+                job.command = action.resolve(job.command, view)
+            return action.route(job.command, job.caller, view)
+
+    def act(self, agent: str | None, op: str, key: str, args: Any, reply: Callable[[Outcome], None]) -> str:
+        """Enter one action: job, route, submit; ``reply`` gets its outcome (on
+        any thread). Returns the actor it went to. The server runs the same two
+        steps with its admission policy between them and its jobs batched per
+        loop turn (server/bridge.py)."""
+        job = self.job(agent, op, key, args, reply)
+        actor_key = self.route(job)
+        self.submit(job, actor_key)
+        return actor_key
+
+    def answered(self, job: Job) -> Outcome | None:
+        """What the receipt of ``job``'s scope already answers: its replay, or
+        ``idempotency_mismatch`` for another request under the same key; None
+        when there is no receipt. For a request refused before it reaches an
+        actor (a rate limit), which is still answered from its receipt (L4-5)."""
+        if job.scope is None:
+            return None
+        with self.store.read() as view:
+            rec = view.receipt(job.scope)
+        if rec is None:
+            return None
+        return Replayed(rec.result) if rec.req_hash == job.req_hash else Failed(mismatch())
+
+    def read(
+        self, op: str, caller: str, args: Any, seen: Mapping[str, int] = MappingProxyType({})
+    ) -> "dict | Rejection":
+        """Answer read ``op`` from one consistent view, now (L4-3). ``seen``:
+        agent -> when this daemon last saw it (ms)."""
+        with self.store.read() as view:
+            return READS[op](view, caller, args, self.clock(), seen)
+
+    # --- what the server asks of the store ------------------------------------------
+
+    def authenticate(self, key: str) -> Identity | None:
+        """The agent whose key this is (R4, H1), or None."""
+        if not key or len(key) > 256:
+            return None
+        h = key_hash(key)
+        with self.store.read() as view:
+            agent = view.agent_for_key_hash(h)
+            state = view.state(agent) if agent is not None else None
+        return None if state is None else Identity(agent, state.status, h)  # type: ignore[arg-type]
+
+    def key_hash_of(self, agent: Any) -> bytes | None:
+        """The hash of ``agent``'s current key (None: no such agent)."""
+        if not isinstance(agent, str):
+            return None
+        with self.store.read() as view:
+            state = view.state(agent)
+        return None if state is None else state.key_hash
+
+    def last_seq(self) -> int:
+        """The newest seq of the event feed."""
+        with self.store.read() as view:
+            return view.last_seq()
+
+    def events_page(self, agent: str, after: int, limit: int) -> tuple[int, list[tuple[int, bytes]], bool]:
+        """(newest seq, up to ``limit`` of ``agent``'s events after seq ``after``,
+        whether more follow) from one view. A page ends between seqs, so
+        continuing after its last seq resumes exactly."""
+        page: list[tuple[int, bytes]] = []
+        more = False
+        with self.store.read() as view:
+            top = view.last_seq()
+            feed = view.events_for(agent, after)
+            try:
+                for seq, event in feed:
+                    if len(page) >= limit and seq != page[-1][0]:
+                        more = True
+                        break
+                    page.append((seq, event))
+            finally:
+                feed.close()  # its cursor, before the read transaction ends
+        return top, page, more

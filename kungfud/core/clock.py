@@ -9,18 +9,14 @@ from __future__ import annotations
 import datetime as _dt
 from typing import TYPE_CHECKING
 
+from ..conventions import rfc3339  # one definition, shared with the layers above
+
 if TYPE_CHECKING:
     from ..errors import Rejection
 
 __all__ = ["rfc3339", "parse_rfc3339", "deadline_passed"]
 
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
-
-
-def rfc3339(ms: int) -> str:
-    """``1764504000000`` → ``"2025-11-30T12:00:00.000Z"``."""
-    t = _EPOCH + _dt.timedelta(milliseconds=ms)
-    return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
 
 
 def parse_rfc3339(text: str) -> int:

@@ -19,8 +19,7 @@ from typing import Any
 
 import msgspec
 
-from ..core.clock import rfc3339
-from ..store.writer import SECRET_FIELDS
+from ..conventions import SECRET_FIELDS, rfc3339
 
 __all__ = ["log", "record", "receipt_ids"]
 

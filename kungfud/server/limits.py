@@ -1,15 +1,20 @@
-"""Per-agent sliding-window rate limits (L4-5, L4-6, §12).
+"""Admission policy (L4-5, L4-6, §12 R12-7): per-agent sliding-window and
+token-bucket rate limits, and :class:`Intake`, the one object that decides
+whether an action may go on to its actor.
 
 A rate-limited request is rejected before it reaches an actor, so it writes
-nothing and creates no obligation (L4-6). Replays and reads are exempt.
+nothing and creates no obligation (L4-6). Replays are exempt; reads have their
+own budget (a token bucket).
 """
 
 from __future__ import annotations
 
 import collections
-from typing import Callable
+from typing import Any, Callable, NamedTuple
 
-__all__ = ["SlidingWindow", "TokenBucket"]
+from ..errors import Rejection
+
+__all__ = ["SlidingWindow", "TokenBucket", "Intake", "Admitted"]
 
 
 class SlidingWindow:
@@ -119,3 +124,82 @@ class TokenBucket:
 
     def __len__(self) -> int:
         return len(self._buckets)
+
+
+_FAILED_JOIN = frozenset({"not_found", "forbidden", "conflict"})  # the codes that make a join a failed one
+_ALL = "*"  # the key of the daemon-wide windows
+
+
+class Admitted(NamedTuple):
+    """What an admitted action counted, to be settled by its outcome."""
+
+    limiter_key: str  # the agent, or the peer address for agent.register
+    joiner: tuple[str, float, float] | None  # a join: (agent, its hit, the daemon-wide hit)
+
+
+class Intake:
+    """Admission policy for actions, one object for every budget the server
+    keeps before an action reaches an actor. A refused action writes nothing and
+    creates no obligation (L4-6); the server still answers it from its receipt
+    when one exists, so replays are exempt (L4-5).
+
+    - ``actions_per_minute`` per agent (per peer address for ``agent.register``,
+      which has no agent), a sliding window; a request that turns out to be a
+      replay is given back (L4-5).
+    - ``registrations_per_minute`` daemon-wide for ``agent.register``.
+    - Failed joins (§12 R12-7): after ``failed_joins_per_window`` failed joins
+      by an agent, or ``failed_joins_total_per_window`` by everyone (D25: an
+      admission token names no Thread until it matches, so "per Thread" is
+      enforced as one budget all Threads share, which bounds the guesses
+      against any one of them too), every join waits, valid token or not. A
+      join is counted as a failure when it arrives and given back when it
+      turns out not to fail, so joins in flight cannot outrun the budget
+      (pipelining).
+    """
+
+    def __init__(self, limits: Any, clock: Callable[[], float]):
+        self.limits = limits
+        self.actions = SlidingWindow(limits.actions_per_minute, 60.0, clock)
+        self.failed_joins = SlidingWindow(limits.failed_joins_per_window, float(limits.failed_join_window_s), clock)
+        self.failed_joins_all = SlidingWindow(
+            limits.failed_joins_total_per_window, float(limits.failed_join_window_s), clock
+        )
+        self.registrations = SlidingWindow(limits.registrations_per_minute, 60.0, clock)
+
+    def admit(self, op: str, caller: str | None, peer: Callable[[], str]) -> Admitted | Rejection:
+        """Count action ``op`` by ``caller`` (None: ``agent.register``, counted
+        against ``peer()``), or refuse it with ``rate_limited``."""
+        limiter_key = caller if caller is not None else peer()
+        if not self.actions.allow(limiter_key):
+            wait = self.actions.retry_after(limiter_key)
+            return Rejection.rate_limited(
+                f"over {self.limits.actions_per_minute} actions per minute; retry in {wait:.0f} s"
+            )
+        if op == "agent.register" and not self.registrations.allow(_ALL):
+            self.actions.refund(limiter_key)  # answered before any action: none taken
+            wait = self.registrations.retry_after(_ALL)
+            return Rejection.rate_limited(f"too many registrations on this daemon; retry in {wait:.0f} s")
+        joiner = None
+        if op == "thread.join" and caller is not None:
+            if self.failed_joins.full(caller) or self.failed_joins_all.full(_ALL):
+                self.actions.refund(limiter_key)  # answered before any action: none taken
+                if self.failed_joins.full(caller):
+                    wait = self.failed_joins.retry_after(caller)
+                    return Rejection.rate_limited(f"too many failed joins; retry in {wait:.0f} s")
+                wait = self.failed_joins_all.retry_after(_ALL)
+                return Rejection.rate_limited(f"too many failed joins on this daemon; retry in {wait:.0f} s")
+            joiner = (caller, self.failed_joins.hit(caller), self.failed_joins_all.hit(_ALL))
+        return Admitted(limiter_key, joiner)
+
+    def settle(self, op: str, admitted: Admitted, *, replayed: bool, refused: str | None) -> None:
+        """Give back what an admitted action turned out not to use: a replay its
+        action (and registration) count (L4-5); a join that did not fail
+        (``refused``: the rejection code, if any) its failed-join counts."""
+        if admitted.joiner is not None and refused not in _FAILED_JOIN:
+            agent, at, at_all = admitted.joiner
+            self.failed_joins.refund(agent, at)
+            self.failed_joins_all.refund(_ALL, at_all)
+        if replayed:
+            self.actions.refund(admitted.limiter_key)
+            if op == "agent.register":
+                self.registrations.refund(_ALL)

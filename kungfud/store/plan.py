@@ -24,6 +24,7 @@ from typing import Any, Callable
 
 import msgspec
 
+from ..conventions import SECRET_FIELDS  # one definition, shared with the audit log
 from ..core.atoms import apply_to, state_type
 from ..errors import Rejection
 from .events import Feed
@@ -44,7 +45,6 @@ __all__ = [
 ]
 
 Row = tuple[str, bytes, bytes]  # (table, key, value)
-SECRET_FIELDS = ("key", "token")
 _json = msgspec.json.Encoder()
 _mp = msgspec.msgpack.Encoder()
 _receipt_dec = msgspec.msgpack.Decoder(Receipt)

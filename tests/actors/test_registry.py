@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import time
 
+import msgspec
 import pytest
 
 from kungfud.actors import Job, Runtime
@@ -20,12 +21,8 @@ from kungfud.wire import MemoryCreateArgs, canonical_hash
 def _submit(rt: Runtime, agent: str, key: str, content: bytes) -> Committed:
     done = threading.Event()
     box: list = []
-    args = MemoryCreateArgs({"k": key})
-    job = Job(
-        "memory.create", agent, receipt_scope(agent, "memory.create", key), canonical_hash("memory.create", args),
-        memory.Create(content), lambda o: (box.append(o), done.set()),
-    )
-    rt.submit(job, agent)
+    args = MemoryCreateArgs(msgspec.json.decode(content))
+    rt.act(agent, "memory.create", key, args, lambda o: (box.append(o), done.set()))
     assert done.wait(10), "no reply"
     assert isinstance(box[0], Committed), box[0]
     return box[0]

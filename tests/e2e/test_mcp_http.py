@@ -24,7 +24,7 @@ from mcp import ClientSession  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 from mcp.shared.exceptions import MCPError  # noqa: E402
 
-from kungfud.mcp_bridge import EXCLUDED_OPS  # noqa: E402
+from kungfud.mcp import EXCLUDED_OPS  # noqa: E402
 from kungfud.wire import OPS  # noqa: E402
 from tests.e2e.helpers import CODES, NEXT_STEPS, register  # noqa: E402
 from tests.e2e.test_mcp import Bridge, ok, rejected, result  # noqa: E402

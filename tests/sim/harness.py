@@ -27,9 +27,9 @@ LMDB); or kill -9 and restart the daemon (mailboxes, overlays, held rejections
 and the writer queue are lost, the store is reopened, requests in flight die
 unanswered and may be retried under their keys).
 
-Requests enter as the server's ``App._act`` does: receipt fast path, token
-resolution for ``thread.join``, ``ACTIONS[op].route``, a :class:`Job` whose
-``reply`` records the outcome. A blocking writer client
+Requests enter through ``Runtime.act``, the one way in the server uses too
+(job, route — with token resolution for ``thread.join`` — and submit), after a
+receipt fast path, with a ``reply`` that records the outcome. A blocking writer client
 (``ObjectActor._expire_other`` waits on an event for its outcome) cannot wait
 here: its ``submit`` writes the queue up to and including its item at once, as
 the writer thread would while the actor waits.
@@ -71,7 +71,7 @@ import pykka
 
 from kungfud import wire
 from kungfud.actors.object_actor import Expire, ObjectActor, Slot, _DoneBatch, _Run
-from kungfud.actors.ops import ACTIONS, DEADLINE, DEADLINE_TASK
+from kungfud.actors.ops import ACTIONS, DEADLINE, DEADLINE_TASK, to_command
 from kungfud.actors.runtime import Job, Runtime
 from kungfud.core import agent as agent_core
 from kungfud.core import assignment as assignment_core
@@ -93,9 +93,7 @@ from kungfud.core.facts import (
     ThreadCreated,
 )
 from kungfud.core.ids import time_ordered
-from kungfud.core.thread import token_hash as thread_token_hash
 from kungfud.errors import Rejection
-from kungfud.server.dispatch import to_command
 from kungfud.store import Committed, Failed, Item, Outcome, Replayed, Stale, Store, Writer
 from kungfud.store.check import compare, expected_indexes
 from kungfud.store.layout import decode_fact, decode_object, from_u64, receipt_scope
@@ -346,6 +344,21 @@ class _Runtime:
     def submit(self, job: Job, actor_key: str) -> None:
         Runtime.submit(self, job, actor_key)  # type: ignore[arg-type]
 
+    def act(self, agent: str | None, op: str, key: str, args: Any, reply: Callable[[Outcome], None]) -> str:
+        """Runtime.act, routing on the store itself, as the server's side does:
+        the actors' instrumented store would count it as a decision's read."""
+        return Runtime.act(_Front(self), agent, op, key, args, reply)  # type: ignore[arg-type]
+
+
+class _Front:
+    """Runtime's one way in (job, route, act) over the plain store."""
+
+    job, route, act = Runtime.job, Runtime.route, Runtime.act
+
+    def __init__(self, rt: _Runtime):
+        self.store = rt.store._store
+        self.submit = rt.submit
+
 
 class _LogWatch(logging.Handler):
     """Errors the daemon logs are findings, except storage failures we injected."""
@@ -579,33 +592,26 @@ class Sim:
     # --- clients -----------------------------------------------------------------------
 
     def send(self, agent: str | None, op: str, key: str, args: Any, kind: str = "new") -> Request:
-        """Enter a request the way ``App._act`` does."""
+        """Enter a request through ``Runtime.act``, as the server does; a request
+        whose receipt already exists is answered on the spot (the fast path a
+        rate-limited request takes)."""
         req = Request(len(self.requests) + 1, agent, op, key, args, kind, self.step_no)
         self.requests.append(req)
         self.stats[f"sent {kind}"] += 1
-        caller = None if op == "agent.register" else agent
-        command = to_command(op, args)
         with self.store.read() as view:
             rec = view.receipt(req.scope)
-            actor_key = None
-            if rec is None:
-                if op == "thread.join":
-                    thread = view.thread_for_token(thread_token_hash(command.token))
-                    command = msgspec.structs.replace(command, thread=thread)
-                actor_key = ACTIONS[op].route(command, caller, view)
-        self._note(f"send {req!r} -> {actor_key or 'fast path'}")
         if rec is not None:
+            self._note(f"send {req!r} -> fast path")
             req.via = "fast path"
             self._on_reply(req, Replayed(rec.result) if rec.req_hash == req.req_hash else Failed(mismatch()), "fast path")
             return req
-        assert actor_key is not None
-        req.via = actor_key
 
         def reply(outcome: Outcome) -> None:
             self._on_reply(req, outcome, _reply_path())
 
         reply.request = req  # type: ignore[attr-defined]
-        self.rt.submit(Job(op, caller, req.scope, req.req_hash, command, reply), actor_key)
+        req.via = self.rt.act(agent, op, key, args, reply)
+        self._note(f"send {req!r} -> {req.via}")
         return req
 
     def _on_reply(self, req: Request, outcome: Outcome, path: str) -> None:

@@ -23,14 +23,12 @@ import msgspec
 import pytest
 
 from kungfud import wire
-from kungfud.actors import Job, Runtime
-from kungfud.actors.ops import ACTIONS
+from kungfud.actors import Runtime
 from kungfud.client import Client
 from kungfud.daemon import bootstrap_admin
-from kungfud.server.dispatch import to_command
 from kungfud.store import Committed, Failed, Outcome, Store
 from kungfud.store.check import compare, expected_indexes, write
-from kungfud.store.layout import DERIVED, from_u64, receipt_scope, u32, u64
+from kungfud.store.layout import DERIVED, decode_fact, from_u64, u32, u64
 from tests.store.helpers import dump
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,7 +53,7 @@ class Model:
 
 
 class Driver:
-    """Submits jobs to a Runtime exactly as ``server/app.py`` ``_act`` does."""
+    """Enters actions through :meth:`Runtime.act`, the one way in the server uses too."""
 
     def __init__(self, rt: Runtime):
         self.rt = rt
@@ -65,17 +63,12 @@ class Driver:
         box: list[Outcome | None] = [None] * len(batch)
         for i, s in enumerate(batch):
             args = msgspec.convert(s.args, wire.OPS[s.op].args)
-            command = to_command(s.op, args)
-            scope_caller = None if s.op == "agent.register" else s.caller
 
             def reply(outcome: Outcome, i: int = i) -> None:
                 box[i] = outcome
                 done[i].set()
 
-            with self.rt.store.read() as view:
-                actor_key = ACTIONS[s.op].route(command, s.caller, view)
-            job = Job(s.op, s.caller, receipt_scope(scope_caller, s.op, s.key), wire.canonical_hash(s.op, args), command, reply)
-            self.rt.submit(job, actor_key)
+            self.rt.act(s.caller, s.op, s.key, args, reply)
         for evt in done:
             assert evt.wait(15), "an action never got its outcome"
         return box  # type: ignore[return-value]

@@ -1,6 +1,6 @@
 """``kungfud mcp --http``: the MCP tools over Streamable HTTP, for any number of agents.
 
-The same tools, results and errors as the stdio bridge (:mod:`kungfud.mcp_bridge`),
+The same tools, results and errors as the stdio bridge (:mod:`kungfud.mcp`),
 served at ``/mcp`` (WIRE.md "MCP over HTTP"). Each HTTP request acts as the agent
 whose key it sends as ``Authorization: Bearer <key>``:
 
@@ -9,8 +9,8 @@ whose key it sends as ``Authorization: Bearer <key>``:
 - a key the daemon refuses, or a header that is not ``Bearer <key>``: HTTP 401
   with ``WWW-Authenticate: Bearer`` and a WIRE.md error object as the body.
 
-Every agent key seen gets its own daemon connection (a :class:`~kungfud.mcp_bridge.Bridge`
-in a :class:`~kungfud.mcp_bridge.BridgePool`), closed after 10 minutes without a
+Every agent key seen gets its own daemon connection (a :class:`~kungfud.mcp.bridge.Bridge`
+in a :class:`~kungfud.mcp.bridge.BridgePool`), closed after 10 minutes without a
 request. The MCP transport is stateless (no MCP session to steal or to expire) and
 answers with JSON, so a plain ``curl`` can use it too. Needs the ``mcp`` SDK 2.x,
 which brings Starlette and uvicorn.
@@ -28,7 +28,8 @@ from typing import Any
 
 from websockets.exceptions import InvalidStatus
 
-from .mcp_bridge import Bridge, BridgePool, _build_server
+from .bridge import Bridge, BridgePool
+from .serve import _build_server
 
 __all__ = ["PATH", "serve_http", "bearer_key", "AuthGate", "parse_listen"]
 

@@ -1,0 +1,24 @@
+"""Conventions every layer shares, with no dependency of their own (WIRE.md
+"Conventions"): how a time is written on the wire, and which receipt fields are
+secrets.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+
+__all__ = ["rfc3339", "SECRET_FIELDS"]
+
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+
+#: Receipt fields that hold a secret (an agent key, an admission token): shown
+#: once in the first reply, nulled in the stored receipt (DECISIONS.md B4) and
+#: never written to the audit log.
+SECRET_FIELDS = ("key", "token")
+
+
+def rfc3339(ms: int) -> str:
+    """``1764504000000`` → ``"2025-11-30T12:00:00.000Z"``: RFC 3339 UTC with
+    milliseconds, from integer milliseconds since the Unix epoch."""
+    t = _EPOCH + _dt.timedelta(milliseconds=ms)
+    return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"

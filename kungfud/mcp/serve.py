@@ -1,0 +1,205 @@
+"""The MCP server glue and ``kungfud mcp``'s command line: the SDK's low-level
+server over a :class:`~.bridge.Bridge` (stdio, one agent) or a
+:class:`~.bridge.BridgePool` (``--http``, :mod:`.http`). The ``mcp`` package is
+imported only to serve. Both SDK generations are supported on stdio: 2.x
+(handlers passed to ``Server(...)``) and 1.x (decorators); HTTP needs 2.x.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from typing import Any, Callable
+
+from .. import __version__
+from .bridge import DEFAULT_URL, KEYLESS_OPS, Bridge, Outcome
+from .schemas import ToolSpec, instructions, tool_name, tool_specs
+
+__all__ = ["add_arguments", "main"]
+
+log = logging.getLogger("kungfud.mcp")
+
+
+def _tools(types: Any, specs: list[ToolSpec] | None = None) -> list[Any]:
+    out = []
+    for t in tool_specs() if specs is None else specs:
+        kw: dict[str, Any] = {"name": t.name, "description": t.description, "inputSchema": t.input_schema}
+        annotations = getattr(types, "ToolAnnotations", None)
+        if annotations is not None and t.kind == "R":
+            # Reads are read-only; an action keeps the defaults (may destroy, may
+            # reach outside), the cautious reading for a client deciding what to confirm.
+            kw["annotations"] = annotations(readOnlyHint=True)
+        out.append(types.Tool(**kw))
+    return out
+
+
+def _result(types: Any, out: Outcome) -> Any:
+    kw: dict[str, Any] = {"content": [types.TextContent(type="text", text=out.text)], "isError": out.is_error}
+    if isinstance(out.data, dict):
+        kw["structuredContent"] = out.data
+    if not out.is_error:
+        kw["_meta"] = {"kungfud/replayed": out.replayed}
+    return types.CallToolResult(**kw)
+
+
+class _ToolError(Exception):
+    """mcp 1.x turns an exception raised by a tool into ``isError`` with its text."""
+
+
+def _build_server(bridge_for: Callable[[Any], Bridge], http: bool = False) -> Any:
+    """The MCP server. ``bridge_for(ctx)`` is the bridge of the agent a request
+    acts as: the one bridge on stdio, the request's key over HTTP."""
+    import inspect
+
+    from mcp import types
+    from mcp.server.lowlevel import Server
+
+    all_tools = _tools(types)
+    keyless_tools = [t for t in all_tools if t.name in {tool_name(op) for op in KEYLESS_OPS}]
+
+    def listed(b: Bridge) -> list[Any]:
+        return keyless_tools if b.key is None else all_tools
+
+    async def tell_tools_changed(ctx: Any) -> None:
+        try:
+            await ctx.session.send_tool_list_changed()
+        except Exception as e:  # a client that cannot take notifications lists again on its own
+            log.info("could not send tools/list_changed: %s", e)
+
+    params = inspect.signature(Server.__init__).parameters
+    if "on_call_tool" in params:  # mcp 2.x: handlers are constructor arguments
+
+        async def on_list_tools(ctx: Any, params: Any) -> Any:
+            return types.ListToolsResult(tools=listed(bridge_for(ctx)))
+
+        async def on_call_tool(ctx: Any, params: Any) -> Any:
+            out = await bridge_for(ctx).call(params.name, params.arguments)
+            if out.tools_changed:
+                await tell_tools_changed(ctx)
+            return _result(types, out)
+
+        return Server(
+            "kungfud",
+            version=__version__,
+            instructions=instructions(http),
+            on_list_tools=on_list_tools,
+            on_call_tool=on_call_tool,
+        )
+
+    # mcp 1.x: decorators (stdio only)
+    kw: dict[str, Any] = {}
+    if "version" in params:
+        kw["version"] = __version__
+    if "instructions" in params:
+        kw["instructions"] = instructions(http)
+    server = Server("kungfud", **kw)
+
+    @server.list_tools()
+    async def list_tools() -> list[Any]:
+        return listed(bridge_for(None))
+
+    try:
+        register = server.call_tool(validate_input=False)  # the daemon validates, with WIRE.md errors
+    except TypeError:  # before 1.10
+        register = server.call_tool()
+    structured = hasattr(types.CallToolResult, "model_fields") and "structuredContent" in types.CallToolResult.model_fields
+
+    @register
+    async def call_tool(name: str, arguments: dict[str, Any]) -> Any:
+        out = await bridge_for(None).call(name, arguments)
+        if out.tools_changed:
+            await tell_tools_changed(server.request_context)
+        if out.is_error:
+            raise _ToolError(out.text)
+        content = [types.TextContent(type="text", text=out.text)]
+        if structured and isinstance(out.data, dict):
+            return content, out.data
+        return content
+
+    return server
+
+
+def _init_options(server: Any) -> Any:
+    try:
+        from mcp.server.lowlevel import NotificationOptions
+    except ImportError:  # pragma: no cover - older layouts
+        from mcp.server.lowlevel.server import NotificationOptions
+    return server.create_initialization_options(notification_options=NotificationOptions(tools_changed=True))
+
+
+async def _serve(url: str, key: str | None, timeout: float) -> None:
+    from mcp.server.stdio import stdio_server
+
+    bridge = Bridge(url, key, timeout)
+    server = _build_server(lambda ctx: bridge)
+    try:
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, _init_options(server))
+    finally:
+        await bridge.close()
+
+
+# --- command line ----------------------------------------------------------------------
+
+DEFAULT_LISTEN = "127.0.0.1:8741"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``kungfud mcp`` (used by :mod:`kungfud.cli`)."""
+    p.add_argument("--url", help=f"daemon websocket URL (default: $KUNGFU_URL or {DEFAULT_URL})")
+    p.add_argument("--key", help="agent key to act as (default: $KUNGFU_KEY; prefer the variable, argv is visible)")
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for one daemon reply (default 60)")
+    p.add_argument("--log-level", default="WARNING", help="stderr log level: DEBUG, INFO, WARNING, ERROR")
+    p.add_argument(
+        "--http",
+        action="store_true",
+        help="serve MCP Streamable HTTP at /mcp for any number of agents (each request's Bearer key) instead of stdio",
+    )
+    p.add_argument("--listen", default=None, help=f"HOST:PORT for --http (default {DEFAULT_LISTEN})")
+
+
+def main(args: argparse.Namespace | list[str] | None = None) -> int:
+    """Run the bridge on stdin/stdout until the MCP client closes it, or, with
+    ``--http``, serve MCP over HTTP until interrupted."""
+    if not isinstance(args, argparse.Namespace):
+        p = argparse.ArgumentParser(prog="kungfud mcp", description="MCP server bridging to kungfud")
+        add_arguments(p)
+        args = p.parse_args(args)
+    logging.basicConfig(
+        level=getattr(logging, str(getattr(args, "log_level", "WARNING")).upper(), logging.WARNING),
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        import mcp  # noqa: F401
+    except ImportError:
+        print("kungfud mcp needs the MCP SDK: pip install -e '.[mcp]' (in a kungfud checkout)", file=sys.stderr)
+        return 2
+    url = args.url or os.environ.get("KUNGFU_URL") or DEFAULT_URL
+    timeout = float(getattr(args, "timeout", 60.0))
+    if getattr(args, "http", False):
+        if args.key:
+            print("kungfud mcp --http: each request sends its own key (Authorization: Bearer); drop --key", file=sys.stderr)
+            return 2
+        from .http import serve_http
+
+        return serve_http(url, args.listen or DEFAULT_LISTEN, timeout)
+    if getattr(args, "listen", None):
+        print("kungfud mcp: --listen needs --http", file=sys.stderr)
+        return 2
+    key = args.key or os.environ.get("KUNGFU_KEY") or None
+    if key is None:
+        log.warning("no agent key (KUNGFU_KEY or --key): only agent_register is offered until it succeeds")
+    import anyio
+
+    try:
+        anyio.run(_serve, url, key, timeout)
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,83 @@
+"""The bridge between the event loop and the actor threads (DESIGN.md "bridge"):
+the two ``call_soon_threadsafe`` crossings and the batching that makes them
+cheap.
+
+- Out: jobs admitted during one loop turn go to their actors together, one
+  message per actor (:meth:`Runtime.submit_many`) instead of one wake-up per job.
+- Back: an outcome arrives on the writer's (or an actor's) thread; outcomes
+  arriving together — a group commit answers many at once — wake the loop once,
+  and are finished there in arrival order.
+- Events: each commit's events cross to the loop in one call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from typing import Any, Callable
+
+from ..actors import Job, Runtime
+
+__all__ = ["Bridge"]
+
+log = logging.getLogger("kungfud.server")
+
+
+class Bridge:
+    def __init__(self, runtime: Runtime, finish: Callable[..., None]):
+        """``finish(*item)`` completes one reply on the event loop."""
+        self.rt = runtime
+        self._finish = finish
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._outgoing: dict[str, list[Job]] = {}  # jobs of this loop turn, by actor
+        self._flush_scheduled = False
+        self._replies: list[tuple] = []
+        self._replies_lock = threading.Lock()
+        self._replies_scheduled = False
+
+    def start(self, loop: asyncio.AbstractEventLoop, publish: Callable[[list[tuple[str, int, bytes]]], None]) -> None:
+        """Attach to the running loop; each commit's events go to ``publish`` there."""
+        self.loop = loop
+        self.rt.event_sink = lambda events: loop.call_soon_threadsafe(publish, events)
+
+    # --- out: event loop -> actors ------------------------------------------------
+
+    def send(self, actor_key: str, job: Job) -> None:
+        """Queue ``job`` for ``actor_key``; sent at the end of this loop turn."""
+        waiting = self._outgoing.get(actor_key)
+        if waiting is not None:
+            waiting.append(job)
+            return
+        self._outgoing[actor_key] = [job]
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush_jobs)
+
+    def _flush_jobs(self) -> None:
+        self._flush_scheduled = False
+        outgoing, self._outgoing = self._outgoing, {}
+        for actor_key, jobs in outgoing.items():
+            self.rt.submit_many(jobs, actor_key)
+
+    # --- back: any thread -> event loop ---------------------------------------------
+
+    def reply_soon(self, item: tuple[Any, ...]) -> None:
+        """Queue a finished action for the event loop (any thread)."""
+        with self._replies_lock:
+            self._replies.append(item)
+            if self._replies_scheduled:
+                return
+            self._replies_scheduled = True
+        assert self.loop is not None
+        self.loop.call_soon_threadsafe(self._drain_replies)
+
+    def _drain_replies(self) -> None:
+        with self._replies_lock:
+            items, self._replies = self._replies, []
+            self._replies_scheduled = False
+        for item in items:
+            try:
+                self._finish(*item)
+            except Exception:  # one connection's failure never costs another its reply
+                log.exception("delivering a reply failed")

@@ -1,0 +1,200 @@
+"""One client connection: its outbox, backpressure, the sender task, and how a
+frame is handed to the socket. Touched only on the event loop.
+
+Replies are queued to a per-connection sender so a client that stops reading
+blocks only itself, and is disconnected after ``send_timeout_s``. Above
+OUTBOX_HIGH bytes queued the connection stops reading frames until the client
+catches up (below OUTBOX_LOW): a client that never reads costs a bounded amount
+of memory and is dropped by the send timeout.
+
+This is the ONE module that knows websockets' internals, and why: while the
+socket keeps up, :meth:`Conn.send` writes a frame at once through the sans-I/O
+protocol object (``ws.protocol.send_text`` + ``ws.send_data()``) instead of
+``await ws.send()``, which costs a task switch per frame (measured faster;
+docs/performance.md). It does so only when websockets' own asyncio layer has
+nothing in hand — the transport is not paused, the protocol is OPEN, and the
+sender task holds no frame — and otherwise queues the frame for the sender
+task, which uses the public ``ws.send()`` with its flow control and close
+handling. A write that fails because the socket went away ends the connection
+here. If websockets changes these internals, replacing the fast path by
+``self.outbox.put_nowait`` (always queueing) is correct, only slower.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+from typing import Any, Callable
+
+from websockets.asyncio.server import ServerConnection
+from websockets.exceptions import ConnectionClosed
+from websockets.protocol import State
+
+__all__ = ["Conn", "OUTBOX_HIGH", "OUTBOX_LOW"]
+
+log = logging.getLogger("kungfud.server")
+
+OUTBOX_HIGH = 8 * 1024 * 1024  # stop reading a connection's frames above this backlog …
+OUTBOX_LOW = 2 * 1024 * 1024  # … until it drains below this
+
+
+def _nothing(conn: "Conn") -> None:
+    pass
+
+
+class Conn:
+    """Per-connection state, touched only on the event loop. ``on_drop`` runs
+    once the connection is gone or being dropped (the server ends its
+    subscription there)."""
+
+    __slots__ = (
+        "ws", "agent", "key_hash", "in_flight", "outbox", "closed", "floor", "subscribed", "replay", "pending_bytes",
+        "writable", "sending", "send_timeout_s", "on_drop",
+    )
+
+    def __init__(
+        self,
+        ws: ServerConnection,
+        agent: str | None,
+        key_hash: bytes | None = None,
+        *,
+        send_timeout_s: float = 30.0,
+        on_drop: Callable[["Conn"], None] = _nothing,
+    ):
+        self.ws = ws
+        self.agent = agent
+        self.key_hash = key_hash  # of the key this connection authenticated with
+        self.in_flight = 0
+        self.outbox: asyncio.Queue[bytes] = asyncio.Queue()
+        self.closed = False
+        self.floor: int | None = None  # subscribed: live events must have seq > floor
+        self.subscribed: str | None = None  # the agent whose subscriber set holds this connection
+        self.replay: asyncio.Task | None = None  # a `subscribe {since}` replay still being sent
+        # Bytes queued for this client but not yet handed to its socket (see
+        # the module docstring: OUTBOX_HIGH / OUTBOX_LOW).
+        self.pending_bytes = 0
+        self.writable = asyncio.Event()
+        self.writable.set()
+        self.sending = False  # the sender task holds a frame it has not written yet
+        self.send_timeout_s = send_timeout_s
+        self.on_drop = on_drop
+
+    # --- sending ---------------------------------------------------------------
+
+    def send(self, data: bytes) -> None:
+        """Hand one frame to the client. While its socket keeps up, the frame is
+        written at once (no task switch); otherwise it waits its turn in the
+        outbox, which the sender task drains with a send timeout."""
+        if self.closed:
+            return
+        ws = self.ws
+        if not self.sending and not ws.paused and self.outbox.empty() and ws.protocol.state is State.OPEN:
+            try:
+                ws.protocol.send_text(data)
+                ws.send_data()
+            except Exception:  # the socket went away under us (uvloop raises on a closed transport)
+                self.drop()
+            return
+        self.pending_bytes += len(data)
+        if self.pending_bytes > OUTBOX_HIGH:
+            self.writable.clear()
+        self.outbox.put_nowait(data)
+
+    async def run_sender(self) -> None:
+        """The sender task: writes queued frames in order, each within the send
+        timeout, and aborts a connection that does not read for that long."""
+        ws = self.ws
+        try:
+            while True:
+                data = await self.outbox.get()
+                self.sending = True
+                await asyncio.wait_for(ws.send(data, text=True), self.send_timeout_s)
+                self.sending = False
+                self.pending_bytes -= len(data)
+                if self.pending_bytes < OUTBOX_LOW:
+                    self.writable.set()
+        except asyncio.TimeoutError:
+            log.info("closing a connection that did not read its replies for %ss", self.send_timeout_s)
+            ws.transport.abort()
+        except (ConnectionClosed, asyncio.CancelledError):
+            pass
+        finally:
+            # However the sender ends, the connection is over for it: wake the
+            # handler (it may wait on backpressure) instead of leaving it stuck.
+            self.drop()
+
+    @property
+    def backlogged(self) -> bool:
+        """Over OUTBOX_HIGH: read no more of its frames until it reads."""
+        return self.pending_bytes > OUTBOX_HIGH
+
+    def behind(self, frames: int) -> bool:
+        """The client has not read what it was sent: more than OUTBOX_LOW bytes
+        or ``frames`` frames are queued."""
+        return self.pending_bytes > OUTBOX_LOW or self.outbox.qsize() > frames
+
+    @property
+    def stalled(self) -> bool:
+        """It does not read: no close handshake can get through to it."""
+        return self.sending or self.ws.paused
+
+    # --- ending ----------------------------------------------------------------
+
+    def drop(self) -> None:
+        """The connection is gone or being dropped: no more replies are queued
+        for it, whatever waits on it wakes, and it stops receiving events. The
+        one place a connection's end is recorded."""
+        self.closed = True
+        self.writable.set()
+        self.on_drop(self)
+        while not self.outbox.empty():  # free the replies nobody will read
+            self.pending_bytes -= len(self.outbox.get_nowait())
+
+    def abort(self) -> None:
+        self.ws.transport.abort()
+
+    async def close(self, code: int, reason: str) -> None:
+        """Close with a code and reason — within the send timeout even when the
+        client reads nothing (the close frame cannot get through): then abort,
+        as for any connection that does not read for that long."""
+        self.drop()
+        try:
+            await asyncio.wait_for(self.ws.close(code, reason), self.send_timeout_s)
+        except asyncio.TimeoutError:
+            self.ws.transport.abort()
+
+    async def until_closed(self, aw: Any) -> None:
+        """Await ``aw``, but return as soon as the connection closes."""
+        waiter = asyncio.ensure_future(aw)
+        closed = asyncio.ensure_future(self.ws.wait_closed())
+        try:
+            await asyncio.wait((waiter, closed), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiter.cancel()
+            closed.cancel()
+        if closed.done() and not closed.cancelled():
+            self.drop()
+
+    async def flush(self, until: float) -> None:
+        """Wait (until loop time ``until`` at most) for the outbox to empty."""
+        loop = asyncio.get_running_loop()
+        while not self.outbox.empty() and not self.closed and loop.time() < until:
+            await asyncio.sleep(0.005)
+
+    def peer_key(self) -> str:
+        """What the registration limit counts against when there is no agent: the
+        peer's address, something a client cannot multiply for free (IPv6: its
+        /64, which one host usually holds whole). Behind a proxy, every client
+        shares the proxy's address."""
+        peer = self.ws.remote_address
+        host = peer[0] if isinstance(peer, tuple) and peer else str(peer)
+        try:
+            ip = ipaddress.ip_address(host.split("%", 1)[0])
+        except ValueError:
+            return f"addr:{host}"
+        if isinstance(ip, ipaddress.IPv6Address):
+            if ip.ipv4_mapped is not None:
+                return f"addr:{ip.ipv4_mapped}"
+            return f"addr:{ipaddress.IPv6Network((ip, 64), strict=False)}"
+        return f"addr:{ip}"

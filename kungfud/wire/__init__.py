@@ -1,0 +1,35 @@
+"""WIRE.md as code, in four parts along its seams:
+
+- :mod:`.args`: the args of every op as msgspec types (the schema);
+- :mod:`.ops`: the op catalogue's client-visible half (kind, args type, doc);
+- :mod:`.frames`: the envelope, decoding a frame, responses, the request hash;
+- :mod:`.limits`: size limits measured on a request's text before it is built.
+
+``from kungfud import wire`` and ``wire.X`` keep working for every public name.
+Importable without the daemon's core or store: clients (the CLI, the MCP
+bridge) use it.
+"""
+
+from .args import *  # noqa: F403 - the args types are the package's vocabulary
+from .args import __all__ as _args_all
+from .frames import (
+    Envelope,
+    FrameError,
+    canonical_hash,
+    decode_args,
+    decode_envelope,
+    encode,
+    encode_error,
+    encode_ok,
+    why,
+)
+from .limits import MAX_CONTAINERS, MAX_DEPTH, MAX_VALUES, _count, _too_deep  # private two: tests
+from .ops import ACTION_OPS, OPS, OpSpec
+
+__all__ = [
+    *_args_all,
+    "OpSpec", "OPS", "ACTION_OPS",
+    "Envelope", "FrameError", "decode_envelope", "decode_args", "encode_ok", "encode_error", "encode",
+    "canonical_hash", "why",
+    "MAX_DEPTH", "MAX_CONTAINERS", "MAX_VALUES",
+]

@@ -1,0 +1,439 @@
+"""WIRE.md as types: the args of every op.
+
+Args are frozen msgspec Structs that forbid unknown fields, so a typo or a wrongly
+typed value is a ``bad_request`` naming the field (WIRE.md "Frames"). Participant
+values are accepted only inside ``content`` objects (L6). The same types generate
+the MCP bridge's input schemas, so the bridge cannot drift from the wire.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+__all__ = [
+    "HelloArgs",
+    "NameContent",
+    "RegisterArgs",
+    "WhoamiArgs",
+    "SetStatusArgs",
+    "AdminCreateArgs",
+    "AgentListArgs",
+    "RotateKeyArgs",
+    "ResetKeyArgs",
+    "MemoryCreateArgs",
+    "MemoryUpdateArgs",
+    "MemoryRefArgs",
+    "MemoryGetArgs",
+    "MemoryListArgs",
+    "MemoryRef",
+    "PinArgs",
+    "AssignContent",
+    "NoteContent",
+    "ReasonContent",
+    "AssignArgs",
+    "ThreadCreateArgs",
+    "ThreadRefArgs",
+    "AdmitArgs",
+    "JoinArgs",
+    "RemoveArgs",
+    "SetRoleArgs",
+    "PostArgs",
+    "HandleArgs",
+    "EntryRefArgs",
+    "EntriesArgs",
+    "ThreadPageArgs",
+    "PageArgs",
+    "TakeArgs",
+    "DeliverArgs",
+    "Verdict",
+    "JudgeArgs",
+    "AssignmentRefArgs",
+    "AgentList",
+    "InputRef",
+    "ContractContent",
+    "ContractArgs",
+    "TaskCreateArgs",
+    "TaskReviseArgs",
+    "TaskRefArgs",
+    "TaskTakeArgs",
+    "TaskDeliverArgs",
+    "EngagementRefArgs",
+    "TaskJudgeArgs",
+    "TaskGetArgs",
+    "EngagementGetArgs",
+    "SubscribeArgs",
+    "TaskListArgs",
+    "ReqId",
+    "AgentId",
+    "MemoryId",
+    "ThreadId",
+    "AssignmentId",
+    "TaskId",
+    "RoleName",
+    "MAX_INT",
+    "EntryNo",
+    "Version",
+    "WithinS",
+    "Content",
+    "Cursor",
+    "Limit",
+    "EntryCursor",
+    "MemoryCursor",
+    "ThreadCursor",
+    "TaskCursor",
+    "AgentCursor",
+    "PositionCursor",
+    "EngagementId",
+]
+
+# --- shared field types ----------------------------------------------------
+
+ReqId = str | int
+
+
+# Patterns end in `$(?!\n)`: Python's `$` also matches before a final newline, and
+# the lookahead refuses that while reading the same in JSON Schema (ECMA-262) regexes.
+
+
+def _id(prefix: str) -> Any:
+    return Annotated[str, msgspec.Meta(pattern=rf"^{prefix}[0-9a-z_]{{1,60}}$(?!\n)")]
+
+
+AgentId = _id("ag_")
+MemoryId = _id("me_")
+ThreadId = _id("th_")
+AssignmentId = _id("as_")
+TaskId = _id("tk_")
+RoleName = Literal["observer", "speaker", "governor"]
+# Every integer arg has a range and every cursor a format, so a value the daemon
+# cannot use is `bad_request` naming the field at the wire, never a failure deeper
+# in (an integer too large to store, a cursor `int()` cannot read). 2^53 is the
+# largest integer below which doubles (how most JSON clients read numbers) are exact.
+MAX_INT = 2**53
+EntryNo = Annotated[int, msgspec.Meta(ge=1, le=MAX_INT)]
+Version = Annotated[int, msgspec.Meta(ge=1, le=MAX_INT)]
+WithinS = Annotated[int, msgspec.Meta(ge=1, le=31_536_000)]
+Content = dict[str, Any]  # participant data, opaque to the daemon (L6)
+Cursor = Annotated[str, msgspec.Meta(max_length=256)] | None  # prefer a format below
+Limit = Annotated[int, msgspec.Meta(ge=1, le=100)]
+# The cursor each list read returns, and so the only ones it accepts.
+EntryCursor = Annotated[str, msgspec.Meta(pattern=r"^[0-9]{1,16}$(?!\n)")] | None  # an entry number
+# A sealed cursor (docs/decisions.md D44: a page that stopped on a row the caller
+# may not read) is `~` + URL-safe base64, within WIRE.md's 256 characters.
+_SEALED = r"~[A-Za-z0-9_-]{1,255}"
+MemoryCursor = Annotated[str, msgspec.Meta(pattern=rf"^(?:me_[0-9a-z_]{{1,60}}|{_SEALED})$(?!\n)")] | None
+ThreadCursor = ThreadId | None
+TaskCursor = TaskId | None
+AgentCursor = AgentId | None
+PositionCursor = (
+    Annotated[str, msgspec.Meta(pattern=rf"^(?:(?:[0-9a-f]{{2}}){{1,200}}|{_SEALED})$(?!\n)")] | None
+)  # an index position, in the clear or sealed
+
+
+class _Args(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    pass
+
+
+# --- account (§4) ------------------------------------------------------------
+
+
+class HelloArgs(_Args, frozen=True):
+    key: Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
+
+
+class NameContent(msgspec.Struct, frozen=True):
+    """``agent.register`` content must carry a ``name`` string; any other content
+    fields are kept as given."""
+
+    name: Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+
+
+class RegisterArgs(_Args, frozen=True):
+    content: Content
+
+
+class WhoamiArgs(_Args, frozen=True):
+    pass
+
+
+class SetStatusArgs(_Args, frozen=True):
+    agent: AgentId
+    status: Literal["active", "deactivated"]
+
+
+# --- operating a deployment (WIRE.md "Additions in 1.1") ----------------------
+
+
+class AdminCreateArgs(_Args, frozen=True):
+    content: Content  # {"name": …}, as agent.register
+
+
+class AgentListArgs(_Args, frozen=True):
+    status: Literal["active", "deactivated"] | None = None
+    cursor: AgentCursor = None
+    limit: Limit = 50
+
+
+class RotateKeyArgs(_Args, frozen=True):
+    pass
+
+
+class ResetKeyArgs(_Args, frozen=True):
+    agent: AgentId
+
+
+# --- memory (§5) -------------------------------------------------------------
+
+
+class MemoryCreateArgs(_Args, frozen=True):
+    content: Content
+
+
+class MemoryUpdateArgs(_Args, frozen=True):
+    memory: MemoryId
+    content: Content
+
+
+class MemoryRefArgs(_Args, frozen=True):
+    memory: MemoryId
+
+
+class MemoryGetArgs(_Args, frozen=True):
+    memory: MemoryId
+    version: Version | None = None
+
+
+class MemoryListArgs(_Args, frozen=True):
+    author: AgentId | None = None
+    cursor: MemoryCursor = None
+    limit: Limit = 50
+
+
+# --- thread (§6) -------------------------------------------------------------
+
+
+class MemoryRef(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """``{"memory": "me_…", "version": 3}``; without ``version``, the current one."""
+
+    memory: MemoryId
+    version: Version | None = None
+
+
+class PinArgs(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """``{memory|content}``: a Memory reference, or content for a new private Memory."""
+
+    memory: MemoryRef | None = None
+    content: Content | None = None
+
+
+class AssignContent(msgspec.Struct, frozen=True):
+    """Shape check only: an assignment's content names its acceptance criteria."""
+
+    criteria: Any
+
+
+class NoteContent(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """B10: a handle note is one line of at most 1,000 characters: no character that
+    ends a line (``str.splitlines``: LF, VT, FF, CR, FS, GS, RS, NEL, U+2028, U+2029)."""
+
+    note: Annotated[str, msgspec.Meta(max_length=1000, pattern=r"^[^\n\x0b\x0c\r\x1c-\x1e\x85\u2028\u2029]*$(?!\n)")]
+
+
+class ReasonContent(msgspec.Struct, frozen=True):
+    reason: Annotated[str, msgspec.Meta(min_length=1)]
+
+
+class AssignArgs(_Args, frozen=True):
+    to: AgentId
+    content: Content
+    deliver_within_s: WithinS | None = None
+    judge_within_s: WithinS | None = None
+    redoes: AssignmentId | None = None
+
+
+class ThreadCreateArgs(_Args, frozen=True):
+    content: Content | None = None
+
+
+class ThreadRefArgs(_Args, frozen=True):
+    thread: ThreadId
+
+
+class AdmitArgs(_Args, frozen=True):
+    thread: ThreadId
+    role: RoleName = "speaker"
+
+
+class JoinArgs(_Args, frozen=True):
+    token: Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
+
+
+class RemoveArgs(_Args, frozen=True):
+    thread: ThreadId
+    agent: AgentId
+
+
+class SetRoleArgs(_Args, frozen=True):
+    thread: ThreadId
+    agent: AgentId
+    role: RoleName
+
+
+class PostArgs(_Args, frozen=True):
+    thread: ThreadId
+    memory: MemoryRef | None = None
+    content: Content | None = None
+    reply_to: EntryNo | None = None
+    ask: Annotated[list[AgentId], msgspec.Meta(max_length=1000)] | None = None
+    task: TaskId | None = None
+    assign: AssignArgs | None = None
+
+
+class HandleArgs(_Args, frozen=True):
+    thread: ThreadId
+    entry: EntryNo
+    content: Content | None = None
+
+
+class EntryRefArgs(_Args, frozen=True):
+    thread: ThreadId
+    entry: EntryNo
+
+
+class EntriesArgs(_Args, frozen=True):
+    thread: ThreadId
+    cursor: EntryCursor = None
+    limit: Limit = 50
+    full: bool = False
+    newest_first: bool = False  # WIRE.md 1.1 "Reading the work itself"
+
+
+class ThreadPageArgs(_Args, frozen=True):
+    cursor: ThreadCursor = None
+    limit: Limit = 50
+
+
+class PageArgs(_Args, frozen=True):
+    """``turn`` and ``opportunities``: paged by index position."""
+
+    cursor: PositionCursor = None
+    limit: Limit = 50
+
+
+# --- assignment (§6.4) ----------------------------------------------------------
+
+
+class TakeArgs(_Args, frozen=True):
+    assignment: AssignmentId
+    deliver: PinArgs | None = None
+
+
+Verdict = Literal["adopt", "reject"]
+
+
+def _delivery(name: str, work: str, work_id: Any) -> Any:
+    """``{<work>, memory|content}``: the delivery of a piece of work. One shape
+    for an assignment and an engagement, which differ only in the id field
+    (spec R2 keeps the two concepts apart, so the wire names them apart)."""
+    fields = [(work, work_id), ("memory", MemoryRef | None, None), ("content", Content | None, None)]
+    return msgspec.defstruct(name, fields, bases=(_Args,), frozen=True, module=__name__)
+
+
+def _judgment(name: str, work: str, work_id: Any) -> Any:
+    """``{<work>, verdict, content?}``: adopt or reject a delivery (a reason in
+    ``content``). One shape for an assignment and an engagement."""
+    fields = [(work, work_id), ("verdict", Verdict), ("content", Content | None, None)]
+    return msgspec.defstruct(name, fields, bases=(_Args,), frozen=True, module=__name__)
+
+
+DeliverArgs = _delivery("DeliverArgs", "assignment", AssignmentId)
+JudgeArgs = _judgment("JudgeArgs", "assignment", AssignmentId)
+
+
+class AssignmentRefArgs(_Args, frozen=True):
+    assignment: AssignmentId
+
+
+# --- task (§7) -------------------------------------------------------------------
+
+EngagementId = _id("en_")
+
+
+class AgentList(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    agents: Annotated[list[AgentId], msgspec.Meta(min_length=1, max_length=1000)]
+
+
+class InputRef(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    memory: MemoryId
+    version: Version
+
+
+class ContractContent(msgspec.Struct, frozen=True):
+    """Shape check only: a contract's content states output and criteria (R7.1-1)."""
+
+    output: Any
+    criteria: Any
+
+
+class ContractArgs(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    content: Content
+    inputs: Annotated[list[InputRef], msgspec.Meta(max_length=100)] = []
+    deliver_within_s: WithinS | None = None
+    judge_within_s: WithinS | None = None
+    on_no_judgment: Literal["undecided", "adopt"] = "undecided"
+    adoption_limit: Version | None = None
+    judge: AgentId | None = None
+    eligibility: AgentList | None = None
+    readers: Literal["parties", "public"] = "parties"
+
+
+class TaskCreateArgs(_Args, frozen=True):
+    audience: Literal["open"] | AgentList
+    contract: ContractArgs
+
+
+class TaskReviseArgs(_Args, frozen=True):
+    task: TaskId
+    contract: ContractArgs
+
+
+class TaskRefArgs(_Args, frozen=True):
+    task: TaskId
+
+
+class TaskTakeArgs(_Args, frozen=True):
+    task: TaskId
+    deliver: PinArgs | None = None
+
+
+TaskDeliverArgs = _delivery("TaskDeliverArgs", "engagement", EngagementId)
+
+
+class EngagementRefArgs(_Args, frozen=True):
+    engagement: EngagementId
+
+
+TaskJudgeArgs = _judgment("TaskJudgeArgs", "engagement", EngagementId)
+
+
+class TaskGetArgs(_Args, frozen=True):
+    task: TaskId
+    contract_version: Version | None = None
+    adopted_after: EngagementId | None = None  # continue `adopted` after this item (its `adopted_cursor`)
+
+
+class EngagementGetArgs(_Args, frozen=True):
+    engagement: EngagementId
+    inputs_after: Annotated[int, msgspec.Meta(ge=0, le=100)] = 0  # inputs whose content an earlier page gave
+
+
+class SubscribeArgs(_Args, frozen=True):
+    since: Annotated[int, msgspec.Meta(ge=0, le=MAX_INT)] | None = None
+
+
+class TaskListArgs(_Args, frozen=True):
+    cursor: TaskCursor = None
+    limit: Limit = 50
+    mine: bool = False

@@ -1,0 +1,35 @@
+"""The op catalogue is one table in two halves keyed identically: the
+client-visible half (``kungfud.wire.OPS``: kind, args type, doc) and the
+executable half (``kungfud.actors.ops.ACTIONS`` for actions, the read table for
+reads). A row missing in either half would only show up as a ``KeyError`` at
+request time; here it fails at once (docs/architecture.md, "Adding an op")."""
+
+from __future__ import annotations
+
+from kungfud import wire
+from kungfud.actors.ops import ACTIONS, DEADLINE, DEADLINE_TASK
+from kungfud.reads import READS
+
+# Ops the server answers itself: authentication and the event stream.
+SERVER_OPS = {"hello", "subscribe"}
+INTERNAL_JOBS = {DEADLINE, DEADLINE_TASK}  # actions no client sends: the deadline clock's
+
+
+def test_every_action_op_has_exactly_one_executable_row():
+    wire_actions = {op for op, spec in wire.OPS.items() if spec.kind == "A"}
+    assert wire_actions == wire.ACTION_OPS
+    assert set(ACTIONS) - INTERNAL_JOBS == wire_actions
+    for op in wire_actions:
+        assert ACTIONS[op].command is not None, f"{op} has no command builder"
+    for op in INTERNAL_JOBS:
+        assert op not in wire.OPS and ACTIONS[op].command is None
+
+
+def test_every_read_op_has_exactly_one_read_row():
+    wire_reads = {op for op, spec in wire.OPS.items() if spec.kind == "R"} - SERVER_OPS
+    assert set(READS) == wire_reads
+
+
+def test_every_op_is_described_in_its_row():
+    for op, spec in wire.OPS.items():
+        assert spec.doc.strip() and spec.doc.strip()[-1] == ".", f"{op}: doc must be one plain sentence"
