@@ -13,6 +13,7 @@ from typing import Callable
 
 from .actors import Runtime
 from .actors.runtime import wall_ms
+from .testing.clock import OffsetClock
 from .config import Config, ConfigError
 from .core import agent
 from .core.context import Ctx, Limits
@@ -195,7 +196,10 @@ def run(cfg: Config) -> int:
         print(f"kungfud: {e}", file=sys.stderr)
         return 2
     fault = _fault_from_env()
-    rt = Runtime(store, limits_of(cfg), fault=fault)
+    test_clock = OffsetClock.from_env()  # tests only: KUNGFUD_TEST_CLOCK (kungfud/testing/clock.py)
+    rt = Runtime(store, limits_of(cfg), fault=fault, clock=test_clock or wall_ms)
+    if test_clock is not None:
+        test_clock.on_advance = lambda: rt.clock_thread.wake_for(0)
     rt.start()
     try:
         try:

@@ -33,6 +33,7 @@ class DeadlineClock:
         self.rt = runtime
         self._cond = threading.Condition()
         self._stopped = False
+        self._woken = False  # a wake since the loop last read the clock: do not sleep
         # actor key -> (latest due it was told about, when it was told), both ms
         self._told: dict[str, tuple[int, int]] = {}
         self._thread = threading.Thread(target=self._run, name="kungfud-clock", daemon=True)
@@ -49,8 +50,10 @@ class DeadlineClock:
             self._thread.join()
 
     def wake_for(self, due_ms: int) -> None:
-        """A commit added a deadline at ``due_ms``; any thread may call this."""
+        """A commit added a deadline at ``due_ms`` (or a test moved the clock:
+        kungfud/testing/clock.py); any thread may call this."""
         with self._cond:
+            self._woken = True
             self._cond.notify()
 
     def _due_rows(self, now: int, limit: int = 1000) -> tuple[list[tuple[int, str]], int | None]:
@@ -72,6 +75,7 @@ class DeadlineClock:
             with self._cond:
                 if self._stopped:
                     return
+                self._woken = False  # a wake from here on is kept for the wait below
             now = self.rt.clock()
             try:
                 due, next_due = self._due_rows(now)
@@ -99,4 +103,5 @@ class DeadlineClock:
             with self._cond:
                 if self._stopped:
                     return
-                self._cond.wait(timeout=min(wait_s, MAX_SLEEP_S))
+                if not self._woken:  # a wake while reading the index is not lost
+                    self._cond.wait(timeout=min(wait_s, MAX_SLEEP_S))
