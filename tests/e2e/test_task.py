@@ -75,7 +75,7 @@ async def eventually(check, timeout: float = 6.0, every: float = 0.1):
             return got
         if time.monotonic() > deadline:
             raise AssertionError(f"not reached within {timeout} s: {got!r}")
-        await asyncio.sleep(every)
+        await asyncio.sleep(every)  # a condition, bounded: an expiry the daemon records on its own
 
 
 # --- the life cycle -------------------------------------------------------------------
