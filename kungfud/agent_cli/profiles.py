@@ -1,5 +1,5 @@
 """Profiles: where the daemon URL and the agent key come from (docs/cli.md
-"Profiles"): ``--profile``, ``KUNGFU_KEY``/``KUNGFU_URL``, a TOML file of
+"Connecting: URL, key, profiles"): ``--profile``, ``KUNGFU_KEY``/``KUNGFU_URL``, a TOML file of
 mode 0600 that ``register --save`` and ``--save-as`` write."""
 
 from __future__ import annotations
