@@ -26,8 +26,9 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import time
 from typing import Callable
+
+from ..actors.runtime import wall_ms
 
 __all__ = ["ENV", "OffsetClock"]
 
@@ -36,14 +37,10 @@ ENV = "KUNGFUD_TEST_CLOCK"
 log = logging.getLogger("kungfud.testing")
 
 
-def _wall_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 class OffsetClock:
     """The wall clock plus the offset (ms) a test writes to ``path``."""
 
-    def __init__(self, path: str, wall: Callable[[], int] = _wall_ms):
+    def __init__(self, path: str, wall: Callable[[], int] = wall_ms):
         self.path = path
         self.wall = wall
         self.offset_ms = 0
