@@ -12,6 +12,7 @@ from typing import Callable
 
 from .actors import Runtime
 from .actors.runtime import wall_ms
+from .testing.clock import OffsetClock
 from .config import Config, ConfigError
 from .core import agent
 from .core.context import Ctx, Limits
@@ -147,7 +148,10 @@ def run(cfg: Config) -> int:
         store.close()
         print(f"kungfud: {e}", file=sys.stderr)
         return 2
-    rt = Runtime(store, limits_of(cfg))
+    test_clock = OffsetClock.from_env()  # tests only: KUNGFUD_TEST_CLOCK (kungfud/testing/clock.py)
+    rt = Runtime(store, limits_of(cfg), clock=test_clock or wall_ms)
+    if test_clock is not None:
+        test_clock.on_advance = rt.clock_thread.wake
     rt.start()
     try:
         try:

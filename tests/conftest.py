@@ -37,11 +37,23 @@ class Daemon:
     """A kungfud process on a data directory; restartable on the same directory."""
 
     def __init__(
-        self, data_dir: Path, config: Path | None = None, extra: list[str] | None = None, env: dict | None = None
+        self,
+        data_dir: Path,
+        config: Path | None = None,
+        extra: list[str] | None = None,
+        env: dict | None = None,
+        test_clock: bool = False,
     ):
         self.data_dir = data_dir
         self.env = env
         self.config = config
+        # test_clock: the daemon's clock is the wall clock plus an offset this
+        # test moves forward (advance_clock; KUNGFUD_TEST_CLOCK, kungfud/testing/clock.py).
+        self.clock_path: Path | None = None
+        self.clock_offset_ms = 0
+        if test_clock:
+            self.clock_path = data_dir.parent / f"{data_dir.name}.clock"
+            self.env = {**(env or {}), "KUNGFUD_TEST_CLOCK": str(self.clock_path)}
         self.extra = extra or []
         self.proc: subprocess.Popen | None = None
         self.url = ""
@@ -67,6 +79,17 @@ class Daemon:
         assert time.monotonic() < deadline
         self.url = line.split()[-1]
         return self
+
+    def advance_clock(self, seconds: float) -> None:
+        """Move the daemon's clock ``seconds`` forward, running or stopped. Its
+        next request sees the new time (every request reads the clock), and that
+        read wakes its deadline clock, which records every expiry now due."""
+        assert self.clock_path is not None, "start this daemon with test_clock=True"
+        assert seconds > 0, "the test clock only moves forward"
+        self.clock_offset_ms += round(seconds * 1000)
+        tmp = self.clock_path.with_name(self.clock_path.name + ".tmp")
+        tmp.write_text(f"{self.clock_offset_ms}\n")
+        os.replace(tmp, self.clock_path)  # never half-written
 
     @property
     def admin_key(self) -> str:
@@ -102,6 +125,15 @@ class Daemon:
 @pytest.fixture
 def daemon(tmp_path):
     d = Daemon(tmp_path / "data").start()
+    yield d
+    d.stop()
+
+
+@pytest.fixture
+def clocked_daemon(tmp_path):
+    """``daemon`` whose clock the test moves: ``clocked_daemon.advance_clock(s)``
+    instead of sleeping until a deadline passes."""
+    d = Daemon(tmp_path / "data", test_clock=True).start()
     yield d
     d.stop()
 

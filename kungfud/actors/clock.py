@@ -32,6 +32,7 @@ class DeadlineClock:
         self.rt = runtime
         self._cond = threading.Condition()
         self._stopped = False
+        self._woken = False  # a wake since the loop last read the clock: do not sleep
         # actor key -> (latest due it was told about, when it was told), both ms
         self._told: dict[str, tuple[int, int]] = {}
         self._thread = threading.Thread(target=self._run, name="kungfud-clock", daemon=True)
@@ -49,8 +50,10 @@ class DeadlineClock:
 
     def wake(self) -> None:
         """A commit added a deadline (maybe earlier than the one it sleeps
-        towards): look again now. Any thread may call this."""
+        towards), or a test moved the clock (kungfud/testing/clock.py): look
+        again now. Any thread may call this."""
         with self._cond:
+            self._woken = True
             self._cond.notify()
 
     def _due_rows(self, now: int, limit: int = 1000) -> tuple[list[tuple[int, str]], int | None]:
@@ -70,6 +73,7 @@ class DeadlineClock:
             with self._cond:
                 if self._stopped:
                     return
+                self._woken = False  # a wake from here on is kept for the wait below
             now = self.rt.clock()
             try:
                 due, next_due = self._due_rows(now)
@@ -97,4 +101,5 @@ class DeadlineClock:
             with self._cond:
                 if self._stopped:
                     return
-                self._cond.wait(timeout=min(wait_s, MAX_SLEEP_S))
+                if not self._woken:  # a wake while reading the index is not lost
+                    self._cond.wait(timeout=min(wait_s, MAX_SLEEP_S))

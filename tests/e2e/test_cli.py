@@ -124,6 +124,25 @@ def test_wire_cli_dispatches_one_verb_by_id_prefix():
         agent_cli.plan(["take", "en_1"])
 
 
+def test_wire_cli_a_refused_handshake_is_the_rejection_its_status_stands_for():
+    """WIRE.md "Transport": 401 is an unknown key, 503 the connection limit; the
+    one mapping (kungfud.handshake) gives the CLI's exit code, and any other
+    status (a wrong URL path) is failing to connect."""
+    from websockets.datastructures import Headers
+    from websockets.exceptions import InvalidStatus
+    from websockets.http11 import Response
+
+    from kungfud.agent_cli.shell import handshake_failure
+
+    def refused(status: int) -> tuple[str, str, int]:
+        e = handshake_failure(InvalidStatus(Response(status, "", Headers())), "ws://127.0.0.1:1/v1")
+        return e.error["code"], e.error["next"], agent_cli.EXIT_CODES[e.error["code"]]
+
+    assert refused(401) == ("unauthenticated", "stop", 4)
+    assert refused(503) == ("unavailable", "retry", 11)
+    assert refused(404) == ("cannot_connect", "stop", 13)
+
+
 def test_wire_cli_help_epilog_and_docs_document_every_exit_code():
     r = subprocess.run([sys.executable, "-m", "kungfud.agent_cli", "--help"], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0

@@ -95,6 +95,33 @@ def pending(c: Client) -> list[dict]:
     return out
 
 
+async def fence(by: Agent, thread: str, who: list[Agent], *cs: Client) -> dict:
+    """Prove that nothing is on its way to the connections ``cs`` (of the agents
+    ``who``, all subscribed): ``by`` asks ``who`` once more, and that entry's
+    event must be the next each connection receives. Events reach a connection
+    in seq order, so an event of anything done before would arrive first; this
+    replaces waiting a while and finding nothing. Returns the fence event of
+    the first connection."""
+    entry = await ask(by, thread, *who)
+    got = [await next_event(c) for c in cs]
+    for ev in got:
+        assert ev["event"] == "turn" and [i["ref"] for i in ev["data"]["added"]] == [{"thread": thread, "entry": entry}], (
+            f"an event arrived before the fence: {ev}"
+        )
+        assert ev["seq"] == got[0]["seq"], (ev, got[0])  # one fact
+    return got[0]
+
+
+async def read_fence(c: Client) -> None:
+    """Prove that nothing is on its way to ``c`` when no later event can mark it
+    (a connection that never subscribed, an agent that can no longer be asked):
+    the daemon publishes a commit's events before it replies to the action
+    (docs/wire.md), so an event of any action already answered is queued to
+    ``c`` before the reply to a request sent now, and one connection's frames
+    arrive in order."""
+    await c.request("agent.whoami")  # refused or not, its reply is the marker
+
+
 async def subscribe(c: Client, since: int | None = None) -> int:
     r = await c.read("subscribe", {} if since is None else {"since": since})
     assert r.keys() == {"subscribed", "seq"} and r["subscribed"] is True, r
@@ -156,8 +183,6 @@ async def test_R8_20_subscribe_reports_newest_seq_and_events_mirror_turn_and_opp
     [replayed] = await events(other, 1)
     assert replayed["event"] == "turn" and replayed["seq"] == newest, (replayed, newest)
     assert await subscribe(x.c) == newest and await subscribe(y.c) == newest
-    await asyncio.sleep(0.2)
-    assert pending(x.c) == [], "subscribe without since replays nothing"
 
     # a new obligation: `added` holds exactly the turn item
     e2 = await ask(a, t, x)
@@ -165,7 +190,8 @@ async def test_R8_20_subscribe_reports_newest_seq_and_events_mirror_turn_and_opp
     check_frame(ev)
     [item] = [i for i in await turn_items(x.c) if i["ref"]["entry"] == e2]
     assert ev["event"] == "turn" and ev["data"] == {"added": [item], "ended": []}, ev
-    assert ev["seq"] > newest
+    # the first event x.c receives is a later one: a replay (seq <= newest) would have come first
+    assert ev["seq"] > newest, "subscribe without since replays nothing"
     # handling it: `ended` with why "handled", and the turn no longer has it
     r = await x.act("thread.handle", {"thread": t, "entry": e2})
     ev2 = await next_event(x.c)
@@ -190,8 +216,7 @@ async def test_R8_20_subscribe_reports_newest_seq_and_events_mirror_turn_and_opp
     e5 = await ask(a, t, y)
     ev5 = await next_event(y.c)
     assert ev5["data"]["added"][0]["ref"] == {"thread": t, "entry": e5} and ev5["seq"] > ev4["seq"], ev5
-    await asyncio.sleep(0.2)
-    assert pending(x.c) == [] and pending(y.c) == []
+    await fence(a, t, [x, y], x.c, y.c)
     await close(a, x, y, other)
 
 
@@ -316,8 +341,9 @@ async def test_R8_20_each_ended_item_names_the_exit_that_ended_it(daemon):
     ob = await added(x.c, "respond")
     await admin.act("admin.agent.set_status", {"agent": x.id, "status": "deactivated"})
     await ended_with(x.c, ob, "deactivated")
-    await asyncio.sleep(0.2)
-    assert pending(x.c) == [] and pending(a.c) == []
+    await fence(y, t3, [a], a.c)
+    await read_fence(x.c)  # x, deactivated, can be asked no more
+    assert pending(x.c) == []
     await close(a, x, y, admin)
 
 
@@ -358,10 +384,10 @@ async def test_R8_20_events_reach_every_subscribed_connection_of_the_agent_and_n
     for c in (x.c, x2):
         ev = await next_event(c)
         assert ev["data"]["ended"][0]["why"] == "delivered" and ev["seq"] == ev_a["seq"], ev
-    await asyncio.sleep(0.3)
+    await fence(y, t, [x, a], x.c, x2, a.c)
+    await fence(a, t, [y], y.c)
+    await read_fence(x_quiet)  # after the fence reached x's subscribed connections
     assert pending(x_quiet) == [], "a connection that did not subscribe gets no events"
-    for c in (x.c, x2, y.c, a.c):
-        assert pending(c) == []
     await close(a, x, y, x2, x_quiet)
 
 
@@ -377,8 +403,7 @@ async def test_R8_20_subscribing_again_on_a_connection_replaces_the_subscription
     await subscribe(x.c, since=first["seq"])  # nothing after it yet: replays nothing
     await ask(a, t, x)
     second = await next_event(x.c)
-    await asyncio.sleep(0.3)
-    assert pending(x.c) == [], "one connection, one subscription: no duplicate"
+    await fence(a, t, [x], x.c)  # "one connection, one subscription": no duplicate of `second` before it
     assert second["seq"] > first["seq"]
     await close(a, x)
 
@@ -430,6 +455,9 @@ async def test_R8_20_a_closed_subscriber_leaves_no_subscription_behind(daemon):
     deadline = time.monotonic() + 10
     while (gauge := await subscriber_gauge(url))[0] != 0:
         assert time.monotonic() < deadline, f"connections still open: {gauge}"
+        # A poll for a condition, not a wait for absence: the daemon ends a
+        # connection after the client's close returns, and no frame of a closed
+        # connection can mark that moment.
         await asyncio.sleep(0.05)
     assert gauge == (0, 0), f"subscriptions left behind after every connection closed: {gauge}"
 
@@ -465,26 +493,28 @@ async def test_R8_20_subscribe_since_replays_exactly_the_missed_events_then_cont
     everything = await x.conn(url)
     await subscribe(everything, since=0)
     assert await events(everything, 7) == live + [ev]
-    await asyncio.sleep(0.3)
-    assert pending(fresh) == [] and pending(nothing) == [] and pending(everything) == []
+    marker = await fence(a, t, [x], fresh, nothing, everything, x.c)
 
     # replay racing live: subscribe with since while asks keep arriving
+    asking = asyncio.Event()
+
     async def producer() -> None:
-        for _ in range(60):
+        for i in range(60):
             await ask(a, t, x)
+            if i == 4:
+                asking.set()
 
     prod = asyncio.create_task(producer())
-    await asyncio.sleep(0.05)
+    await asking.wait()  # subscribe only once the asks are under way
     racer = await x.conn(url)
     await subscribe(racer, since=live[3]["seq"])
     await prod
     witness = await events(x.c, 60)
-    expected = live[4:] + [ev] + witness
+    expected = live[4:] + [ev, marker] + witness
     got = await events(racer, len(expected), timeout=15.0)
     assert seqs(got) == seqs(expected), "replay then live: no gap, no duplicate, in order"
     assert got == expected
-    await asyncio.sleep(0.3)
-    assert pending(racer) == [] and pending(x.c) == []
+    await fence(a, t, [x], racer, x.c)
     await close(a, x, y, fresh, nothing, everything, racer)
 
 
@@ -505,10 +535,9 @@ async def test_R8_20_events_missed_across_a_daemon_kill_are_replayed_with_since(
     await x.act("thread.handle", {"thread": t, "entry": e1})
     daemon.restart()  # SIGKILL, then start on the same data directory
     url = daemon.url
-    await asyncio.sleep(0.1)
-    before_kill = pending(x.c)  # whatever arrived before the kill
     for c in (a.c, x.c, y.c):
-        await c.close()
+        await c.close()  # returns once the connection's reader has taken every frame that arrived
+    before_kill = pending(x.c)  # whatever arrived before the kill
 
     a.c, x.c = await Client.connect(url, a_key), await Client.connect(url, x_key)
     watcher = await x.conn(url)
@@ -527,11 +556,10 @@ async def test_R8_20_events_missed_across_a_daemon_kill_are_replayed_with_since(
     assert replay[1]["data"] == {"added": [], "ended": [{"obligation_id": first["data"]["added"][0]["obligation_id"], "why": "handled"}]}
     assert replay[2] == after and after["data"]["added"][0]["ref"] == {"thread": t, "entry": e3}
     assert before_kill == replay[: len(before_kill)], "what was sent live is what is replayed"
-    # and nothing more: the feed after e3's event is empty
-    await asyncio.sleep(0.3)
-    assert pending(x.c) == [] and pending(watcher) == []
     # the turn agrees (R8-21: recovery never depends on the events)
     assert [i["ref"]["entry"] for i in await turn_items(x.c)] == [e2, e3]
+    # and nothing more: the feed after e3's event is empty
+    await fence(a, t, [x], x.c, watcher)
     await close(a, x, watcher)
 
 
@@ -596,7 +624,7 @@ async def test_R8_20_a_subscriber_that_stops_reading_is_closed_with_1008_and_no_
             by_calls += 1
             await timed(z.read("agent.whoami"))
             await timed(y.read("turn", {"limit": 5}))
-            await asyncio.sleep(0.02)
+            await asyncio.sleep(0.02)  # real time is the subject: a bystander's steady requests, timed under load
 
     posters = [a.c] + [await Client.connect(url, a.key) for _ in range(3)]
     read_task = asyncio.create_task(reader())

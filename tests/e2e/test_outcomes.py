@@ -80,6 +80,8 @@ async def until(fn, done, timeout: float = 8.0) -> Any:
         got = await fn()
         if done(got) or time.monotonic() > deadline:
             return got
+        # A condition, bounded: the deadline outcomes below fire on the real
+        # clock on purpose (end-to-end coverage of the wall-clock path).
         await asyncio.sleep(0.1)
 
 

@@ -166,6 +166,7 @@ async def test_R9_5_reads_never_combine_a_revoked_right_with_newer_content(daemo
     m = (await a.act("memory.create", {"content": {"v": 1}}))["memory"]
     await a.act("memory.publish", {"memory": m})
     stop = asyncio.Event()
+    progress = asyncio.Event()
     seen: list[int] = []
 
     async def reader() -> None:
@@ -177,13 +178,17 @@ async def test_R9_5_reads_never_combine_a_revoked_right_with_newer_content(daemo
             else:
                 assert r["error"]["code"] == "not_found"
                 seen.append(-1)
+            progress.set()
 
     task = asyncio.create_task(reader())
     for v in range(2, 12):
         await a.act("memory.update", {"memory": m, "content": {"v": v}})
     await a.act("memory.unpublish", {"memory": m})
     await a.act("memory.update", {"memory": m, "content": {"v": 12}})  # newer content after the revocation
-    await asyncio.sleep(0.05)
+    after = len(seen)
+    while len(seen) < after + 2:  # two whole reads sent after v12 was written (one may have been on its way)
+        progress.clear()
+        await progress.wait()
     stop.set()
     await task
     assert 12 not in seen  # never the content written after the right was revoked
@@ -194,16 +199,24 @@ async def test_R9_5_reads_never_combine_a_revoked_right_with_newer_content(daemo
 
 
 @pytest.mark.rules("R10.2-1", "R1-3", "R7.6-3", "R8-1", "L1-1")
-async def test_R10_2_1_every_fact_traces_to_an_action_a_deadline_or_an_account_change(daemon):
+async def test_R10_2_1_every_fact_traces_to_an_action_a_deadline_or_an_account_change(clocked_daemon):
+    daemon = clocked_daemon
     (a, ida), (b, idb), (c, idc), t = await _thread_of_three(daemon.url)
     await b.read("subscribe", {})
     p = await a.act("thread.post", {"thread": t, "content": {"x": 1}, "ask": [idb],
-                                    "assign": {"to": idb, "content": {"criteria": "c"}, "deliver_within_s": 1}})
+                                    "assign": {"to": idb, "content": {"criteria": "c"}, "deliver_within_s": 60}})
     await b.act("assignment.take", {"assignment": p["assignment"]})
-    await asyncio.sleep(1.5)  # the delivery deadline passes: a deadline fact
+    daemon.advance_clock(60.5)  # the delivery deadline passes: a deadline fact
     for _ in range(30):  # reads, metrics-like traffic and turn never write facts (R1-3)
         await b.read("turn", {})
         await b.read("thread.get", {"thread": t})
+
+    async def timed_out() -> None:  # the deadline fact is committed once its event is out
+        async for ev in b.events():
+            if ev["event"] == "outcome" and ev["data"]["state"] == "timed_out":
+                return
+
+    await asyncio.wait_for(timed_out(), 10)
     for x in (a, b, c):
         await x.close()
     daemon.terminate()

@@ -75,7 +75,7 @@ async def eventually(check, timeout: float = 6.0, every: float = 0.1):
             return got
         if time.monotonic() > deadline:
             raise AssertionError(f"not reached within {timeout} s: {got!r}")
-        await asyncio.sleep(every)
+        await asyncio.sleep(every)  # a condition, bounded: an expiry the daemon records on its own
 
 
 # --- the life cycle -------------------------------------------------------------------
@@ -321,13 +321,14 @@ async def test_B23_judge_obligations_in_the_judges_turn_deliver_obligations_in_t
 
 
 @pytest.mark.rules("L2-6", "R7.3-8", "L3-2")
-async def test_L2_6_taking_again_returns_the_same_engagement_with_existing_true(daemon):
+async def test_L2_6_taking_again_returns_the_same_engagement_with_existing_true(clocked_daemon):
+    daemon = clocked_daemon
     alice, _ = await agent_client(daemon.url, "alice")
     bob, _ = await agent_client(daemon.url, "bob")
     t = (await alice.act("task.create", {"audience": "open", "contract": contract()}))["task"]
     key = new_key()
     first = await bob.act("task.take", {"task": t}, key=key)
-    await asyncio.sleep(0.05)
+    daemon.advance_clock(1)  # taken again later: the receipt is still the first one's, times and all
     again = await bob.act("task.take", {"task": t})  # a new request: L2-6
     assert again == {**first, "existing": True}
     replay = await bob.request("task.take", {"task": t}, key=key)  # the same request: L3
@@ -526,12 +527,13 @@ async def test_B20_pause_and_resume_over_the_wire(daemon):
 
 
 @pytest.mark.rules("B2", "R7.3-22", "R4-7", "B1")
-async def test_B2_a_deactivated_authors_task_refuses_new_takes_existing_ones_go_on(daemon):
+async def test_B2_a_deactivated_authors_task_refuses_new_takes_existing_ones_go_on(clocked_daemon):
+    daemon = clocked_daemon
     admin = await Client.connect(daemon.url, daemon.admin_key)
     alice, a = await agent_client(daemon.url, "alice")
     bob, _ = await agent_client(daemon.url, "bob")
     carol, _ = await agent_client(daemon.url, "carol")
-    t = (await alice.act("task.create", {"audience": "open", "contract": contract(judge_within_s=1)}))["task"]
+    t = (await alice.act("task.create", {"audience": "open", "contract": contract(judge_within_s=60)}))["task"]
     e = (await bob.act("task.take", {"task": t}))["engagement"]
     await admin.act("admin.agent.set_status", {"agent": a, "status": "deactivated"})
     err = await failure(carol, "task.take", {"task": t}, "conflict")
@@ -541,6 +543,7 @@ async def test_B2_a_deactivated_authors_task_refuses_new_takes_existing_ones_go_
     await bob.act("task.deliver", {"engagement": e, "content": {"x": 1}})
     # B1: the deactivated author's judgment runs to its deadline, as the contract states.
     await failure(alice, "task.judge", {"engagement": e, "verdict": "adopt"}, "forbidden")
+    daemon.advance_clock(60.5)  # the judgment deadline passes: the next read wakes the deadline clock
 
     async def ended():
         eng = await bob.read("engagement.get", {"engagement": e})
@@ -602,27 +605,28 @@ async def test_task_list_pages_through_every_takeable_task(daemon):
 
 
 @pytest.mark.rules("R7.4-2", "B21", "L5-1", "L4-3", "R10.2-5")
-async def test_B21_deadlines_recorded_late_adopt_in_the_order_they_fell_due(daemon):
+async def test_B21_deadlines_recorded_late_adopt_in_the_order_they_fell_due(clocked_daemon):
     """Two adopt-on-no-judgment deliveries compete for the last slot (limit 1). The
     daemon is down while both judgment deadlines pass; on restart both expiries
     are recorded together. First come first served (R7.4-2): the delivery whose
     deadline passed first takes the slot, whatever the engagement ids."""
+    daemon = clocked_daemon
     alice, _ = await agent_client(daemon.url, "alice")
     bob, _ = await agent_client(daemon.url, "bob")
     carol, _ = await agent_client(daemon.url, "carol")
     t = (await alice.act("task.create", {"audience": "open", "contract": contract(
-        judge_within_s=2, on_no_judgment="adopt", adoption_limit=1)}))["task"]
+        judge_within_s=60, on_no_judgment="adopt", adoption_limit=1)}))["task"]
     first_taken = (await bob.act("task.take", {"task": t}))["engagement"]
-    await asyncio.sleep(0.05)
+    daemon.advance_clock(0.05)
     first_due = (await carol.act("task.take", {"task": t, "deliver": {"content": {"c": 1}}}))["engagement"]
-    await asyncio.sleep(0.3)
+    daemon.advance_clock(0.3)
     late = await bob.act("task.deliver", {"engagement": first_taken, "content": {"b": 1}})
     due_first = (await carol.read("engagement.get", {"engagement": first_due}))["judge_by"]
     assert due_first < late["judge_by"]
     for c in (alice, bob, carol):
         await c.close()
     daemon.kill()  # both deadlines pass while the daemon is down
-    await asyncio.sleep(2.8)
+    daemon.advance_clock(60.8)
     daemon.start()
     alice = await Client.connect(daemon.url, alice.key)
 

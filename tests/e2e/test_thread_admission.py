@@ -196,7 +196,9 @@ async def test_R12_7_failed_joins_are_rate_limited_even_with_a_valid_token(make_
     # b stays limited for the window
     err = await fails(b, "thread.join", {"token": grant["token"]}, "rate_limited")
     assert err["next"] == "wait"
-    # once the window has passed, the valid token admits it
+    # once the window has passed, the valid token admits it. Real time is the
+    # subject: the limit's window runs on the server's own monotonic clock,
+    # which the test clock does not move (rate limits keep real time).
     await asyncio.sleep(max(0.0, last_failure + 2.3 - time.monotonic()))
     assert (await b.act("thread.join", {"token": grant["token"]}))["existing"] is False
     await close_all(a, b, c)
@@ -225,6 +227,7 @@ async def test_R12_7_failed_joins_of_many_agents_share_a_daemon_wide_budget(make
     assert [m["agent"] for m in (await a.read("thread.get", {"thread": t}))["members"]] == [a.id]  # L4-6
     # other actions are not affected
     await a.act("thread.post", {"thread": t, "content": {"text": "still open"}})
+    # Real time is the subject: the window runs on the server's monotonic clock.
     await asyncio.sleep(max(0.0, last_failure + 2.3 - time.monotonic()))
     assert (await e.act("thread.join", {"token": grant["token"]}))["existing"] is False
     await close_all(a, b, c, e)

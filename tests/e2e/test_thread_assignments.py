@@ -292,15 +292,17 @@ async def test_R6_4_18_terminal_states_are_irreversible(daemon):
 
 
 @pytest.mark.rules("R6.4-13", "R6.4-6", "L4-3", "R8-33", "L4-1")
-async def test_R6_4_13_a_passed_delivery_deadline_times_out(daemon):
+async def test_R6_4_13_a_passed_delivery_deadline_times_out(clocked_daemon):
+    daemon = clocked_daemon
     a, b = await agents(daemon.url, "alice", "bob")
     t = await new_thread(a, (b, "speaker"))
-    asg = (await assign(a, t, b, deliver_within_s=1))["assignment"]
-    idle = (await assign(a, t, b, deliver_within_s=1))["assignment"]
+    # A deadline no test waits for in real time: only advancing the clock passes it.
+    asg = (await assign(a, t, b, deliver_within_s=60))["assignment"]
+    idle = (await assign(a, t, b, deliver_within_s=60))["assignment"]
     took = await b.act("assignment.take", {"assignment": asg})
     [deliver] = [i for i in await turn_items(b) if i["obligation"] == "deliver"]
     assert deliver["due"] == took["deliver_by"]
-    await asyncio.sleep(1.5)
+    daemon.advance_clock(60.5)  # the read below sees it and wakes the deadline clock
     got = await b.read("assignment.get", {"assignment": asg})
     assert got["state"] == "timed_out"
     assert got.get("obligations", []) == []
@@ -317,14 +319,15 @@ async def test_R6_4_13_a_passed_delivery_deadline_times_out(daemon):
 
 
 @pytest.mark.rules("R6.4-12", "R6.4-14", "L4-3", "R8-39")
-async def test_R6_4_12_a_passed_judgment_deadline_ends_undecided(daemon):
+async def test_R6_4_12_a_passed_judgment_deadline_ends_undecided(clocked_daemon):
+    daemon = clocked_daemon
     a, b = await agents(daemon.url, "alice", "bob")
     t = await new_thread(a, (b, "speaker"))
-    asg = (await assign(a, t, b, judge_within_s=1))["assignment"]
+    asg = (await assign(a, t, b, judge_within_s=60))["assignment"]
     d = await b.act("assignment.take", {"assignment": asg, "deliver": {"content": {"v": 1}}})
     [judge] = await turn_items(a)
     assert judge["obligation"] == "judge" and judge["due"] == d["judge_by"]
-    await asyncio.sleep(1.5)
+    daemon.advance_clock(60.5)
     assert await state(a, asg) == "undecided"
     assert await turn_items(a) == []
     await fails(a, "assignment.judge", {"assignment": asg, "verdict": "adopt"}, "conflict")
@@ -342,17 +345,18 @@ def _check(data_dir) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.rules("L1-4", "L1-1", "R6.4-13", "R6.4-12", "R8-19", "L4-1")
-async def test_L1_4_a_deadline_passing_while_the_daemon_is_stopped_is_recorded_after_restart(daemon):
+async def test_L1_4_a_deadline_passing_while_the_daemon_is_stopped_is_recorded_after_restart(clocked_daemon):
+    daemon = clocked_daemon
     a, b = await agents(daemon.url, "alice", "bob")
     t = await new_thread(a, (b, "speaker"))
-    asg = (await assign(a, t, b, deliver_within_s=1))["assignment"]
-    judged = (await assign(a, t, b, judge_within_s=1))["assignment"]
+    asg = (await assign(a, t, b, deliver_within_s=60))["assignment"]
+    judged = (await assign(a, t, b, judge_within_s=60))["assignment"]
     await b.act("assignment.take", {"assignment": asg})
     await b.act("assignment.take", {"assignment": judged, "deliver": {"content": {"v": 1}}})
     owed = (await a.act("thread.post", {"thread": t, "content": {"q": "still there?"}}))["entry"]  # b responds
     await close_all(a, b)
     daemon.kill()  # no cleanup at all, well before the deadlines
-    await asyncio.sleep(1.6)
+    daemon.advance_clock(60.6)  # the deadlines pass while it is down
     daemon.start()
     a2 = Member(await Client.connect(daemon.url, a.key), a.id, "alice", a.key)
     b2 = Member(await Client.connect(daemon.url, b.key), b.id, "bob", b.key)
@@ -382,7 +386,9 @@ async def test_L4_3_an_action_just_after_the_deadline_loses_to_it(daemon):
     late_judge = (await assign(a, t, b, judge_within_s=1))["assignment"]
     took = await b.act("assignment.take", {"assignment": late_deliver})
     d = await b.act("assignment.take", {"assignment": late_judge, "deliver": {"content": {"v": 1}}})
-    # act a few milliseconds after each deadline, before the daemon need have recorded it (B5)
+    # act a few milliseconds after each deadline, before the daemon need have recorded it (B5).
+    # Real time on purpose: the one end-to-end check that both assignment
+    # deadlines fire on the daemon's own wall clock (the others move a test clock).
     await asyncio.sleep(max(0.0, ts(took["deliver_by"]) - time.time()) + 0.005)
     await fails(b, "assignment.deliver", {"assignment": late_deliver, "content": {"v": 1}}, "conflict")
     await asyncio.sleep(max(0.0, ts(d["judge_by"]) - time.time()) + 0.005)

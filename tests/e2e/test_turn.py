@@ -5,12 +5,12 @@ sets alone (R8-*, R10.2-5)."""
 
 from __future__ import annotations
 
-import asyncio
 from datetime import datetime
 
 import pytest
 
 from kungfud.client import Client
+from tests.conftest import Daemon
 from tests.e2e.thread_kit import (
     Member,
     agents,
@@ -21,7 +21,7 @@ from tests.e2e.thread_kit import (
     turn_items,
 )
 
-STEP = 0.01  # between obligation-creating actions, so each arises at its own millisecond
+STEP = 0.001  # the daemon's clock moves on between obligation-creating actions, so each arises at its own millisecond
 
 
 def ms(s: str) -> int:
@@ -43,42 +43,44 @@ def summary(items: list[dict]) -> list[tuple]:
     return [(i["obligation"], i["ref"]["thread"], i["ref"].get("entry", i["ref"].get("assignment"))) for i in items]
 
 
-async def seven_obligations(a: Member, b: Member, c: Member) -> tuple[list[tuple], dict]:
+async def seven_obligations(daemon: Daemon, a: Member, b: Member, c: Member) -> tuple[list[tuple], dict]:
     """Give ``b`` seven obligations of all three kinds in two threads; returns the
-    expected turn summary in order of arising and the deadlines used."""
+    expected turn summary in order of arising and the deadlines used. ``daemon``
+    runs a test clock, moved STEP between them."""
     t1 = await new_thread(a, (b, "speaker"))
     t2 = await new_thread(c, (b, "speaker"), (a, "speaker"))
     expected: list[tuple] = []
     await a.act("thread.post", {"thread": t1, "content": {"n": 1}})  # two speakers: b responds
     expected.append(("respond", t1, 1))
-    await asyncio.sleep(STEP)
+    daemon.advance_clock(STEP)
     x1 = await assign(a, t1, b, deliver_within_s=600)
     x2 = await assign(a, t1, b, deliver_within_s=700)
     await b.act("assignment.take", {"assignment": x1})
     expected.append(("deliver", t1, x1))
-    await asyncio.sleep(STEP)
+    daemon.advance_clock(STEP)
     await c.act("thread.post", {"thread": t2, "content": {"n": 1}, "ask": [b.id]})
     expected.append(("respond", t2, 1))
-    await asyncio.sleep(STEP)
+    daemon.advance_clock(STEP)
     y = await assign(b, t1, a, judge_within_s=900)
     await a.act("assignment.take", {"assignment": y, "deliver": {"content": {"v": 1}}})
     expected.append(("judge", t1, y))
-    await asyncio.sleep(STEP)
+    daemon.advance_clock(STEP)
     await b.act("assignment.take", {"assignment": x2})
     expected.append(("deliver", t1, x2))
-    await asyncio.sleep(STEP)
+    daemon.advance_clock(STEP)
     n = (await a.act("thread.post", {"thread": t1, "content": {"n": 6}}))["entry"]
     expected.append(("respond", t1, n))
-    await asyncio.sleep(STEP)
+    daemon.advance_clock(STEP)
     await c.act("thread.post", {"thread": t2, "content": {"n": 2}, "ask": [b.id, a.id]})
     expected.append(("respond", t2, 2))
     return expected, {x1: 600, x2: 700, y: 900}
 
 
 @pytest.mark.rules("R8-2", "R8-6", "R8-7", "R8-15", "L4-2", "R8-22", "R8-29", "R8-35", "R8-23", "R8-30", "R8-36")
-async def test_R8_7_turn_lists_every_obligation_in_order_of_arising(daemon):
+async def test_R8_7_turn_lists_every_obligation_in_order_of_arising(clocked_daemon):
+    daemon = clocked_daemon
     a, b, c = await agents(daemon.url, "alice", "bob", "carol")
-    expected, within = await seven_obligations(a, b, c)
+    expected, within = await seven_obligations(daemon, a, b, c)
     items = await turn_items(b)
     assert summary(items) == expected
     for i in items:
@@ -108,9 +110,10 @@ async def test_R8_7_turn_lists_every_obligation_in_order_of_arising(daemon):
 
 
 @pytest.mark.rules("R8-9", "R8-10", "R8-7")
-async def test_R8_10_paging_the_turn_by_two_returns_each_obligation_once(daemon):
+async def test_R8_10_paging_the_turn_by_two_returns_each_obligation_once(clocked_daemon):
+    daemon = clocked_daemon
     a, b, c = await agents(daemon.url, "alice", "bob", "carol")
-    expected, _ = await seven_obligations(a, b, c)
+    expected, _ = await seven_obligations(daemon, a, b, c)
     whole = await turn_items(b, limit=100)
     pages, cursor, paged = 0, None, []
     while True:

@@ -135,6 +135,9 @@ async def poll(fn, until, timeout: float = 5.0, every: float = 0.1) -> Any:
         value = await fn()
         if until(value) or time.monotonic() > deadline:
             return value
+        # Waits for a condition, bounded: for what the daemon records on its
+        # own (an expiry fact after the deadline clock wakes), with no frame of
+        # the caller's to mark it.
         await asyncio.sleep(every)
 
 
