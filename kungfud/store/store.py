@@ -267,7 +267,8 @@ class View:
     def _before(self, db: str, prefix: bytes, before: bytes | None) -> Iterator[tuple[bytes, bytes]]:
         """(key suffix, value) of the rows under ``prefix``, newest (last key)
         first, strictly before the suffix ``before`` (from the last with None)."""
-        upper = prefix + before if before is not None else prefix[:-1] + bytes([prefix[-1] + 1])
+        # Without a position: the first key past the range (prefix ends in its 0 separator).
+        upper = prefix + before if before is not None else prefix[:-1] + b"\x01"
         with self._txn.cursor(db=self._dbs[db]) as cur:
             # The first key at or past the upper bound, then one back; the last
             # key of the database when nothing is past it.
