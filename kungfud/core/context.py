@@ -13,9 +13,10 @@ from typing import Any, Callable
 
 import msgspec
 
-from .agent import AgentState
+from ..errors import must
+from .agent import AgentState, require_active
 
-__all__ = ["Ctx", "Limits", "random_ids", "counting_ids"]
+__all__ = ["Ctx", "Limits", "random_ids", "counting_ids", "acting"]
 
 
 class Limits(msgspec.Struct, frozen=True):
@@ -52,3 +53,11 @@ def counting_ids(start: int = 1) -> Callable[[str], str]:
     """Deterministic ids for tests: ``me_000001``, ``me_000002`` …"""
     counter = itertools.count(start)
     return lambda prefix: f"{prefix}{next(counter):06d}"
+
+
+def acting(ctx: Ctx) -> str:
+    """R4-1: the id of the active agent acting through ``ctx``; otherwise the
+    refusal (unauthenticated, or deactivated) is raised."""
+    must(require_active(ctx))
+    assert ctx.caller is not None  # require_active refused otherwise
+    return ctx.caller.agent
