@@ -13,10 +13,10 @@ from typing import Any, Callable
 
 import msgspec
 
-from ..errors import must
+from ..errors import Refused, Rejection, must
 from .agent import AgentState, require_active
 
-__all__ = ["Ctx", "Limits", "random_ids", "counting_ids", "acting"]
+__all__ = ["Ctx", "Limits", "random_ids", "counting_ids", "acting", "fits"]
 
 
 class Limits(msgspec.Struct, frozen=True):
@@ -61,3 +61,10 @@ def acting(ctx: Ctx) -> str:
     must(require_active(ctx))
     assert ctx.caller is not None  # require_active refused otherwise
     return ctx.caller.agent
+
+
+def fits(content: bytes, ctx: Ctx, what: str = "content") -> None:
+    """L4-6, §12: content over the configured size is refused as ``too_large``,
+    writing nothing; the reason says how big it is and the limit."""
+    if len(content) > ctx.limits.max_content_bytes:
+        raise Refused(Rejection.too_large(len(content), ctx.limits.max_content_bytes, what))
