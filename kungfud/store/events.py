@@ -46,7 +46,8 @@ from ..core.facts import (
     RoleSet,
     ThreadClosed,
 )
-from ..core.obligations import NEXT, Obligation, of_state
+from ..core.kinds import of_state
+from ..core.obligations import NEXT, Obligation
 from ..core.task import TaskState
 from ..core.thread import ThreadState
 from .layout import u64

@@ -15,7 +15,7 @@ from typing import Any, Iterator
 
 import lmdb
 
-from ..core.atoms import state_type
+from ..core.kinds import state_type
 from .integrity import NOT_NEW_TRACES, StoreDamaged, check_env, check_file, log_problems
 from .layout import DBS, FORMAT, Receipt, decode_fact, decode_object, from_u64, u32
 import msgspec

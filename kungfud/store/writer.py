@@ -25,9 +25,9 @@ from typing import Any, Callable
 import lmdb
 import msgspec
 
-from ..core.atoms import state_type
+from ..core.kinds import state_type
 from ..errors import Rejection
-from ..core.atoms import apply_to
+from ..core.kinds import apply_to
 from .events import Feed
 from .indexes import fact_rows, state_rows
 from .layout import Receipt, decode_object, encode_fact, encode_object, from_u64, stream_key, u64

@@ -11,7 +11,7 @@ from typing import Any
 from kungfud.core import agent as agent_core
 from kungfud.core import memory as memory_core
 from kungfud.core.agent import AgentState, Register, SetStatus
-from kungfud.core.atoms import fold
+from kungfud.core.kinds import fold
 from kungfud.core.context import Ctx, Limits, counting_ids
 from kungfud.core.facts import Decision, touches
 from kungfud.core.memory import Create, SetVisibility, Update, Withdraw

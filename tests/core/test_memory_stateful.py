@@ -18,7 +18,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
-from kungfud.core.atoms import fold
+from kungfud.core.kinds import fold
 from kungfud.core.context import Limits
 from kungfud.core.facts import MemoryCreated, MemoryUpdated, MemoryWithdrawn, touches
 from kungfud.core.visibility import may_list_memory, may_read_memory

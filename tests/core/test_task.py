@@ -23,7 +23,7 @@ from kungfud.core import memory as memory_core
 from kungfud.core import task as task_core
 from kungfud.core import thread as thread_core
 from kungfud.core.agent import Register, SetStatus
-from kungfud.core.atoms import fold
+from kungfud.core.kinds import fold
 from kungfud.core.context import Ctx, Limits, counting_ids
 from kungfud.core.engagement import EngagementState
 from kungfud.core.facts import (
@@ -37,7 +37,8 @@ from kungfud.core.facts import (
     contract_obj,
     touches,
 )
-from kungfud.core.obligations import Obligation, of_state
+from kungfud.core.kinds import of_state
+from kungfud.core.obligations import Obligation
 from kungfud.core.pins import Pin
 from kungfud.core.task import ContractSpec, ContractState, TaskState
 from kungfud.errors import Hint, Rejection

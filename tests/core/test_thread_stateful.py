@@ -39,7 +39,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from kungfud.core.assignment import TERMINAL, due_expiries
-from kungfud.core.atoms import fold
+from kungfud.core.kinds import fold
 from kungfud.core.facts import Decision, EntryPosted, touches
 from kungfud.core.obligations import ob_id
 from kungfud.core.pins import Pin
