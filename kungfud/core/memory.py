@@ -118,15 +118,18 @@ def decide_withdraw(state: MemoryState | None, cmd: Withdraw, ctx: "Ctx") -> Dec
 
 
 def apply(state: MemoryState | None, fact: Fact) -> MemoryState:
-    if isinstance(fact, MemoryCreated):
-        assert state is None
-        return MemoryState(fact.memory, fact.author, 1, "valid", "private", fact.at)
+    rep = msgspec.structs.replace
+    match fact:
+        case MemoryCreated():
+            assert state is None
+            return MemoryState(fact.memory, fact.author, 1, "valid", "private", fact.at)
     assert state is not None
-    if isinstance(fact, MemoryUpdated):
-        assert state.valid and fact.version == state.latest + 1
-        return msgspec.structs.replace(state, latest=fact.version)
-    if isinstance(fact, MemoryVisibilitySet):
-        return msgspec.structs.replace(state, visibility=fact.visibility)
-    if isinstance(fact, MemoryWithdrawn):
-        return msgspec.structs.replace(state, status="withdrawn")
+    match fact:
+        case MemoryUpdated(version=version):
+            assert state.valid and version == state.latest + 1
+            return rep(state, latest=version)
+        case MemoryVisibilitySet(visibility=visibility):
+            return rep(state, visibility=visibility)
+        case MemoryWithdrawn():
+            return rep(state, status="withdrawn")
     raise TypeError(f"memory cannot apply {type(fact).__name__}")

@@ -230,60 +230,66 @@ def decide_set_accepting(cmd: SetAccepting, ctx: "Ctx") -> Decision:
     return make([fact], {"task": cmd.task, "accepting": cmd.accepting}, ctx)
 
 
+def _ended(state: TaskState, engagement: str, adopted: bool) -> TaskState:
+    """An engagement ended: no longer live nor open for its agent (R7.3-8)."""
+    agent = state.live[engagement].agent
+    return msgspec.structs.replace(
+        state,
+        live={e: v for e, v in state.live.items() if e != engagement},
+        open_by_agent={a: e for a, e in state.open_by_agent.items() if a != agent},
+        adoptions=state.adoptions + (1 if adopted else 0),
+    )
+
+
 def apply(state: TaskState | None, fact: Fact) -> TaskState:
     rep = msgspec.structs.replace
-    if isinstance(fact, TaskCreated):
-        assert state is None
-        return TaskState(
-            task=fact.task,
-            author=fact.author,
-            audience=fact.audience,
-            created_at=fact.at,
-            latest=1,
-            accepting=True,
-            adoptions=0,
-            judges=[fact.contract.judge] if fact.contract.judge else [],
-            open_by_agent={},
-            live={},
-            limit=fact.contract.adoption_limit,
-        )
+    match fact:
+        case TaskCreated(contract=contract):
+            assert state is None
+            return TaskState(
+                task=fact.task,
+                author=fact.author,
+                audience=fact.audience,
+                created_at=fact.at,
+                latest=1,
+                accepting=True,
+                adoptions=0,
+                judges=[contract.judge] if contract.judge else [],
+                open_by_agent={},
+                live={},
+                limit=contract.adoption_limit,
+            )
     assert state is not None
-    if isinstance(fact, TaskRevised):
-        judges = state.judges
-        if fact.contract.judge and fact.contract.judge not in judges:
-            judges = [*judges, fact.contract.judge]
-        return rep(state, latest=fact.version, judges=judges, limit=fact.contract.adoption_limit)
-    if isinstance(fact, TaskAcceptingSet):
-        return rep(state, accepting=fact.accepting)
-    if isinstance(fact, EngagementConfirmed):
-        return rep(
-            state,
-            engagements=state.engagements + 1,
-            open_by_agent={**state.open_by_agent, fact.agent: fact.engagement},
-            live={**state.live, fact.engagement: LiveEngagement(fact.agent, "taken", fact.deliver_by)},
-        )
-    if isinstance(fact, EngagementDelivered):
-        lv = state.live[fact.engagement]
-        return rep(state, live={**state.live, fact.engagement: rep(lv, state="delivered", due=fact.judge_by)})
-    if isinstance(fact, (EngagementJudged, EngagementDropped, EngagementExpired)):
-        lv = state.live[fact.engagement]
-        adopted = (isinstance(fact, EngagementJudged) and fact.verdict == "adopt") or (
-            isinstance(fact, EngagementExpired) and fact.outcome == "adopted"
-        )
-        return rep(
-            state,
-            live={e: v for e, v in state.live.items() if e != fact.engagement},
-            open_by_agent={a: e for a, e in state.open_by_agent.items() if a != lv.agent},
-            adoptions=state.adoptions + (1 if adopted else 0),
-        )
+    match fact:
+        case TaskRevised(version=version, contract=contract):
+            judges = state.judges
+            if contract.judge and contract.judge not in judges:
+                judges = [*judges, contract.judge]
+            return rep(state, latest=version, judges=judges, limit=contract.adoption_limit)
+        case TaskAcceptingSet(accepting=accepting):
+            return rep(state, accepting=accepting)
+        case EngagementConfirmed(engagement=e, agent=agent, deliver_by=deliver_by):
+            return rep(
+                state,
+                engagements=state.engagements + 1,
+                open_by_agent={**state.open_by_agent, agent: e},
+                live={**state.live, e: LiveEngagement(agent, "taken", deliver_by)},
+            )
+        case EngagementDelivered(engagement=e, judge_by=judge_by):
+            return rep(state, live={**state.live, e: rep(state.live[e], state="delivered", due=judge_by)})
+        case EngagementJudged(engagement=e, verdict=verdict):
+            return _ended(state, e, verdict == "adopt")
+        case EngagementExpired(engagement=e, outcome=outcome):
+            return _ended(state, e, outcome == "adopted")
+        case EngagementDropped(engagement=e):
+            return _ended(state, e, False)
     raise TypeError(f"task cannot apply {type(fact).__name__}")
 
 
 def apply_contract(state: ContractState | None, fact: Fact) -> ContractState:
-    if isinstance(fact, TaskCreated):
-        return ContractState(fact.task, 1, fact.contract, fact.at)
-    if isinstance(fact, TaskRevised):
-        return ContractState(fact.task, fact.version, fact.contract, fact.at)
+    match fact:
+        case TaskCreated():
+            return ContractState(fact.task, 1, fact.contract, fact.at)
+        case TaskRevised():
+            return ContractState(fact.task, fact.version, fact.contract, fact.at)
     raise TypeError(f"contract cannot apply {type(fact).__name__}")
-
-
