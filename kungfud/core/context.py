@@ -8,7 +8,6 @@ secrets. Tests build one with a fake clock and deterministic ids.
 from __future__ import annotations
 
 import itertools
-import secrets
 from typing import Any, Callable
 
 import msgspec
@@ -16,7 +15,7 @@ import msgspec
 from ..errors import Refused, Rejection, must
 from .agent import AgentState, require_active
 
-__all__ = ["Ctx", "Limits", "random_ids", "counting_ids", "acting", "fits"]
+__all__ = ["Ctx", "Limits", "counting_ids", "acting", "fits"]
 
 
 class Limits(msgspec.Struct, frozen=True):
@@ -43,10 +42,6 @@ class Ctx(msgspec.Struct, frozen=True):
     new_secret: Callable[[], str]
     limits: Limits = Limits()
     get: Callable[[str], Any] = _nothing
-
-
-def random_ids(prefix: str) -> str:
-    return prefix + secrets.token_hex(10)
 
 
 def counting_ids(start: int = 1) -> Callable[[str], str]:

@@ -17,10 +17,9 @@ from typing import Any, Literal
 
 import msgspec
 
-__all__ = ["Obligation", "ob_id", "respond", "of_assignment", "of_engagement", "NEXT"]
+__all__ = ["Obligation", "ob_id", "respond", "of_assignment", "of_engagement"]
 
 Kind = Literal["respond", "deliver", "judge"]
-NEXT: dict[str, str] = {"respond": "respond", "deliver": "deliver", "judge": "judge"}
 
 
 def ob_id(kind: Kind, obj: str, holder: str) -> str:

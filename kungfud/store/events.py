@@ -47,7 +47,7 @@ from ..core.facts import (
     ThreadClosed,
 )
 from ..core.kinds import of_state
-from ..core.obligations import NEXT, Obligation
+from ..core.obligations import Obligation
 from ..core.task import TaskState
 from ..core.thread import ThreadState
 from .layout import u64
@@ -103,7 +103,7 @@ def turn_item(ob: Obligation) -> dict[str, Any]:
     }
     if ob.due is not None:
         item["due"] = rfc3339(ob.due)
-    item["next"] = NEXT[ob.obligation]
+    item["next"] = ob.obligation  # what discharges it: respond, deliver or judge
     return item
 
 
