@@ -32,7 +32,7 @@ from .facts import (
     MembershipEnded,
     ThreadClosed,
 )
-from .lifecycle import Deadline, Lifecycle, Refusal, due
+from .lifecycle import Deadline, Lifecycle, Refusal, delivered, due, ended, judged
 from .obligations import ob_id
 from .pins import Pin, resolve_pin
 from .thread import ThreadState, may_speak
@@ -345,21 +345,18 @@ def apply(state: AssignmentState | None, fact: Fact) -> AssignmentState:
     match fact:
         case AssignmentTaken(taker=taker, deliver_by=deliver_by):
             return rep(state, state="taken", taker=taker, taken_at=fact.at, deliver_by=deliver_by)
-        case AssignmentDelivered(pin_memory=memory, pin_version=version, judge_by=judge_by):
-            return rep(
-                state, state="delivered", delivered_at=fact.at, pin_memory=memory, pin_version=version, judge_by=judge_by
-            )
-        case AssignmentJudged(verdict=verdict, reason=reason):
-            final = "adopted" if verdict == "adopt" else "rejected"
-            return rep(state, state=final, judged_at=fact.at, reason=reason, ended_at=fact.at)
+        case AssignmentDelivered():
+            return delivered(state, fact)
+        case AssignmentJudged():
+            return judged(state, fact)
         case AssignmentDropped():
-            return rep(state, state="dropped", ended_at=fact.at)
+            return ended(state, "dropped", fact.at)
         case AssignmentVoided() | ThreadClosed():
-            return rep(state, state="voided", ended_at=fact.at)
+            return ended(state, "voided", fact.at)
         case AssignmentExpired(outcome=outcome):
-            return rep(state, state=outcome, ended_at=fact.at)
+            return ended(state, outcome, fact.at)
         case MembershipEnded(voided=voided) if state.assignment in voided:
-            return rep(state, state="voided", ended_at=fact.at)
+            return ended(state, "voided", fact.at)
         case MembershipEnded():
             return rep(state, forfeited=True)
     raise TypeError(f"assignment cannot apply {type(fact).__name__}")

@@ -29,7 +29,7 @@ from .facts import (
     Fact,
     contract_obj,
 )
-from .lifecycle import Deadline, Lifecycle, Refusal, due
+from .lifecycle import Deadline, Lifecycle, Refusal, delivered, due, ended, judged
 from .obligations import ob_id
 from .pins import Pin, resolve_pin
 from .task import ContractState, TaskState, in_audience, may_read_contract
@@ -363,7 +363,6 @@ def decide_expire(cmd: ExpireTask, ctx: "Ctx") -> Decision:
 
 
 def apply(state: EngagementState | None, fact: Fact) -> EngagementState:
-    rep = msgspec.structs.replace
     match fact:
         case EngagementConfirmed():
             assert state is None
@@ -384,15 +383,12 @@ def apply(state: EngagementState | None, fact: Fact) -> EngagementState:
             )
     assert state is not None
     match fact:
-        case EngagementDelivered(pin_memory=memory, pin_version=version, judge_by=judge_by):
-            return rep(
-                state, state="delivered", delivered_at=fact.at, pin_memory=memory, pin_version=version, judge_by=judge_by
-            )
-        case EngagementJudged(verdict=verdict, reason=reason):
-            final = "adopted" if verdict == "adopt" else "rejected"
-            return rep(state, state=final, judged_at=fact.at, reason=reason, ended_at=fact.at)
+        case EngagementDelivered():
+            return delivered(state, fact)
+        case EngagementJudged():
+            return judged(state, fact)
         case EngagementDropped():
-            return rep(state, state="dropped", ended_at=fact.at)
+            return ended(state, "dropped", fact.at)
         case EngagementExpired(outcome=outcome):
-            return rep(state, state=outcome, ended_at=fact.at)
+            return ended(state, outcome, fact.at)
     raise TypeError(f"engagement cannot apply {type(fact).__name__}")

@@ -19,12 +19,14 @@ recorded yet. As in h11's ``_state.py``, a test walks every (state, verb) pair.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, TypeVar
+
+import msgspec
 
 from ..errors import Next, Refused, Rejection
 from .clock import deadline_passed
 
-__all__ = ["Refusal", "Deadline", "Lifecycle", "due"]
+__all__ = ["Refusal", "Deadline", "Lifecycle", "due", "delivered", "judged", "ended"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,3 +140,26 @@ def due(live: Mapping[str, Any], now: int) -> list[str]:
     """The ids among ``live`` (id → a record with ``due``) whose deadline is at or
     before ``now``, in the order they fell due (ties by id)."""
     return [i for _, i in sorted((lv.due, i) for i, lv in live.items() if lv.due is not None and lv.due <= now)]
+
+
+# What delivering and judging record is the same for both kinds of work: the
+# facts carry the same fields, and the states keep them under the same names.
+W = TypeVar("W", bound=msgspec.Struct)
+
+
+def delivered(state: W, fact: Any) -> W:
+    """The output is fixed (R6.4-23, R7.3-11) and the judgment deadline starts."""
+    return msgspec.structs.replace(
+        state, state="delivered", delivered_at=fact.at, pin_memory=fact.pin_memory, pin_version=fact.pin_version,
+        judge_by=fact.judge_by,
+    )
+
+
+def judged(state: W, fact: Any) -> W:
+    """Adopted or rejected by its judge, with the reason a rejection carries."""
+    final = "adopted" if fact.verdict == "adopt" else "rejected"
+    return msgspec.structs.replace(state, state=final, judged_at=fact.at, reason=fact.reason, ended_at=fact.at)
+
+
+def ended(state: W, name: str, at: int) -> W:
+    return msgspec.structs.replace(state, state=name, ended_at=at)
