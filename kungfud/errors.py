@@ -8,11 +8,14 @@ DECISIONS.md B7), plus an optional concrete ``hint`` call.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import functools
+from typing import Any, Callable, Literal, ParamSpec, TypeVar
 
 import msgspec
 
-__all__ = ["Code", "Next", "Hint", "Rejection", "CODES", "NEXT_STEPS", "ECHO_CHARS", "echo"]
+__all__ = [
+    "Code", "Next", "Hint", "Rejection", "Refused", "rejects", "must", "CODES", "NEXT_STEPS", "ECHO_CHARS", "echo",
+]
 
 ECHO_CHARS = 64  # client text quoted in a reason is cut to this (WIRE.md "Additions in 1.1")
 
@@ -88,3 +91,45 @@ class Rejection(msgspec.Struct, frozen=True, omit_defaults=True):
     @classmethod
     def rate_limited(cls, reason: str, rule: str | None = None) -> "Rejection":
         return cls("rate_limited", reason, "wait", rule=rule)
+
+    @classmethod
+    def too_large(cls, size: int, limit: int, what: str = "content") -> "Rejection":
+        """Content over the configured size (L4-6): how big, and the limit."""
+        return cls("too_large", f"{what} is {size} bytes encoded; the limit is {limit}", "revise")
+
+
+class Refused(Exception):
+    """A refusal on its way out of a decision: raised where a guard fails,
+    caught once at the decision's boundary (:func:`rejects`), which returns
+    its :class:`Rejection`. Nothing is recorded for it (L2-3)."""
+
+    def __init__(self, rejection: Rejection) -> None:
+        super().__init__(str(rejection))
+        self.rejection = rejection
+
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def rejects(decide: Callable[P, T]) -> Callable[P, T | Rejection]:
+    """The boundary of a decision: a :class:`Refused` raised anywhere inside
+    becomes the returned :class:`Rejection`, so callers keep seeing
+    ``Decision | Rejection``."""
+
+    @functools.wraps(decide)
+    def boundary(*args: P.args, **kwargs: P.kwargs) -> T | Rejection:
+        try:
+            return decide(*args, **kwargs)
+        except Refused as refused:
+            return refused.rejection
+
+    return boundary
+
+
+def must(outcome: T | Rejection) -> T:
+    """A helper's result, or its refusal raised: for helpers that return a
+    :class:`Rejection` (or ``Rejection | None``) instead of raising."""
+    if isinstance(outcome, Rejection):
+        raise Refused(outcome)
+    return outcome

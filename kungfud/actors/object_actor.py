@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import pykka
 
-from ..core import assignment, engagement
+from ..core.kinds import kind_of
 from ..errors import Rejection
 from ..store import Committed, Failed, Item, Outcome, Replayed, Stale
 from ..store.layout import encode_object
@@ -52,11 +52,20 @@ class Expire:
     __slots__ = ()
 
 
-# Objects that own deadlines: id prefix -> (due ids at now, expiry command, op).
-_EXPIRY: dict[str, tuple[Any, Any, str]] = {
-    "th_": (assignment.due_expiries, assignment.Expire, DEADLINE),
-    "tk_": (engagement.due_expiries, engagement.ExpireTask, DEADLINE_TASK),
-}
+# The op that records the expiries of each kind of object that owns deadlines (core.kinds).
+_DEADLINE_OPS = {"thread": DEADLINE, "task": DEADLINE_TASK}
+
+
+def _owns_deadlines(obj: str) -> bool:
+    k = kind_of(obj)
+    return k is not None and k.deadlines is not None
+
+
+def _expiry(obj: str) -> tuple[Any, Any, str]:
+    """Of an object that owns deadlines: its due ids at now, the expiry command and its op."""
+    k = kind_of(obj)
+    assert k is not None and k.deadlines is not None, obj
+    return k.deadlines.due, k.deadlines.expire, _DEADLINE_OPS[k.name]
 
 
 class Slot:
@@ -124,7 +133,7 @@ class _Reads:
                 return None
         self.expect[obj] = version
         self.states[obj] = state
-        if state is not None and obj[:3] in _EXPIRY and "." not in obj and (due := state.next_due()) is not None:
+        if state is not None and _owns_deadlines(obj) and (due := state.next_due()) is not None:
             self.valid_until = due if self.valid_until is None else min(self.valid_until, due)
             self.owners.append(obj)
         return state
@@ -151,7 +160,7 @@ class ObjectActor(pykka.ThreadingActor):
         self.runtime = runtime
         self.key = key
         self.slot = slot
-        self.owns_deadlines = key[:3] in _EXPIRY
+        self.owns_deadlines = _owns_deadlines(key)
         # Pipelining state; touched only on this actor's thread.
         self.overlay: dict[str, tuple[int, Any, bytes]] = {}  # obj -> (version, state, stored form)
         self.inflight = 0
@@ -264,7 +273,7 @@ class ObjectActor(pykka.ThreadingActor):
 
     def _expire_own(self, now: int) -> None:
         """Record (pipelined) every expiry of this actor's object due at ``now``."""
-        due_ids, command, op = _EXPIRY[self.key[:3]]
+        due_ids, command, op = _expiry(self.key)
         with self.runtime.store.read() as view:
             reads = _Reads(view, self.overlay)
             state = reads.get(self.key)
@@ -378,7 +387,7 @@ class ObjectActor(pykka.ThreadingActor):
         """Record the expiries of another Thread or Task due at ``now`` and wait
         for the commit (rare: a decision that reads many objects). Safe from any
         actor, since the write is version-checked."""
-        due_ids, command, op = _EXPIRY[owner[:3]]
+        due_ids, command, op = _expiry(owner)
         for _ in range(MAX_ATTEMPTS):
             with self.runtime.store.read() as view:
                 reads = _Reads(view)

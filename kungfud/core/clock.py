@@ -7,12 +7,9 @@ with milliseconds (WIRE.md "Conventions").
 from __future__ import annotations
 
 import datetime as _dt
-from typing import TYPE_CHECKING
 
 from ..conventions import rfc3339  # one definition, shared with the layers above
-
-if TYPE_CHECKING:
-    from ..errors import Rejection
+from ..errors import Rejection
 
 __all__ = ["rfc3339", "parse_rfc3339", "deadline_passed"]
 
@@ -24,14 +21,12 @@ def parse_rfc3339(text: str) -> int:
     return int((t - _EPOCH).total_seconds() * 1000 + 0.5)
 
 
-def deadline_passed(kind: str, ident: str, outcome: str, at: int) -> "Rejection":
+def deadline_passed(kind: str, ident: str, outcome: str, at: int) -> Rejection:
     """The refusal of an action that came after the deadline that ended the work
     (a delivery deadline: timed out; a judgment deadline: undecided, or for an
     engagement the contract's result): when it passed, in RFC 3339, and the next
     useful step. One wording for assignments and engagements, whether or not the
     expiry is recorded yet (WIRE.md 1.1 "Wording of rejections")."""
-    from ..errors import Rejection
-
     when = rfc3339(at)
     if outcome == "timed_out":
         return Rejection.conflict(

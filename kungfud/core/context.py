@@ -8,14 +8,14 @@ secrets. Tests build one with a fake clock and deterministic ids.
 from __future__ import annotations
 
 import itertools
-import secrets
 from typing import Any, Callable
 
 import msgspec
 
-from .agent import AgentState
+from ..errors import Refused, Rejection, must
+from .agent import AgentState, require_active
 
-__all__ = ["Ctx", "Limits", "random_ids", "counting_ids"]
+__all__ = ["Ctx", "Limits", "counting_ids", "acting", "fits"]
 
 
 class Limits(msgspec.Struct, frozen=True):
@@ -44,11 +44,22 @@ class Ctx(msgspec.Struct, frozen=True):
     get: Callable[[str], Any] = _nothing
 
 
-def random_ids(prefix: str) -> str:
-    return prefix + secrets.token_hex(10)
-
-
 def counting_ids(start: int = 1) -> Callable[[str], str]:
     """Deterministic ids for tests: ``me_000001``, ``me_000002`` …"""
     counter = itertools.count(start)
     return lambda prefix: f"{prefix}{next(counter):06d}"
+
+
+def acting(ctx: Ctx) -> str:
+    """R4-1: the id of the active agent acting through ``ctx``; otherwise the
+    refusal (unauthenticated, or deactivated) is raised."""
+    must(require_active(ctx))
+    assert ctx.caller is not None  # require_active refused otherwise
+    return ctx.caller.agent
+
+
+def fits(content: bytes, ctx: Ctx, what: str = "content") -> None:
+    """L4-6, §12: content over the configured size is refused as ``too_large``,
+    writing nothing; the reason says how big it is and the limit."""
+    if len(content) > ctx.limits.max_content_bytes:
+        raise Refused(Rejection.too_large(len(content), ctx.limits.max_content_bytes, what))

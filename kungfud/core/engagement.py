@@ -11,13 +11,13 @@ Terminal states: adopted, rejected, undecided, dropped, timed out (R7.3-24).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import msgspec
 
-from ..errors import Hint, Rejection
-from .agent import require_active
-from .clock import deadline_passed, rfc3339
+from ..errors import Hint, Refused, Rejection, must, rejects
+from .clock import rfc3339
+from .context import acting
 from .decision import make
 from .facts import (
     Decision,
@@ -29,6 +29,7 @@ from .facts import (
     Fact,
     contract_obj,
 )
+from .lifecycle import Deadline, Lifecycle, Refusal, delivered, due, ended, judged
 from .obligations import ob_id
 from .pins import Pin, resolve_pin
 from .task import ContractState, TaskState, in_audience, may_read_contract
@@ -43,6 +44,7 @@ __all__ = [
     "DropTask",
     "JudgeTask",
     "ExpireTask",
+    "LIFECYCLE",
     "is_party",
     "take_refusal",
     "closed_to_takes",
@@ -60,7 +62,30 @@ __all__ = [
 
 StateName = Literal["taken", "delivered", "adopted", "rejected", "undecided", "dropped", "timed_out"]
 ExpiryOutcome = Literal["timed_out", "undecided", "adopted"]
-TERMINAL = frozenset({"adopted", "rejected", "undecided", "dropped", "timed_out"})
+
+#: The engagement lifecycle (§7.3): confirmed as taken (R7.3-2); nothing on the
+#: Task's side cancels it (R7.3-20…23).
+LIFECYCLE = Lifecycle(
+    name="engagement",
+    states=get_args(StateName),
+    transitions={
+        "taken": {"deliver": "delivered", "drop": "dropped"},
+        "delivered": {"adopt": "adopted", "reject": "rejected"},
+    },
+    refusals={
+        ("delivered", "deliver"): Refusal("{it} was already delivered; a delivery cannot be replaced", rule="R7.3-13"),
+        ("delivered", "drop"): Refusal("{it} was already delivered; only undelivered work is dropped"),
+        ("taken", ("adopt", "reject")): Refusal("{it} has not been delivered yet", "wait"),
+    },
+    deadlines={
+        "taken": Deadline("deliver_by", ("timed_out",)),  # R7.3-10
+        # R7.3-18: as the contract states, adopted only while the limit allows (B21):
+        # see expiry_outcomes. Adopted by the judge is not adopted by the deadline.
+        "delivered": Deadline("judge_by", ("undecided", "adopted"), unless="judged_at"),
+    },
+    final_rule="R7.3-25",
+)
+TERMINAL = LIFECYCLE.terminal
 
 
 class EngagementState(msgspec.Struct, frozen=True):
@@ -119,7 +144,7 @@ def is_party(e: EngagementState, reader: str) -> bool:
 def due_expiries(task: TaskState, now: int) -> list[str]:
     """Engagements whose deadline is due at ``now``, in the order they fell due
     (first come first served for the adoption limit, R7.4-2, B21)."""
-    return [e for _, e in sorted((lv.due, e) for e, lv in task.live.items() if lv.due <= now)]
+    return due(task.live, now)
 
 
 def expiry_outcomes(task: TaskState, now: int, get: Any) -> list[tuple[str, ExpiryOutcome]]:
@@ -193,17 +218,14 @@ def _take_result(e_id: str, task: TaskState, version: int, inputs: list, deliver
     }
 
 
-def decide_take(cmd: TakeTask, ctx: "Ctx") -> Decision | Rejection:
-    if (r := require_active(ctx)) is not None:
-        return r
-    assert ctx.caller is not None
-    me = ctx.caller.agent
+@rejects
+def decide_take(cmd: TakeTask, ctx: "Ctx") -> Decision:
+    me = acting(ctx)
     task: TaskState | None = ctx.get(cmd.task)
     if task is None or not may_read_contract(task, me):
-        return Rejection.not_found("task", cmd.task)
+        raise Refused(Rejection.not_found("task", cmd.task))
     contract: ContractState = ctx.get(contract_obj(cmd.task, task.latest))
-    if (r := take_refusal(task, contract, me)) is not None:
-        return r
+    must(take_refusal(task, contract, me))
     existing = task.open_by_agent.get(me)
     if existing is not None:
         e: EngagementState = ctx.get(existing)
@@ -212,17 +234,16 @@ def decide_take(cmd: TakeTask, ctx: "Ctx") -> Decision | Rejection:
             return Decision(
                 [], _take_result(existing, task, e.contract_version, e.inputs, e.deliver_by, e.state, True), {}
             )
-        if e.state != "taken":
-            return Rejection.conflict(f"your engagement {existing} on task {cmd.task} was already delivered", rule="R7.3-13")
-        facts = _delivery_facts(e, cmd.deliver, ctx)
-        if isinstance(facts, Rejection):
-            return facts
+        if not LIFECYCLE.allows(e.state, "deliver"):
+            raise Refused(Rejection.conflict(
+                f"your engagement {existing} on task {cmd.task} was already delivered", rule="R7.3-13"
+            ))
+        facts = _delivery(e, cmd.deliver, me, ctx)
         result = _take_result(existing, task, e.contract_version, e.inputs, e.deliver_by, "delivered", True)
         result["judge_by"] = rfc3339(facts[-1].judge_by)  # type: ignore[attr-defined]
         return make(facts, result, ctx)
     author = ctx.get(task.author)
-    if (r := closed_to_takes(task, author is not None and author.active)) is not None:
-        return r
+    must(closed_to_takes(task, author is not None and author.active))
     c = contract.contract
     e_id = ctx.new_id("en_")
     deliver_by = ctx.now + c.deliver_within_s * 1000
@@ -243,182 +264,131 @@ def decide_take(cmd: TakeTask, ctx: "Ctx") -> Decision | Rejection:
         readers=c.readers,
     )
     facts: list[Fact] = [confirmed]
-    state = "taken"
-    result = _take_result(e_id, task, task.latest, c.inputs, deliver_by, state, False)
+    result = _take_result(e_id, task, task.latest, c.inputs, deliver_by, "taken", False)
     if cmd.deliver is not None:
         # R7.3-15: the engagement is confirmed before the delivery is accepted.
-        delivered = _delivery_facts(apply(None, confirmed), cmd.deliver, ctx)
-        if isinstance(delivered, Rejection):
-            return delivered
+        delivered = _delivery(apply(None, confirmed), cmd.deliver, me, ctx)
         facts += delivered
         result["state"] = "delivered"
         result["judge_by"] = rfc3339(delivered[-1].judge_by)  # type: ignore[attr-defined]
     return make(facts, result, ctx)
 
 
-def _delivery_facts(e: EngagementState, pin: Pin, ctx: "Ctx") -> list[Fact] | Rejection:
-    pinned = resolve_pin(pin, ctx, "delivery")
-    if isinstance(pinned, Rejection):
-        return pinned
-    facts, memory, version = pinned
-    assert ctx.caller is not None
+def _delivery(e: EngagementState, pin: Pin, me: str, ctx: "Ctx") -> list[Fact]:
+    """The engaged agent pins its own Memory; the judgment deadline starts."""
+    facts, memory, version = must(resolve_pin(pin, ctx, "delivery"))
     judge_by = ctx.now + e.judge_within_s * 1000
-    return [
-        *facts,
-        EngagementDelivered(
-            at=ctx.now, by=ctx.caller.agent, engagement=e.engagement, task=e.task, pin_memory=memory,
-            pin_version=version, judge_by=judge_by,
-        ),
-    ]
+    return [*facts, EngagementDelivered(
+        at=ctx.now, by=me, engagement=e.engagement, task=e.task, pin_memory=memory, pin_version=version,
+        judge_by=judge_by,
+    )]
 
 
-def _load(engagement: str, ctx: "Ctx") -> tuple[EngagementState | None, TaskState | None, Rejection | None]:
-    if (r := require_active(ctx)) is not None:
-        return None, None, r
-    assert ctx.caller is not None
+def _load(engagement: str, ctx: "Ctx") -> tuple[EngagementState, TaskState, str]:
+    """The engagement, its Task and the acting caller, if the caller is a party
+    (R9-16); otherwise not_found worded as for a missing id."""
+    me = acting(ctx)
     e: EngagementState | None = ctx.get(engagement)
-    if e is None or not is_party(e, ctx.caller.agent):
-        return None, None, Rejection.not_found("engagement", engagement)
+    if e is None or not is_party(e, me):
+        raise Refused(Rejection.not_found("engagement", engagement))
     task: TaskState = ctx.get(e.task)
     if engagement in due_expiries(task, ctx.now):
         # A deadline at or before now wins; the actor records the expiry first.
-        outcome = dict(expiry_outcomes(task, ctx.now, ctx.get))[engagement]
-        return None, None, _expired(e, outcome)
-    return e, task, None
+        raise Refused(LIFECYCLE.final(e, dict(expiry_outcomes(task, ctx.now, ctx.get))[engagement]))
+    return e, task, me
 
 
-def _expired(e: EngagementState, outcome: str) -> Rejection:
-    """A deadline ended the engagement (recorded or not yet): when, and what next."""
-    if outcome == "timed_out":
-        return deadline_passed("engagement", e.engagement, outcome, e.deliver_by)
-    assert e.judge_by is not None
-    return deadline_passed("engagement", e.engagement, outcome, e.judge_by)
-
-
-def _terminal(e: EngagementState) -> Rejection:
-    if e.state in ("timed_out", "undecided") or (e.state == "adopted" and e.judged_at is None):
-        return _expired(e, e.state)
-    return Rejection.conflict(f"engagement {e.engagement} is {e.state.replace('_', ' ')}; that state is final", rule="R7.3-25")
-
-
-def decide_deliver(cmd: DeliverTask, ctx: "Ctx") -> Decision | Rejection:
-    e, task, r = _load(cmd.engagement, ctx)
-    if r is not None:
-        return r
-    assert e is not None and ctx.caller is not None
-    if e.agent != ctx.caller.agent:
-        return Rejection.forbidden(f"only the engaged agent delivers engagement {cmd.engagement}", rule="R7.3-9")
-    if e.state != "taken":
-        if e.state == "delivered":
-            return Rejection.conflict(f"engagement {cmd.engagement} was already delivered; a delivery cannot be replaced", rule="R7.3-13")
-        return _terminal(e)
-    facts = _delivery_facts(e, cmd.pin, ctx)
-    if isinstance(facts, Rejection):
-        return facts
+@rejects
+def decide_deliver(cmd: DeliverTask, ctx: "Ctx") -> Decision:
+    e, _, me = _load(cmd.engagement, ctx)
+    if e.agent != me:
+        raise Refused(Rejection.forbidden(f"only the engaged agent delivers engagement {cmd.engagement}", rule="R7.3-9"))
+    LIFECYCLE.check(e, "deliver")
+    facts = _delivery(e, cmd.pin, me, ctx)
     judge_by = facts[-1].judge_by  # type: ignore[attr-defined]
-    return make(
-        facts,
-        {
-            "engagement": cmd.engagement,
-            "state": "delivered",
-            "judge_by": rfc3339(judge_by),
-            "ended": [ob_id("deliver", cmd.engagement, e.agent)],
-        },
-        ctx,
-    )
+    result = {"engagement": cmd.engagement, "state": "delivered", "judge_by": rfc3339(judge_by)}
+    return make(facts, {**result, "ended": [ob_id("deliver", cmd.engagement, e.agent)]}, ctx)
 
 
-def decide_drop(cmd: DropTask, ctx: "Ctx") -> Decision | Rejection:
-    e, task, r = _load(cmd.engagement, ctx)
-    if r is not None:
-        return r
-    assert e is not None and ctx.caller is not None
-    if e.agent != ctx.caller.agent:
-        return Rejection.forbidden(f"only the engaged agent may drop engagement {cmd.engagement}", rule="R7.3-9")
-    if e.state != "taken":
-        if e.state == "delivered":
-            return Rejection.conflict(f"engagement {cmd.engagement} was already delivered; only undelivered work is dropped")
-        return _terminal(e)
+@rejects
+def decide_drop(cmd: DropTask, ctx: "Ctx") -> Decision:
+    e, _, me = _load(cmd.engagement, ctx)
+    if e.agent != me:
+        raise Refused(Rejection.forbidden(f"only the engaged agent may drop engagement {cmd.engagement}", rule="R7.3-9"))
+    LIFECYCLE.check(e, "drop")
     fact = EngagementDropped(at=ctx.now, by=e.agent, engagement=cmd.engagement, task=e.task)
     return make([fact], {"engagement": cmd.engagement, "state": "dropped", "ended": [ob_id("deliver", cmd.engagement, e.agent)]}, ctx)
 
 
-def decide_judge(cmd: JudgeTask, ctx: "Ctx") -> Decision | Rejection:
+@rejects
+def decide_judge(cmd: JudgeTask, ctx: "Ctx") -> Decision:
     """R7.3-16, R7.3-17: the judge adopts or rejects; R7.4-2: the adoption limit
     of the bound version is checked now, over every adoption of the Task."""
-    e, task, r = _load(cmd.engagement, ctx)
-    if r is not None:
-        return r
-    assert e is not None and task is not None and ctx.caller is not None
-    me = ctx.caller.agent
+    e, task, me = _load(cmd.engagement, ctx)
     if e.judge != me:
-        return Rejection.forbidden(f"only the judge of engagement {cmd.engagement} may judge it", rule="R7-1")
-    if e.state != "delivered":
-        if e.state in TERMINAL:
-            return _terminal(e)
-        return Rejection("conflict", f"engagement {cmd.engagement} has not been delivered yet", "wait")
+        raise Refused(Rejection.forbidden(f"only the judge of engagement {cmd.engagement} may judge it", rule="R7-1"))
+    final = LIFECYCLE.check(e, cmd.verdict)
     if cmd.verdict == "reject" and cmd.reason is None:
-        return Rejection.bad_request("a rejection must carry a reason the engaged agent can read - at `$.args.content`", rule="R7.3-17")
+        raise Refused(Rejection.bad_request(
+            "a rejection must carry a reason the engaged agent can read - at `$.args.content`", rule="R7.3-17"
+        ))
     if cmd.verdict == "adopt" and e.adoption_limit is not None and task.adoptions >= e.adoption_limit:
         # WIRE.md 1.1: the judge obligation stays until a verdict; the one left is reject.
-        return Rejection(
+        raise Refused(Rejection(
             "conflict",
             f"task {e.task} reached its adoption limit of {e.adoption_limit}; "
             "reject the delivery instead, with a reason the engaged agent can read",
             "revise",
             Hint("task.judge", {"engagement": cmd.engagement, "verdict": "reject"}),
-        )
+        ))
     fact = EngagementJudged(at=ctx.now, by=me, engagement=cmd.engagement, task=e.task, verdict=cmd.verdict, reason=cmd.reason)
-    final = "adopted" if cmd.verdict == "adopt" else "rejected"
     return make([fact], {"engagement": cmd.engagement, "state": final, "ended": [ob_id("judge", cmd.engagement, me)]}, ctx)
 
 
-def decide_expire(cmd: ExpireTask, ctx: "Ctx") -> Decision | Rejection:
+@rejects
+def decide_expire(cmd: ExpireTask, ctx: "Ctx") -> Decision:
     """L4: delivery deadline → timed out (R7.3-10); judgment deadline → the
     contract's result (R7.3-18): adopted only while the adoption limit allows,
     otherwise undecided (B21)."""
     task: TaskState | None = ctx.get(cmd.task)
     if task is None:
-        return Rejection.not_found("task", cmd.task)
+        raise Refused(Rejection.not_found("task", cmd.task))
     facts: list[Fact] = [
         EngagementExpired(at=ctx.now, by=None, engagement=e_id, task=cmd.task, outcome=outcome)
         for e_id, outcome in expiry_outcomes(task, ctx.now, ctx.get)
     ]
     if not facts:
-        return Rejection.conflict(f"no deadline of task {cmd.task} is due")
+        raise Refused(Rejection.conflict(f"no deadline of task {cmd.task} is due"))
     return make(facts, {"task": cmd.task, "expired": [f.engagement for f in facts]}, ctx)  # type: ignore[attr-defined]
 
 
 def apply(state: EngagementState | None, fact: Fact) -> EngagementState:
-    rep = msgspec.structs.replace
-    if isinstance(fact, EngagementConfirmed):
-        assert state is None
-        return EngagementState(
-            engagement=fact.engagement,
-            task=fact.task,
-            agent=fact.agent,
-            author=fact.author,
-            judge=fact.judge,
-            contract_version=fact.contract_version,
-            inputs=list(fact.inputs),
-            taken_at=fact.at,
-            deliver_by=fact.deliver_by,
-            judge_within_s=fact.judge_within_s,
-            on_no_judgment=fact.on_no_judgment,
-            adoption_limit=fact.adoption_limit,
-            readers=fact.readers,
-        )
+    match fact:
+        case EngagementConfirmed():
+            assert state is None
+            return EngagementState(
+                engagement=fact.engagement,
+                task=fact.task,
+                agent=fact.agent,
+                author=fact.author,
+                judge=fact.judge,
+                contract_version=fact.contract_version,
+                inputs=list(fact.inputs),
+                taken_at=fact.at,
+                deliver_by=fact.deliver_by,
+                judge_within_s=fact.judge_within_s,
+                on_no_judgment=fact.on_no_judgment,
+                adoption_limit=fact.adoption_limit,
+                readers=fact.readers,
+            )
     assert state is not None
-    if isinstance(fact, EngagementDelivered):
-        return rep(
-            state, state="delivered", delivered_at=fact.at, pin_memory=fact.pin_memory, pin_version=fact.pin_version,
-            judge_by=fact.judge_by,
-        )
-    if isinstance(fact, EngagementJudged):
-        final: StateName = "adopted" if fact.verdict == "adopt" else "rejected"
-        return rep(state, state=final, judged_at=fact.at, reason=fact.reason, ended_at=fact.at)
-    if isinstance(fact, EngagementDropped):
-        return rep(state, state="dropped", ended_at=fact.at)
-    if isinstance(fact, EngagementExpired):
-        return rep(state, state=fact.outcome, ended_at=fact.at)
+    match fact:
+        case EngagementDelivered():
+            return delivered(state, fact)
+        case EngagementJudged():
+            return judged(state, fact)
+        case EngagementDropped():
+            return ended(state, "dropped", fact.at)
+        case EngagementExpired(outcome=outcome):
+            return ended(state, outcome, fact.at)
     raise TypeError(f"engagement cannot apply {type(fact).__name__}")

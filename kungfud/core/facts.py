@@ -17,51 +17,18 @@ state follow from the facts alone.
 
 from __future__ import annotations
 
-from typing import Literal, Union
+from typing import ClassVar, Literal, Union
 
 import msgspec
 
 __all__ = [
-    "Fact",
-    "AgentRegistered",
-    "AgentStatusSet",
-    "AgentKeySet",
-    "MemoryCreated",
-    "MemoryUpdated",
-    "MemoryVisibilitySet",
-    "MemoryWithdrawn",
-    "ThreadCreated",
-    "AdmissionIssued",
-    "AdmissionVoided",
-    "MemberJoined",
-    "MembershipEnded",
-    "RoleSet",
-    "EntryPosted",
-    "ResponseHandled",
-    "RequestRetracted",
-    "ThreadClosed",
-    "AssignmentCreated",
-    "AssignmentTaken",
-    "AssignmentDelivered",
-    "AssignmentJudged",
-    "AssignmentDropped",
-    "AssignmentVoided",
-    "AssignmentExpired",
-    "AnyFact",
-    "Decision",
-    "touches",
-    "entry_obj",
-    "threads_obj",
-    "contract_obj",
-    "Contract",
-    "TaskCreated",
-    "TaskRevised",
-    "TaskAcceptingSet",
-    "EngagementConfirmed",
-    "EngagementDelivered",
-    "EngagementJudged",
-    "EngagementDropped",
-    "EngagementExpired",
+    "Fact", "AgentRegistered", "AgentStatusSet", "AgentKeySet", "MemoryCreated", "MemoryUpdated",
+    "MemoryVisibilitySet", "MemoryWithdrawn", "ThreadCreated", "AdmissionIssued", "AdmissionVoided",
+    "MemberJoined", "MembershipEnded", "RoleSet", "EntryPosted", "ResponseHandled", "RequestRetracted",
+    "ThreadClosed", "AssignmentCreated", "AssignmentTaken", "AssignmentDelivered", "AssignmentJudged",
+    "AssignmentDropped", "AssignmentVoided", "AssignmentExpired", "AnyFact", "Decision", "entry_obj",
+    "threads_obj", "contract_obj", "Contract", "TaskCreated", "TaskRevised", "TaskAcceptingSet",
+    "EngagementConfirmed", "EngagementDelivered", "EngagementJudged", "EngagementDropped", "EngagementExpired",
 ]
 
 Role = Literal["observer", "speaker", "governor"]
@@ -79,8 +46,13 @@ class Fact(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind"):
     at: int  # ms since epoch: when it was recorded
     by: str | None  # the acting agent; None for deadlines and the daemon itself
 
+    #: The fields naming the objects whose state this fact changes, in order; a
+    #: fact whose objects are computed (sub-objects, lists) overrides objects().
+    touches: ClassVar[tuple[str, ...]] = ()
+
     def objects(self) -> tuple[str, ...]:
-        raise NotImplementedError
+        """The objects whose state this fact changes (their streams get the fact)."""
+        return tuple(getattr(self, field) for field in self.touches)
 
 
 # --- §4 Agent -------------------------------------------------------------
@@ -92,16 +64,14 @@ class AgentRegistered(Fact, frozen=True, tag="agent.registered"):
     key_hash: bytes  # sha256 of the agent key; the key itself is never stored
     admin: bool = False
 
-    def objects(self) -> tuple[str, ...]:
-        return (self.agent,)
+    touches = ("agent",)
 
 
 class AgentStatusSet(Fact, frozen=True, tag="agent.status_set"):
     agent: str
     status: Literal["active", "deactivated"]
 
-    def objects(self) -> tuple[str, ...]:
-        return (self.agent,)
+    touches = ("agent",)
 
 
 class AgentKeySet(Fact, frozen=True, tag="agent.key_set"):
@@ -112,8 +82,7 @@ class AgentKeySet(Fact, frozen=True, tag="agent.key_set"):
     agent: str
     key_hash: bytes  # sha256 of the new key; the key itself is never stored
 
-    def objects(self) -> tuple[str, ...]:
-        return (self.agent,)
+    touches = ("agent",)
 
 
 # --- §5 Memory ------------------------------------------------------------
@@ -124,8 +93,7 @@ class MemoryCreated(Fact, frozen=True, tag="memory.created"):
     author: str
     content: bytes  # version 1
 
-    def objects(self) -> tuple[str, ...]:
-        return (self.memory,)
+    touches = ("memory",)
 
 
 class MemoryUpdated(Fact, frozen=True, tag="memory.updated"):
@@ -133,23 +101,20 @@ class MemoryUpdated(Fact, frozen=True, tag="memory.updated"):
     version: int
     content: bytes
 
-    def objects(self) -> tuple[str, ...]:
-        return (self.memory,)
+    touches = ("memory",)
 
 
 class MemoryVisibilitySet(Fact, frozen=True, tag="memory.visibility_set"):
     memory: str
     visibility: Literal["private", "public"]
 
-    def objects(self) -> tuple[str, ...]:
-        return (self.memory,)
+    touches = ("memory",)
 
 
 class MemoryWithdrawn(Fact, frozen=True, tag="memory.withdrawn"):
     memory: str
 
-    def objects(self) -> tuple[str, ...]:
-        return (self.memory,)
+    touches = ("memory",)
 
 
 # --- §6.1 / §6.2 Thread, admission, membership -----------------------------
@@ -171,16 +136,14 @@ class AdmissionIssued(Fact, frozen=True, tag="thread.admission_issued"):
     token_hash: bytes  # the token itself is disclosed once, never stored (R12-4)
     voided: str | None = None  # the grant this one replaced (R6.1-7)
 
-    def objects(self) -> tuple[str, ...]:
-        return (self.thread,)
+    touches = ("thread",)
 
 
 class AdmissionVoided(Fact, frozen=True, tag="thread.admission_voided"):
     thread: str
     admission: str
 
-    def objects(self) -> tuple[str, ...]:
-        return (self.thread,)
+    touches = ("thread",)
 
 
 class MemberJoined(Fact, frozen=True, tag="thread.member_joined"):
@@ -292,8 +255,7 @@ class AssignmentCreated(Fact, frozen=True, tag="assignment.created"):
     judge_within_s: int
     redoes: str | None = None
 
-    def objects(self) -> tuple[str, ...]:
-        return (self.assignment, self.thread)
+    touches = ("assignment", "thread")
 
 
 class AssignmentTaken(Fact, frozen=True, tag="assignment.taken"):
@@ -303,11 +265,12 @@ class AssignmentTaken(Fact, frozen=True, tag="assignment.taken"):
     deliver_by: int
     response_entry: int | None = None  # the carrying entry, when the taker's response to it ended
 
+    touches = ("assignment", "thread")
+
     def objects(self) -> tuple[str, ...]:
-        objs: tuple[str, ...] = (self.assignment, self.thread)
-        if self.response_entry is not None:
-            objs += (entry_obj(self.thread, self.response_entry),)
-        return objs
+        if self.response_entry is None:
+            return super().objects()
+        return super().objects() + (entry_obj(self.thread, self.response_entry),)
 
 
 class AssignmentDelivered(Fact, frozen=True, tag="assignment.delivered"):
@@ -317,8 +280,7 @@ class AssignmentDelivered(Fact, frozen=True, tag="assignment.delivered"):
     pin_version: int
     judge_by: int
 
-    def objects(self) -> tuple[str, ...]:
-        return (self.assignment, self.thread)
+    touches = ("assignment", "thread")
 
 
 class AssignmentJudged(Fact, frozen=True, tag="assignment.judged"):
@@ -327,24 +289,21 @@ class AssignmentJudged(Fact, frozen=True, tag="assignment.judged"):
     verdict: Literal["adopt", "reject"]
     reason: bytes | None = None  # {"reason": …} content
 
-    def objects(self) -> tuple[str, ...]:
-        return (self.assignment, self.thread)
+    touches = ("assignment", "thread")
 
 
 class AssignmentDropped(Fact, frozen=True, tag="assignment.dropped"):
     assignment: str
     thread: str
 
-    def objects(self) -> tuple[str, ...]:
-        return (self.assignment, self.thread)
+    touches = ("assignment", "thread")
 
 
 class AssignmentVoided(Fact, frozen=True, tag="assignment.voided"):
     assignment: str
     thread: str
 
-    def objects(self) -> tuple[str, ...]:
-        return (self.assignment, self.thread)
+    touches = ("assignment", "thread")
 
 
 class AssignmentExpired(Fact, frozen=True, tag="assignment.expired"):
@@ -354,8 +313,7 @@ class AssignmentExpired(Fact, frozen=True, tag="assignment.expired"):
     thread: str
     outcome: Literal["timed_out", "undecided"]
 
-    def objects(self) -> tuple[str, ...]:
-        return (self.assignment, self.thread)
+    touches = ("assignment", "thread")
 
 
 # --- §7 Tasks ----------------------------------------------------------------------
@@ -405,8 +363,7 @@ class TaskAcceptingSet(Fact, frozen=True, tag="task.accepting_set"):
     task: str
     accepting: bool
 
-    def objects(self) -> tuple[str, ...]:
-        return (self.task,)
+    touches = ("task",)
 
 
 class EngagementConfirmed(Fact, frozen=True, tag="engagement.confirmed"):
@@ -426,8 +383,7 @@ class EngagementConfirmed(Fact, frozen=True, tag="engagement.confirmed"):
     adoption_limit: int | None
     readers: Literal["parties", "public"]
 
-    def objects(self) -> tuple[str, ...]:
-        return (self.engagement, self.task)
+    touches = ("engagement", "task")
 
 
 class EngagementDelivered(Fact, frozen=True, tag="engagement.delivered"):
@@ -437,8 +393,7 @@ class EngagementDelivered(Fact, frozen=True, tag="engagement.delivered"):
     pin_version: int
     judge_by: int
 
-    def objects(self) -> tuple[str, ...]:
-        return (self.engagement, self.task)
+    touches = ("engagement", "task")
 
 
 class EngagementJudged(Fact, frozen=True, tag="engagement.judged"):
@@ -447,16 +402,14 @@ class EngagementJudged(Fact, frozen=True, tag="engagement.judged"):
     verdict: Literal["adopt", "reject"]
     reason: bytes | None = None
 
-    def objects(self) -> tuple[str, ...]:
-        return (self.engagement, self.task)
+    touches = ("engagement", "task")
 
 
 class EngagementDropped(Fact, frozen=True, tag="engagement.dropped"):
     engagement: str
     task: str
 
-    def objects(self) -> tuple[str, ...]:
-        return (self.engagement, self.task)
+    touches = ("engagement", "task")
 
 
 class EngagementExpired(Fact, frozen=True, tag="engagement.expired"):
@@ -467,49 +420,17 @@ class EngagementExpired(Fact, frozen=True, tag="engagement.expired"):
     task: str
     outcome: Literal["timed_out", "undecided", "adopted"]
 
-    def objects(self) -> tuple[str, ...]:
-        return (self.engagement, self.task)
+    touches = ("engagement", "task")
 
 
 AnyFact = Union[
-    AgentRegistered,
-    AgentStatusSet,
-    AgentKeySet,
-    MemoryCreated,
-    MemoryUpdated,
-    MemoryVisibilitySet,
-    MemoryWithdrawn,
-    ThreadCreated,
-    AdmissionIssued,
-    AdmissionVoided,
-    MemberJoined,
-    MembershipEnded,
-    RoleSet,
-    EntryPosted,
-    ResponseHandled,
-    RequestRetracted,
-    ThreadClosed,
-    AssignmentCreated,
-    AssignmentTaken,
-    AssignmentDelivered,
-    AssignmentJudged,
-    AssignmentDropped,
-    AssignmentVoided,
-    AssignmentExpired,
-    TaskCreated,
-    TaskRevised,
-    TaskAcceptingSet,
-    EngagementConfirmed,
-    EngagementDelivered,
-    EngagementJudged,
-    EngagementDropped,
+    AgentRegistered, AgentStatusSet, AgentKeySet, MemoryCreated, MemoryUpdated, MemoryVisibilitySet,
+    MemoryWithdrawn, ThreadCreated, AdmissionIssued, AdmissionVoided, MemberJoined, MembershipEnded, RoleSet,
+    EntryPosted, ResponseHandled, RequestRetracted, ThreadClosed, AssignmentCreated, AssignmentTaken,
+    AssignmentDelivered, AssignmentJudged, AssignmentDropped, AssignmentVoided, AssignmentExpired, TaskCreated,
+    TaskRevised, TaskAcceptingSet, EngagementConfirmed, EngagementDelivered, EngagementJudged, EngagementDropped,
     EngagementExpired,
 ]
-
-
-def touches(fact: Fact) -> tuple[str, ...]:
-    """The objects whose state this fact changes (their streams get the fact)."""
-    return fact.objects()
 
 
 class Decision(msgspec.Struct, frozen=True):

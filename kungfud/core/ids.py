@@ -1,29 +1,9 @@
-"""Identifier prefixes (WIRE.md "Conventions"). Ids are opaque to clients."""
+"""Fresh identifiers (WIRE.md "Conventions"). Ids are opaque to clients; which
+prefix names which kind of object is the table in :mod:`kungfud.core.kinds`."""
 
 from __future__ import annotations
 
-__all__ = ["PREFIXES", "kind_of", "is_id", "time_ordered"]
-
-PREFIXES = {
-    "ag_": "agent",
-    "me_": "memory",
-    "th_": "thread",
-    "ad_": "admission",
-    "as_": "assignment",
-    "tk_": "task",
-    "en_": "engagement",
-    "ob_": "obligation",
-}
-
-
-def kind_of(ident: str) -> str | None:
-    """The atom kind an id names, or None when it has no known prefix."""
-    return PREFIXES.get(ident[:3])
-
-
-def is_id(ident: str, prefix: str) -> bool:
-    return ident.startswith(prefix) and 3 < len(ident) <= 64 and ident.isascii()
-
+__all__ = ["time_ordered"]
 
 _ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32, ASCII-sorted
 

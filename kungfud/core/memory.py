@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Literal
 
 import msgspec
 
-from ..errors import Rejection
-from .agent import require_active
+from ..errors import Refused, Rejection, rejects
+from .context import acting, fits
 from .facts import Decision, Fact, MemoryCreated, MemoryUpdated, MemoryVisibilitySet, MemoryWithdrawn
 from .visibility import may_read_memory
 
@@ -66,83 +66,70 @@ class Withdraw(msgspec.Struct, frozen=True):
     memory: str
 
 
-def _content_fits(content: bytes, ctx: "Ctx") -> Rejection | None:
-    if len(content) > ctx.limits.max_content_bytes:
-        return Rejection(
-            "too_large",
-            f"content is {len(content)} bytes encoded; the limit is {ctx.limits.max_content_bytes}",
-            "revise",
-        )
-    return None
-
-
-def decide_create(cmd: Create, ctx: "Ctx") -> Decision | Rejection:
-    if (r := require_active(ctx) or _content_fits(cmd.content, ctx)) is not None:
-        return r
-    assert ctx.caller is not None
+@rejects
+def decide_create(cmd: Create, ctx: "Ctx") -> Decision:
+    me = acting(ctx)
+    fits(cmd.content, ctx)
     memory = ctx.new_id("me_")
-    fact = MemoryCreated(at=ctx.now, by=ctx.caller.agent, memory=memory, author=ctx.caller.agent, content=cmd.content)
+    fact = MemoryCreated(at=ctx.now, by=me, memory=memory, author=me, content=cmd.content)
     return Decision([fact], {"memory": memory, "version": 1, "visibility": "private"}, {memory: apply(None, fact)})
 
 
-def _authored(state: MemoryState | None, ident: str, ctx: "Ctx", verb: str) -> Rejection | None:
+def _authored(state: MemoryState | None, ident: str, ctx: "Ctx", verb: str) -> tuple[MemoryState, str]:
     """The author alone changes a Memory; others learn only what §9 lets them read."""
-    assert ctx.caller is not None
-    if state is None or not may_read_memory(state, ctx.caller.agent, None):
-        return Rejection.not_found("memory", ident)
-    if state.author != ctx.caller.agent:
-        return Rejection.forbidden(f"only the author of memory {ident} may {verb} it")
-    return None
+    me = acting(ctx)
+    if state is None or not may_read_memory(state, me, None):
+        raise Refused(Rejection.not_found("memory", ident))
+    if state.author != me:
+        raise Refused(Rejection.forbidden(f"only the author of memory {ident} may {verb} it"))
+    return state, me
 
 
-def decide_update(state: MemoryState | None, cmd: Update, ctx: "Ctx") -> Decision | Rejection:
-    if (r := require_active(ctx) or _authored(state, cmd.memory, ctx, "update")) is not None:
-        return r
-    assert state is not None and ctx.caller is not None
+@rejects
+def decide_update(state: MemoryState | None, cmd: Update, ctx: "Ctx") -> Decision:
+    state, me = _authored(state, cmd.memory, ctx, "update")
     if not state.valid:
-        return Rejection.conflict(f"memory {cmd.memory} is withdrawn; withdrawal is terminal", rule="R5-6")
-    if (r := _content_fits(cmd.content, ctx)) is not None:
-        return r
-    fact = MemoryUpdated(
-        at=ctx.now, by=ctx.caller.agent, memory=cmd.memory, version=state.latest + 1, content=cmd.content
-    )
+        raise Refused(Rejection.conflict(f"memory {cmd.memory} is withdrawn; withdrawal is terminal", rule="R5-6"))
+    fits(cmd.content, ctx)
+    fact = MemoryUpdated(at=ctx.now, by=me, memory=cmd.memory, version=state.latest + 1, content=cmd.content)
     return Decision([fact], {"memory": cmd.memory, "version": fact.version}, {cmd.memory: apply(state, fact)})
 
 
-def decide_set_visibility(state: MemoryState | None, cmd: SetVisibility, ctx: "Ctx") -> Decision | Rejection:
+@rejects
+def decide_set_visibility(state: MemoryState | None, cmd: SetVisibility, ctx: "Ctx") -> Decision:
     verb = "publish" if cmd.visibility == "public" else "unpublish"
-    if (r := require_active(ctx) or _authored(state, cmd.memory, ctx, verb)) is not None:
-        return r
-    assert state is not None and ctx.caller is not None
+    state, me = _authored(state, cmd.memory, ctx, verb)
     if not state.valid:
-        return Rejection.conflict(f"memory {cmd.memory} is withdrawn and cannot be {verb}ed")
+        raise Refused(Rejection.conflict(f"memory {cmd.memory} is withdrawn and cannot be {verb}ed"))
     if state.visibility == cmd.visibility:
         # WIRE.md: an action that would change nothing is a conflict (L2-7).
-        return Rejection.conflict(f"memory {cmd.memory} is already {cmd.visibility}")
-    fact = MemoryVisibilitySet(at=ctx.now, by=ctx.caller.agent, memory=cmd.memory, visibility=cmd.visibility)
+        raise Refused(Rejection.conflict(f"memory {cmd.memory} is already {cmd.visibility}"))
+    fact = MemoryVisibilitySet(at=ctx.now, by=me, memory=cmd.memory, visibility=cmd.visibility)
     return Decision([fact], {"memory": cmd.memory, "visibility": cmd.visibility}, {cmd.memory: apply(state, fact)})
 
 
-def decide_withdraw(state: MemoryState | None, cmd: Withdraw, ctx: "Ctx") -> Decision | Rejection:
-    if (r := require_active(ctx) or _authored(state, cmd.memory, ctx, "withdraw")) is not None:
-        return r
-    assert state is not None and ctx.caller is not None
+@rejects
+def decide_withdraw(state: MemoryState | None, cmd: Withdraw, ctx: "Ctx") -> Decision:
+    state, me = _authored(state, cmd.memory, ctx, "withdraw")
     if not state.valid:
-        return Rejection.conflict(f"memory {cmd.memory} is already withdrawn")
-    fact = MemoryWithdrawn(at=ctx.now, by=ctx.caller.agent, memory=cmd.memory)
+        raise Refused(Rejection.conflict(f"memory {cmd.memory} is already withdrawn"))
+    fact = MemoryWithdrawn(at=ctx.now, by=me, memory=cmd.memory)
     return Decision([fact], {"memory": cmd.memory, "status": "withdrawn"}, {cmd.memory: apply(state, fact)})
 
 
 def apply(state: MemoryState | None, fact: Fact) -> MemoryState:
-    if isinstance(fact, MemoryCreated):
-        assert state is None
-        return MemoryState(fact.memory, fact.author, 1, "valid", "private", fact.at)
+    rep = msgspec.structs.replace
+    match fact:
+        case MemoryCreated():
+            assert state is None
+            return MemoryState(fact.memory, fact.author, 1, "valid", "private", fact.at)
     assert state is not None
-    if isinstance(fact, MemoryUpdated):
-        assert state.valid and fact.version == state.latest + 1
-        return msgspec.structs.replace(state, latest=fact.version)
-    if isinstance(fact, MemoryVisibilitySet):
-        return msgspec.structs.replace(state, visibility=fact.visibility)
-    if isinstance(fact, MemoryWithdrawn):
-        return msgspec.structs.replace(state, status="withdrawn")
+    match fact:
+        case MemoryUpdated(version=version):
+            assert state.valid and version == state.latest + 1
+            return rep(state, latest=version)
+        case MemoryVisibilitySet(visibility=visibility):
+            return rep(state, visibility=visibility)
+        case MemoryWithdrawn():
+            return rep(state, status="withdrawn")
     raise TypeError(f"memory cannot apply {type(fact).__name__}")

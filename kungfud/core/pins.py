@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Literal
 
 import msgspec
 
-from ..errors import Rejection
+from ..errors import Refused, Rejection, rejects
+from .context import acting, fits
 from .facts import Fact, MemoryCreated
 from .visibility import may_read_memory
 
@@ -32,27 +33,24 @@ class Pin(msgspec.Struct, frozen=True):
     content: bytes | None = None
 
 
-def resolve_pin(
-    pin: Pin, ctx: "Ctx", purpose: Literal["entry", "delivery"]
-) -> tuple[list[Fact], str, int] | Rejection:
-    assert ctx.caller is not None
-    me = ctx.caller.agent
+@rejects
+def resolve_pin(pin: Pin, ctx: "Ctx", purpose: Literal["entry", "delivery"]) -> tuple[list[Fact], str, int]:
+    """The facts a pin adds (a new Memory for inline content), and the (memory,
+    version) it pins; a :class:`~kungfud.errors.Rejection` when it may not."""
+    me = acting(ctx)
     if pin.content is not None:
-        if len(pin.content) > ctx.limits.max_content_bytes:
-            return Rejection(
-                "too_large",
-                f"content is {len(pin.content)} bytes encoded; the limit is {ctx.limits.max_content_bytes}",
-                "revise",
-            )
+        fits(pin.content, ctx)
         memory = ctx.new_id("me_")
         return [MemoryCreated(at=ctx.now, by=me, memory=memory, author=me, content=pin.content)], memory, 1
-    assert pin.memory is not None
+    assert pin.memory is not None  # the wire admits exactly one of memory and content
     state = ctx.get(pin.memory)
     if state is None or not may_read_memory(state, me, pin.version):
         shown = pin.memory if pin.version is None else f"{pin.memory} version {pin.version}"
-        return Rejection.not_found("memory", shown)
+        raise Refused(Rejection.not_found("memory", shown))
     if not state.valid:
-        return Rejection.conflict(f"memory {pin.memory} is withdrawn; withdrawal stops new references", rule="R5-11")
+        raise Refused(Rejection.conflict(f"memory {pin.memory} is withdrawn; withdrawal stops new references", rule="R5-11"))
     if purpose == "delivery" and state.author != me:
-        return Rejection.forbidden(f"a delivery pins the taker's own Memories; memory {pin.memory} is not yours", rule="R6.4-22")
+        raise Refused(Rejection.forbidden(
+            f"a delivery pins the taker's own Memories; memory {pin.memory} is not yours", rule="R6.4-22"
+        ))
     return [], pin.memory, pin.version if pin.version is not None else state.latest

@@ -17,7 +17,8 @@ import msgspec
 from .assignment import AssignmentState
 from .clock import rfc3339
 from .engagement import EngagementState
-from .obligations import Obligation, of_state
+from .kinds import of_state
+from .obligations import Obligation
 from .task import ContractState, TaskState
 
 __all__ = [

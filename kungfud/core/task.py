@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Literal
 
 import msgspec
 
-from ..errors import Rejection
-from .agent import AgentState, require_active
+from ..errors import Refused, Rejection, rejects
+from .agent import AgentState
+from .context import acting, fits
 from .decision import make
 from .facts import (
     Contract,
@@ -33,7 +34,6 @@ from .facts import (
     TaskAcceptingSet,
     TaskCreated,
     TaskRevised,
-
 )
 
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ __all__ = [
     "SetAccepting",
     "may_read_contract",
     "in_audience",
-    "contract_problem",
+    "validate_contract",
     "decide_create",
     "decide_revise",
     "decide_set_accepting",
@@ -136,29 +136,32 @@ def in_audience(task: TaskState, agent: str) -> bool:
     return task.audience is None or agent in task.audience
 
 
-def contract_problem(spec: ContractSpec, ctx: "Ctx") -> Contract | Rejection:
+def validate_contract(spec: ContractSpec, ctx: "Ctx") -> Contract:
     """§7.1: required inputs are versions of the author's own valid Memories
-    (R7.1-2); deadlines default (B3); a designated judge is an active agent (R7-2)."""
-    assert ctx.caller is not None
-    me = ctx.caller.agent
-    if len(spec.content) > ctx.limits.max_content_bytes:
-        return Rejection("too_large", "the contract's content is too large", "revise")
+    (R7.1-2); deadlines default (B3); a designated judge is an active agent (R7-2).
+    The contract as recorded, or :class:`~kungfud.errors.Refused`."""
+    me = acting(ctx)
+    fits(spec.content, ctx, "the contract's content")
     for memory, version in spec.inputs:
         m = ctx.get(memory)
         if m is None or m.author != me or not 1 <= version <= m.latest:
-            return Rejection.bad_request(
+            raise Refused(Rejection.bad_request(
                 f"required input {memory} version {version} is not a version of one of your own Memories"
                 " - at `$.args.contract.inputs`",
                 rule="R7.1-2",
-            )
+            ))
         if not m.valid:
-            return Rejection.conflict(f"memory {memory} is withdrawn and cannot be a required input", rule="R5-11")
+            raise Refused(Rejection.conflict(f"memory {memory} is withdrawn and cannot be a required input", rule="R5-11"))
     if spec.judge is not None:
         j: AgentState | None = ctx.get(spec.judge)
         if j is None or not j.active:
-            return Rejection.bad_request(f"the designated judge {spec.judge} is not an active agent - at `$.args.contract.judge`", rule="R7-2")
+            raise Refused(Rejection.bad_request(
+                f"the designated judge {spec.judge} is not an active agent - at `$.args.contract.judge`", rule="R7-2"
+            ))
     if spec.eligibility is not None and len(set(spec.eligibility)) != len(spec.eligibility):
-        return Rejection.bad_request("`eligibility.agents` names an agent more than once - at `$.args.contract.eligibility`")
+        raise Refused(Rejection.bad_request(
+            "`eligibility.agents` names an agent more than once - at `$.args.contract.eligibility`"
+        ))
     return Contract(
         inputs=list(spec.inputs),
         deliver_within_s=spec.deliver_within_s or ctx.limits.deliver_within_s,
@@ -176,119 +179,117 @@ def _contract_result(task: str, version: int) -> dict:
     return {"task": task, "contract_version": version}
 
 
-def decide_create(cmd: CreateTask, ctx: "Ctx") -> Decision | Rejection:
-    if (r := require_active(ctx)) is not None:
-        return r
-    assert ctx.caller is not None
-    me = ctx.caller.agent
+@rejects
+def decide_create(cmd: CreateTask, ctx: "Ctx") -> Decision:
+    me = acting(ctx)
     if cmd.audience is not None:
         if len(set(cmd.audience)) != len(cmd.audience):
-            return Rejection.bad_request("`audience.agents` names an agent more than once - at `$.args.audience`")
+            raise Refused(Rejection.bad_request("`audience.agents` names an agent more than once - at `$.args.audience`"))
         # D41: whether each named id is an agent is not checked — the answer would
         # tell the caller which ids exist (contrast D3); a name that is no agent
         # can never take (R7.2-3).
         if me in cmd.audience:
-            return Rejection.bad_request("the author cannot be in its own Task's audience - at `$.args.audience`", rule="R7.2-6")
-    contract = contract_problem(cmd.contract, ctx)
-    if isinstance(contract, Rejection):
-        return contract
+            raise Refused(Rejection.bad_request(
+                "the author cannot be in its own Task's audience - at `$.args.audience`", rule="R7.2-6"
+            ))
+    contract = validate_contract(cmd.contract, ctx)
     task = ctx.new_id("tk_")
     fact = TaskCreated(at=ctx.now, by=me, task=task, author=me, audience=cmd.audience, contract=contract)
     return make([fact], _contract_result(task, 1), ctx)
 
 
-def _authored(task_id: str, ctx: "Ctx") -> tuple[TaskState | None, Rejection | None]:
-    if (r := require_active(ctx)) is not None:
-        return None, r
-    assert ctx.caller is not None
+def _authored(task_id: str, ctx: "Ctx") -> tuple[TaskState, str]:
+    """The Task and its author acting on it (R7.1-8, B20); others who may read
+    its contract are forbidden, the rest get not_found."""
+    me = acting(ctx)
     task: TaskState | None = ctx.get(task_id)
-    if task is None or not may_read_contract(task, ctx.caller.agent):
-        return None, Rejection.not_found("task", task_id)
-    if task.author != ctx.caller.agent:
-        return None, Rejection.forbidden(f"only the author of task {task_id} may change it")
-    return task, None
+    if task is None or not may_read_contract(task, me):
+        raise Refused(Rejection.not_found("task", task_id))
+    if task.author != me:
+        raise Refused(Rejection.forbidden(f"only the author of task {task_id} may change it"))
+    return task, me
 
 
-def decide_revise(cmd: Revise, ctx: "Ctx") -> Decision | Rejection:
+@rejects
+def decide_revise(cmd: Revise, ctx: "Ctx") -> Decision:
     """R7.1-8, R7.1-9: a new version binding only later engagements."""
-    task, r = _authored(cmd.task, ctx)
-    if r is not None:
-        return r
-    assert task is not None and ctx.caller is not None
-    contract = contract_problem(cmd.contract, ctx)
-    if isinstance(contract, Rejection):
-        return contract
+    task, me = _authored(cmd.task, ctx)
+    contract = validate_contract(cmd.contract, ctx)
     version = task.latest + 1
-    fact = TaskRevised(at=ctx.now, by=ctx.caller.agent, task=cmd.task, version=version, contract=contract)
+    fact = TaskRevised(at=ctx.now, by=me, task=cmd.task, version=version, contract=contract)
     return make([fact], _contract_result(cmd.task, version), ctx)
 
 
-def decide_set_accepting(cmd: SetAccepting, ctx: "Ctx") -> Decision | Rejection:
+@rejects
+def decide_set_accepting(cmd: SetAccepting, ctx: "Ctx") -> Decision:
     """B20: pause/resume toggles new engagements; existing ones are untouched (R7.3-21)."""
-    task, r = _authored(cmd.task, ctx)
-    if r is not None:
-        return r
-    assert task is not None and ctx.caller is not None
+    task, me = _authored(cmd.task, ctx)
     if task.accepting == cmd.accepting:
-        return Rejection.conflict(f"task {cmd.task} is already {'accepting' if cmd.accepting else 'paused'}")
-    fact = TaskAcceptingSet(at=ctx.now, by=ctx.caller.agent, task=cmd.task, accepting=cmd.accepting)
+        raise Refused(Rejection.conflict(f"task {cmd.task} is already {'accepting' if cmd.accepting else 'paused'}"))
+    fact = TaskAcceptingSet(at=ctx.now, by=me, task=cmd.task, accepting=cmd.accepting)
     return make([fact], {"task": cmd.task, "accepting": cmd.accepting}, ctx)
+
+
+def _ended(state: TaskState, engagement: str, adopted: bool) -> TaskState:
+    """An engagement ended: no longer live nor open for its agent (R7.3-8)."""
+    agent = state.live[engagement].agent
+    return msgspec.structs.replace(
+        state,
+        live={e: v for e, v in state.live.items() if e != engagement},
+        open_by_agent={a: e for a, e in state.open_by_agent.items() if a != agent},
+        adoptions=state.adoptions + (1 if adopted else 0),
+    )
 
 
 def apply(state: TaskState | None, fact: Fact) -> TaskState:
     rep = msgspec.structs.replace
-    if isinstance(fact, TaskCreated):
-        assert state is None
-        return TaskState(
-            task=fact.task,
-            author=fact.author,
-            audience=fact.audience,
-            created_at=fact.at,
-            latest=1,
-            accepting=True,
-            adoptions=0,
-            judges=[fact.contract.judge] if fact.contract.judge else [],
-            open_by_agent={},
-            live={},
-            limit=fact.contract.adoption_limit,
-        )
+    match fact:
+        case TaskCreated(contract=contract):
+            assert state is None
+            return TaskState(
+                task=fact.task,
+                author=fact.author,
+                audience=fact.audience,
+                created_at=fact.at,
+                latest=1,
+                accepting=True,
+                adoptions=0,
+                judges=[contract.judge] if contract.judge else [],
+                open_by_agent={},
+                live={},
+                limit=contract.adoption_limit,
+            )
     assert state is not None
-    if isinstance(fact, TaskRevised):
-        judges = state.judges
-        if fact.contract.judge and fact.contract.judge not in judges:
-            judges = [*judges, fact.contract.judge]
-        return rep(state, latest=fact.version, judges=judges, limit=fact.contract.adoption_limit)
-    if isinstance(fact, TaskAcceptingSet):
-        return rep(state, accepting=fact.accepting)
-    if isinstance(fact, EngagementConfirmed):
-        return rep(
-            state,
-            engagements=state.engagements + 1,
-            open_by_agent={**state.open_by_agent, fact.agent: fact.engagement},
-            live={**state.live, fact.engagement: LiveEngagement(fact.agent, "taken", fact.deliver_by)},
-        )
-    if isinstance(fact, EngagementDelivered):
-        lv = state.live[fact.engagement]
-        return rep(state, live={**state.live, fact.engagement: rep(lv, state="delivered", due=fact.judge_by)})
-    if isinstance(fact, (EngagementJudged, EngagementDropped, EngagementExpired)):
-        lv = state.live[fact.engagement]
-        adopted = (isinstance(fact, EngagementJudged) and fact.verdict == "adopt") or (
-            isinstance(fact, EngagementExpired) and fact.outcome == "adopted"
-        )
-        return rep(
-            state,
-            live={e: v for e, v in state.live.items() if e != fact.engagement},
-            open_by_agent={a: e for a, e in state.open_by_agent.items() if a != lv.agent},
-            adoptions=state.adoptions + (1 if adopted else 0),
-        )
+    match fact:
+        case TaskRevised(version=version, contract=contract):
+            judges = state.judges
+            if contract.judge and contract.judge not in judges:
+                judges = [*judges, contract.judge]
+            return rep(state, latest=version, judges=judges, limit=contract.adoption_limit)
+        case TaskAcceptingSet(accepting=accepting):
+            return rep(state, accepting=accepting)
+        case EngagementConfirmed(engagement=e, agent=agent, deliver_by=deliver_by):
+            return rep(
+                state,
+                engagements=state.engagements + 1,
+                open_by_agent={**state.open_by_agent, agent: e},
+                live={**state.live, e: LiveEngagement(agent, "taken", deliver_by)},
+            )
+        case EngagementDelivered(engagement=e, judge_by=judge_by):
+            return rep(state, live={**state.live, e: rep(state.live[e], state="delivered", due=judge_by)})
+        case EngagementJudged(engagement=e, verdict=verdict):
+            return _ended(state, e, verdict == "adopt")
+        case EngagementExpired(engagement=e, outcome=outcome):
+            return _ended(state, e, outcome == "adopted")
+        case EngagementDropped(engagement=e):
+            return _ended(state, e, False)
     raise TypeError(f"task cannot apply {type(fact).__name__}")
 
 
 def apply_contract(state: ContractState | None, fact: Fact) -> ContractState:
-    if isinstance(fact, TaskCreated):
-        return ContractState(fact.task, 1, fact.contract, fact.at)
-    if isinstance(fact, TaskRevised):
-        return ContractState(fact.task, fact.version, fact.contract, fact.at)
+    match fact:
+        case TaskCreated():
+            return ContractState(fact.task, 1, fact.contract, fact.at)
+        case TaskRevised():
+            return ContractState(fact.task, fact.version, fact.contract, fact.at)
     raise TypeError(f"contract cannot apply {type(fact).__name__}")
-
-

@@ -13,7 +13,7 @@ import os
 import sys
 from typing import Any
 
-from ..core.atoms import apply_to
+from ..core.kinds import apply_to
 from .events import Feed
 from .indexes import fact_rows, state_rows
 from .layout import DERIVED, decode_fact, encode_object, from_u64, stream_key

@@ -45,7 +45,7 @@ from ..core.facts import (
     RoleSet,
     ThreadClosed,
 )
-from ..core.obligations import of_state
+from ..core.kinds import of_state
 from ..core.shapes import obligation_item, opportunity_item, outcome_item
 from ..core.task import TaskState
 from ..core.thread import ThreadState

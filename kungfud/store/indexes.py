@@ -21,7 +21,7 @@ from ..core.assignment import AssignmentState
 from ..core.entry import EntryState
 from ..core.facts import MemoryCreated, MemoryUpdated
 from ..core.memory import MemoryState
-from ..core.obligations import of_state
+from ..core.kinds import of_state
 from ..core.engagement import EngagementState
 from ..core.task import TaskState
 from ..core.thread import AgentThreads, ThreadState

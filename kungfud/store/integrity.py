@@ -133,7 +133,7 @@ def log_problems(txn: Any, dbs: dict[str, Any], *, derived: bool = True) -> list
     (LMDB keeps it), the last fact decoding, and (``derived``) the last fact's
     stream rows and object snapshots. Constant work per start, whatever the
     store's size."""
-    from ..core.atoms import state_type
+    from ..core.kinds import state_type
     from .layout import decode_fact, decode_object, from_u64, stream_key
 
     raw = txn.get(b"seq", db=dbs["meta"])

@@ -25,7 +25,7 @@ from typing import Any, Callable
 import msgspec
 
 from ..conventions import SECRET_FIELDS  # one definition, shared with the audit log
-from ..core.atoms import apply_to, state_type
+from ..core.kinds import apply_to, state_type
 from ..errors import Rejection
 from .events import Feed
 from .indexes import fact_rows, state_rows

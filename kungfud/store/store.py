@@ -17,7 +17,7 @@ from typing import Any, Iterator
 
 import lmdb
 
-from ..core.atoms import state_type
+from ..core.kinds import state_type
 from ..core.obligations import Obligation
 from .events import OutcomeRow
 from .integrity import NOT_NEW_TRACES, StoreDamaged, check_env, check_file, log_problems

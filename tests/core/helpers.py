@@ -11,9 +11,9 @@ from typing import Any
 from kungfud.core import agent as agent_core
 from kungfud.core import memory as memory_core
 from kungfud.core.agent import AgentState, Register, SetStatus
-from kungfud.core.atoms import fold
+from kungfud.core.kinds import fold
 from kungfud.core.context import Ctx, Limits, counting_ids
-from kungfud.core.facts import Decision, touches
+from kungfud.core.facts import Decision
 from kungfud.core.memory import Create, SetVisibility, Update, Withdraw
 from kungfud.errors import CODES, NEXT_STEPS, Rejection
 from tests.wording import check_wording
@@ -110,7 +110,7 @@ class World:
     def record(self, result: Decision | Rejection) -> Decision | Rejection:
         if isinstance(result, Decision):
             for fact in result.facts:
-                for obj in touches(fact):
+                for obj in fact.objects():
                     self.facts[obj].append(fact)
             self.states.update(result.states)
         return result

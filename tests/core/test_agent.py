@@ -14,9 +14,9 @@ import pytest
 
 from kungfud.core import agent as agent_core
 from kungfud.core.agent import CreateAgent, Register, ResetKey, RotateKey, SetStatus, decide_register, decide_set_status
-from kungfud.core.atoms import fold
+from kungfud.core.kinds import fold
 from kungfud.core.context import Limits
-from kungfud.core.facts import AgentKeySet, AgentRegistered, AgentStatusSet, Decision, touches
+from kungfud.core.facts import AgentKeySet, AgentRegistered, AgentStatusSet, Decision
 from kungfud.core.memory import (
     Create,
     SetVisibility,
@@ -230,7 +230,7 @@ def test_R4_5_deactivation_touches_no_memory_and_authorship_stays(w):
     memories = {m: (w.states[m], list(w.facts[m])) for m in (w.private, w.public)}
     d = accepted(w.set_status(w.admin, w.alice, "deactivated"))
     assert not [o for o in d.states if o.startswith("me_")]
-    assert not [o for f in d.facts for o in touches(f) if o.startswith("me_")]
+    assert not [o for f in d.facts for o in f.objects() if o.startswith("me_")]
     for m, (state, facts) in memories.items():
         assert w.states[m] == state and w.facts[m] == facts
         assert state.author == w.alice
@@ -283,7 +283,7 @@ def test_L1_1_every_accepted_agent_decision_states_only_objects_its_facts_touch(
         w.set_status(w.admin, w.bob, "deactivated"),
     ):
         assert isinstance(d, Decision)
-        assert set(d.states) == {o for f in d.facts for o in touches(f)}
+        assert set(d.states) == {o for f in d.facts for o in f.objects()}
 
 
 # --- operating a deployment: create, rotate, reset (WIRE.md 1.1) ------------

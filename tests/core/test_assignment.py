@@ -24,7 +24,8 @@ from kungfud.core.facts import (
     MemoryCreated,
     entry_obj,
 )
-from kungfud.core.obligations import Obligation, ob_id, of_state
+from kungfud.core.kinds import of_state
+from kungfud.core.obligations import Obligation, ob_id
 from kungfud.core.pins import Pin
 from kungfud.core.thread import readable_thread
 

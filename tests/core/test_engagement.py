@@ -19,7 +19,8 @@ from kungfud.core.facts import (
     EngagementJudged,
     MemoryCreated,
 )
-from kungfud.core.obligations import ob_id, of_state
+from kungfud.core.kinds import of_state
+from kungfud.core.obligations import ob_id
 from kungfud.core.pins import Pin
 from kungfud.core.task import ContractSpec
 

@@ -15,7 +15,8 @@ from kungfud.core import entry as entry_core
 from kungfud.core import facts as facts_mod
 from kungfud.core.entry import Response
 from kungfud.core.facts import EntryPosted, MemoryCreated, RequestRetracted, ResponseHandled, entry_obj
-from kungfud.core.obligations import Obligation, ob_id, of_state
+from kungfud.core.kinds import of_state
+from kungfud.core.obligations import Obligation, ob_id
 from kungfud.core.pins import Pin
 
 from .world import HOUR, World, ok, text

@@ -10,7 +10,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from kungfud.core.atoms import fold
+from kungfud.core.kinds import fold
 from kungfud.core.context import Limits
 from kungfud.core.facts import MemoryCreated, MemoryUpdated, MemoryVisibilitySet, MemoryWithdrawn
 from kungfud.core.memory import MemoryState

@@ -18,9 +18,9 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
-from kungfud.core.atoms import fold
+from kungfud.core.kinds import fold
 from kungfud.core.context import Limits
-from kungfud.core.facts import MemoryCreated, MemoryUpdated, MemoryWithdrawn, touches
+from kungfud.core.facts import MemoryCreated, MemoryUpdated, MemoryWithdrawn
 from kungfud.core.visibility import may_list_memory, may_read_memory
 
 from .helpers import GHOST_AGENT, GHOST_MEMORY, World, accepted, rejected, without_id
@@ -96,7 +96,7 @@ class MemoryAndAgentCore(RuleBasedStateMachine):
                 assert without_id(r, mid) == without_id(ghost, GHOST_MEMORY)
             return None
         d = accepted(result)
-        touched = {o for f in d.facts for o in touches(f)}
+        touched = {o for f in d.facts for o in f.objects()}
         assert set(d.states) == touched
         assert all(f.by == caller and f.at == self.w.now for f in d.facts)
         # Only the objects the facts touch changed; each gained exactly its new facts.

@@ -23,7 +23,7 @@ from kungfud.core import memory as memory_core
 from kungfud.core import task as task_core
 from kungfud.core import thread as thread_core
 from kungfud.core.agent import Register, SetStatus
-from kungfud.core.atoms import fold
+from kungfud.core.kinds import fold, of_state
 from kungfud.core.context import Ctx, Limits, counting_ids
 from kungfud.core.engagement import EngagementState
 from kungfud.core.facts import (
@@ -35,9 +35,8 @@ from kungfud.core.facts import (
     TaskCreated,
     TaskRevised,
     contract_obj,
-    touches,
 )
-from kungfud.core.obligations import Obligation, of_state
+from kungfud.core.obligations import Obligation
 from kungfud.core.pins import Pin
 from kungfud.core.task import ContractSpec, ContractState, TaskState
 from kungfud.errors import Hint, Rejection
@@ -98,11 +97,11 @@ class TaskWorld:
 
     def record(self, result: Decision | Rejection) -> Decision | Rejection:
         if isinstance(result, Decision):
-            touched = {o for f in result.facts for o in touches(f)}
+            touched = {o for f in result.facts for o in f.objects()}
             assert set(result.states) == touched, (set(result.states), touched)
             for fact in result.facts:
                 self.log.append(fact)
-                for obj in touches(fact):
+                for obj in fact.objects():
                     self.streams[obj].append(fact)
             self.states.update(result.states)
         return result

@@ -39,8 +39,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from kungfud.core.assignment import TERMINAL, due_expiries
-from kungfud.core.atoms import fold
-from kungfud.core.facts import Decision, EntryPosted, touches
+from kungfud.core.kinds import fold
+from kungfud.core.facts import Decision, EntryPosted
 from kungfud.core.obligations import ob_id
 from kungfud.core.pins import Pin
 from kungfud.core.thread import ThreadState
@@ -177,7 +177,7 @@ class ThreadMachine(RuleBasedStateMachine):
             return None
         assert isinstance(result, Decision)
         assert accept is not False, f"expected a rejection, got {result.facts}"
-        touched = {o for f in result.facts for o in touches(f)}
+        touched = {o for f in result.facts for o in f.objects()}
         assert set(result.states) == touched
         for obj in touched:  # L1-1: state = fold of its facts
             assert fold(obj, w.streams[obj]) == w.states[obj], obj

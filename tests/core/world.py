@@ -26,11 +26,11 @@ from kungfud.core import memory as memory_core
 from kungfud.core import thread as thread_core
 from kungfud.core.agent import Register, SetStatus
 from kungfud.core.assignment import AssignmentState, AssignSpec
-from kungfud.core.atoms import fold
+from kungfud.core.kinds import fold, of_state
 from kungfud.core.context import Ctx, Limits, counting_ids
 from kungfud.core.entry import EntryState
-from kungfud.core.facts import Decision, entry_obj, threads_obj, touches
-from kungfud.core.obligations import Obligation, of_state
+from kungfud.core.facts import Decision, entry_obj, threads_obj
+from kungfud.core.obligations import Obligation
 from kungfud.core.pins import Pin
 from kungfud.core.thread import ThreadState
 from kungfud.errors import CODES, NEXT_STEPS, Rejection
@@ -94,7 +94,7 @@ class World:
         if isinstance(result, Decision):
             for fact in result.facts:
                 self.log.append(fact)
-                for obj in touches(fact):
+                for obj in fact.objects():
                     self.streams[obj].append(fact)
             self.states.update(result.states)
         return result

@@ -76,7 +76,7 @@ from kungfud.actors.runtime import Job, Runtime
 from kungfud.core import agent as agent_core
 from kungfud.core import assignment as assignment_core
 from kungfud.core import engagement as engagement_core
-from kungfud.core.atoms import apply_to, state_type
+from kungfud.core.kinds import apply_to, state_type
 from kungfud.core.context import Ctx, Limits
 from kungfud.core.facts import (
     AdmissionIssued,

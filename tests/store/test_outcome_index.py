@@ -13,7 +13,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from kungfud.core.atoms import apply_to
+from kungfud.core.kinds import apply_to
 from kungfud.core.facts import (
     AssignmentCreated,
     AssignmentDelivered,
