@@ -29,8 +29,10 @@ from typing import TYPE_CHECKING, Any
 import pykka
 
 from ..core import assignment, engagement
+from ..core.members import SPEAKING
 from ..errors import Rejection
 from ..store import Committed, Failed, Item, Outcome, Replayed, Stale
+from ..store.indexes import member_query
 from ..store.layout import encode_object
 from ..store.store import View
 from ..store.writer import mismatch
@@ -109,6 +111,25 @@ class _Reads:
         self.owners: list[str] = []  # Threads and Tasks read that have a running deadline
         self.used_overlay = False
 
+    def query(self, name: str, key: str, limit: int | None = None) -> list[str]:
+        """A named member query (Ctx.query, D90): the view's index rows with the
+        overlay's in-flight memberships laid over them. It records no version:
+        the decision's read of the Thread (or ``ag_….threads``) guards it."""
+        over: dict[str, bool] = {}  # id -> in the answer, for overlay memberships
+        mark = "/" + key if name == "memberships" else key + "/"
+        for obj, entry in self.overlay.items():
+            if (obj.endswith(mark) if name == "memberships" else obj.startswith(mark)) and "/" in obj:
+                m = entry[1]
+                if name == "memberships":
+                    over[m.thread] = m.current
+                else:
+                    over[m.agent] = m.current and (m.role == "governor" if name == "governors" else m.role in SPEAKING)
+        rows = member_query(self.view, name, key, limit, over)
+        if not over:
+            return rows
+        out = sorted(set(rows) | {k for k, yes in over.items() if yes})
+        return out if limit is None else out[:limit]
+
     def get(self, obj: str) -> Any:
         if obj in self.states:
             return self.states[obj]
@@ -124,7 +145,7 @@ class _Reads:
                 return None
         self.expect[obj] = version
         self.states[obj] = state
-        if state is not None and obj[:3] in _EXPIRY and "." not in obj and (due := state.next_due()) is not None:
+        if state is not None and obj[:3] in _EXPIRY and "." not in obj and "/" not in obj and (due := state.next_due()) is not None:
             self.valid_until = due if self.valid_until is None else min(self.valid_until, due)
             self.owners.append(obj)
         return state
@@ -270,7 +291,7 @@ class ObjectActor(pykka.ThreadingActor):
             state = reads.get(self.key)
             if state is None or not due_ids(state, now):
                 return
-            decision = ACTIONS[op].decide(command(self.key), self.runtime.ctx(None, now, reads.get))
+            decision = ACTIONS[op].decide(command(self.key), self.runtime.ctx(None, now, reads.get, reads.query))
         if not isinstance(decision, Rejection):
             self._submit(_Run(None), None, b"", decision, reads, None)
 
@@ -295,7 +316,7 @@ class ObjectActor(pykka.ThreadingActor):
                     return
                 reads = _Reads(view, self.overlay)
                 caller = reads.get(job.caller) if job.caller is not None else None
-                decision = spec.decide(job.command, rt.ctx(caller, now, reads.get))
+                decision = spec.decide(job.command, rt.ctx(caller, now, reads.get, reads.query))
             if reads.valid_until is not None and reads.valid_until <= now:
                 # The decision read another Thread or Task with a deadline due
                 # (e.g. a deactivation): record those expiries, then decide again.
@@ -385,7 +406,7 @@ class ObjectActor(pykka.ThreadingActor):
                 state = reads.get(owner)
                 if state is None or not due_ids(state, now):
                     return
-                decision = ACTIONS[op].decide(command(owner), self.runtime.ctx(None, now, reads.get))
+                decision = ACTIONS[op].decide(command(owner), self.runtime.ctx(None, now, reads.get, reads.query))
             if isinstance(decision, Rejection):
                 return
             done = threading.Event()

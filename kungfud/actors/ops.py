@@ -12,7 +12,7 @@ from __future__ import annotations
 import zlib
 from typing import Any, Callable, NamedTuple
 
-from ..core import agent, assignment, engagement, entry, memory, task, thread
+from ..core import agent, assignment, deactivation, engagement, entry, memory, task, thread
 from ..core.context import Ctx
 from ..core.facts import Decision
 from ..errors import Rejection
@@ -82,7 +82,7 @@ def _join(cmd: Any, caller: str | None, view: View) -> str:
 ACTIONS: dict[str, ActionSpec] = {
     "agent.register": ActionSpec(lambda c, a, v: REGISTRAR, lambda c, ctx: agent.decide_register(c, ctx)),
     "admin.agent.set_status": ActionSpec(
-        lambda c, a, v: agent_actor(c.agent), lambda c, ctx: agent.decide_set_status(ctx.get(c.agent), c, ctx)
+        lambda c, a, v: agent_actor(c.agent), lambda c, ctx: deactivation.decide_set_status(ctx.get(c.agent), c, ctx)
     ),
     "admin.agent.create": ActionSpec(lambda c, a, v: REGISTRAR, agent.decide_create),
     "agent.rotate_key": ActionSpec(_caller, agent.decide_rotate_key),

@@ -15,11 +15,12 @@ import msgspec
 from ..core.assignment import AssignmentState, effective
 from ..core.clock import rfc3339
 from ..core.entry import EntryState
-from ..core.facts import entry_obj
+from ..core.facts import entry_obj, member_obj
 from ..core.obligations import ob_id
 from ..core.task import TaskState, may_read_contract
 from ..core.thread import SPEAKING, ThreadState, readable_thread
 from ..errors import Rejection
+from ..store.indexes import members_listed
 from ..store.store import View
 
 __all__ = [
@@ -125,8 +126,7 @@ def _my_obligations(view: View, t: ThreadState, me: str, now: int) -> list[dict[
     return obs
 
 
-def _actions(t: ThreadState, me: str) -> list[str]:
-    role = t.members[me].role
+def _actions(t: ThreadState, me: str, role: str) -> list[str]:
     if not t.open:
         return ["thread.leave", "assignment.judge"] if any(
             lv.state == "delivered" and lv.creator == me and not lv.forfeited for lv in t.live.values()
@@ -145,14 +145,15 @@ def _actions(t: ThreadState, me: str) -> list[str]:
 
 def thread_get(view: View, me: str, thread: str, now: int) -> dict | Rejection:
     t: ThreadState | None = view.state(thread)
-    if (r := readable_thread(t, thread, me)) is not None:
+    if (r := readable_thread(t, thread, view.state(member_obj(thread, me)))) is not None:
         return r
     assert t is not None
     # R6.2-16: each membership shows the grant it came through (null: the creator) and when.
     members = [
-        {"agent": a, "role": m.role, "joined_at": rfc3339(m.joined_at), "admission": m.admission}
-        for a, m in list(t.members.items())[:MAX_MEMBERS]
+        {"agent": m.agent, "role": m.role, "joined_at": rfc3339(m.joined_at), "admission": m.admission}
+        for m in (view.state(member_obj(thread, a)) for a in members_listed(view, thread, MAX_MEMBERS))
     ]
+    role = view.state(member_obj(thread, me)).role
     recent = []
     for n in range(max(1, t.entries - RECENT + 1), t.entries + 1):
         recent.append(entry_digest(view, view.state(entry_obj(thread, n)), me, False))
@@ -163,10 +164,10 @@ def thread_get(view: View, me: str, thread: str, now: int) -> dict | Rejection:
     out: dict[str, Any] = {
         "thread": thread,
         "status": t.status,
-        "role": t.members[me].role,
+        "role": role,
         "creator": t.creator,
         "created_at": rfc3339(t.created_at),
-        "member_count": len(t.members),
+        "member_count": t.member_count,
         "members": members,
         "admission": (
             {"admission": t.grant.admission, "role": t.grant.role, "issued_at": rfc3339(t.grant.issued_at)}
@@ -183,7 +184,7 @@ def thread_get(view: View, me: str, thread: str, now: int) -> dict | Rejection:
         "recent": recent,
         "assignments": live,
         "obligations": _my_obligations(view, t, me, now),
-        "actions": _actions(t, me),
+        "actions": _actions(t, me, role),
     }
     if t.content is not None:
         out["content"] = msgspec.Raw(t.content)
@@ -214,7 +215,7 @@ def thread_entries(
     in the chosen direction. Entries are never removed, so neither direction
     skips one that existed when paging began."""
     t: ThreadState | None = view.state(thread)
-    if (r := readable_thread(t, thread, me)) is not None:
+    if (r := readable_thread(t, thread, view.state(member_obj(thread, me)))) is not None:
         return r
     assert t is not None
     at = _cursor_int(cursor)
@@ -247,7 +248,7 @@ def thread_entry(view: View, me: str, thread: str, entry: int) -> dict | Rejecti
     """WIRE.md 1.1: one entry in the read shape of ``thread.entries``, with its
     pinned content when the caller may read the pin (R9-10)."""
     t: ThreadState | None = view.state(thread)
-    if (r := readable_thread(t, thread, me)) is not None:
+    if (r := readable_thread(t, thread, view.state(member_obj(thread, me)))) is not None:
         return r
     assert t is not None
     if entry > t.entries:
@@ -284,7 +285,7 @@ def thread_list(view: View, me: str, cursor: str | None, limit: int) -> dict | R
 def assignment_get(view: View, me: str, asg: str, now: int) -> dict | Rejection:
     a: AssignmentState | None = view.state(asg)
     t: ThreadState | None = view.state(a.thread) if a is not None else None
-    if a is None or t is None or me not in t.members:
+    if a is None or t is None or readable_thread(t, a.thread, view.state(member_obj(a.thread, me))) is not None:
         return Rejection.not_found("assignment", asg)
     state = effective(a, now)
     out: dict[str, Any] = {

@@ -32,6 +32,7 @@ from .facts import (
     MembershipEnded,
     ThreadClosed,
 )
+from .members import may_speak, membership
 from .obligations import ob_id
 from .pins import Pin, resolve_pin
 
@@ -131,10 +132,8 @@ class Expire(msgspec.Struct, frozen=True):
 def creation_facts(
     spec: AssignSpec, thread: "ThreadState", entry: int, ctx: "Ctx"
 ) -> tuple[str, list[Fact]] | Rejection:
-    from .thread import may_speak
-
     assert ctx.caller is not None
-    if not may_speak(thread, spec.to):
+    if not may_speak(ctx, thread.thread, spec.to):
         return Rejection.bad_request(
             f"an assignment is addressed to one member who may speak; {spec.to} is not - at `$.args.assign.to`"
         )
@@ -185,7 +184,7 @@ def _load(cmd_assignment: str, ctx: "Ctx") -> tuple[AssignmentState | None, "Thr
     assert ctx.caller is not None
     state: AssignmentState | None = ctx.get(cmd_assignment)
     thread = ctx.get(state.thread) if state is not None else None
-    if state is None or thread is None or ctx.caller.agent not in thread.members:
+    if state is None or thread is None or membership(ctx, thread.thread, ctx.caller.agent) is None:
         return None, None, Rejection.not_found("assignment", cmd_assignment)
     if (due := due_expiries(thread, ctx.now)) and cmd_assignment in due:
         # B5: a deadline at or before now wins; the actor records the expiry first.

@@ -1,8 +1,8 @@
 """Which state type and ``apply`` belong to each kind of object.
 
 Object ids are wire ids (``ag_``, ``me_``, ``th_``, ``as_``, ``tk_``, ``en_``) plus
-sub-objects: ``th_….N`` (entry N of a Thread), ``ag_….threads`` (an agent's
-memberships) and ``tk_….vN`` (version N of a Task's contract). The store decodes snapshots with :func:`state_type`; ``kungfud
+sub-objects: ``th_….N`` (entry N of a Thread), ``th_…/ag_…`` (one membership,
+D90), ``ag_….threads`` (an agent's membership count) and ``tk_….vN`` (version N of a Task's contract). The store decodes snapshots with :func:`state_type`; ``kungfud
 check`` rebuilds every state by folding its facts (L1-1) with :func:`apply_to`.
 """
 
@@ -17,6 +17,7 @@ __all__ = ["kind", "state_type", "apply_to", "fold"]
 _TYPES: dict[str, tuple[type, Callable[[Any, Any], Any]]] = {
     "agent": (agent.AgentState, agent.apply),
     "agent_threads": (thread.AgentThreads, thread.apply_agent_threads),
+    "member": (thread.MemberState, thread.apply_member),
     "memory": (memory.MemoryState, memory.apply),
     "thread": (thread.ThreadState, thread.apply),
     "entry": (entry.EntryState, entry.apply),
@@ -32,7 +33,7 @@ def kind(obj: str) -> str:
     if prefix == "ag_":
         return "agent_threads" if obj.endswith(".threads") else "agent"
     if prefix == "th_":
-        return "entry" if "." in obj else "thread"
+        return "member" if "/" in obj else "entry" if "." in obj else "thread"
     if prefix == "me_":
         return "memory"
     if prefix == "as_":

@@ -31,10 +31,21 @@ def _nothing(obj: str) -> Any:
     return None
 
 
+def _no_rows(name: str, key: str, limit: int | None = None) -> list[str]:
+    return []
+
+
 class Ctx(msgspec.Struct, frozen=True):
     """``get(obj)`` returns the current state of any object (None if it does not
     exist), all from one consistent snapshot; the actor records the version of
-    everything it returns so the write fails if any of it moved (L5)."""
+    everything it returns so the write fails if any of it moved (L5).
+
+    ``query(name, key, limit)`` answers the named collection queries from the
+    same snapshot (:func:`kungfud.core.thread.members_query` defines them). A
+    query is no read of an object, so it records no version: a decision that
+    uses one reads first the object whose every change touches the collection
+    (the Thread for its members, ``ag_….threads`` for an agent's memberships),
+    and that version is its guard (D90)."""
 
     now: int
     caller: AgentState | None
@@ -42,6 +53,19 @@ class Ctx(msgspec.Struct, frozen=True):
     new_secret: Callable[[], str]
     limits: Limits = Limits()
     get: Callable[[str], Any] = _nothing
+    query: Callable[..., list[str]] = _no_rows
+
+    def governors(self, thread: str, limit: int | None = None) -> list[str]:
+        """Current governors of ``thread`` by agent id (the first ``limit``)."""
+        return self.query("governors", thread, limit)
+
+    def speakers(self, thread: str, limit: int | None = None) -> list[str]:
+        """Current members of ``thread`` who may speak, by agent id."""
+        return self.query("speakers", thread, limit)
+
+    def memberships(self, agent: str) -> list[str]:
+        """Threads ``agent`` is a member of, by id."""
+        return self.query("memberships", agent, None)
 
 
 def random_ids(prefix: str) -> str:

@@ -24,10 +24,11 @@ from ..core.memory import MemoryState
 from ..core.obligations import of_state
 from ..core.engagement import EngagementState
 from ..core.task import TaskState
-from ..core.thread import AgentThreads, ThreadState
+from ..core.members import SPEAKING, MemberState
+from ..core.thread import ThreadState
 from .layout import u32, u64
 
-__all__ = ["fact_rows", "state_rows", "obligation_key"]
+__all__ = ["fact_rows", "state_rows", "obligation_key", "member_query", "members_listed"]
 
 Row = tuple[str, bytes, bytes]
 _mp = msgspec.msgpack.Encoder()
@@ -54,9 +55,15 @@ def state_rows(obj: str, state: Any) -> Iterator[Row]:
     elif isinstance(state, MemoryState):
         if state.valid:  # R5-11: withdrawal stops listing
             yield "memories", state.author.encode() + b"\x00" + state.memory.encode(), b""
-    elif isinstance(state, AgentThreads):
-        for thread, role in state.threads.items():
-            yield "memberships", state.agent.encode() + b"\x00" + thread.encode(), role.encode()
+    elif isinstance(state, MemberState):
+        if state.current:
+            th, ag, role = state.thread.encode(), state.agent.encode(), state.role.encode()
+            yield "memberships", ag + b"\x00" + th, role
+            yield "members", th + b"\x00j" + u64(state.joined_at) + ag, role
+            if state.role == "governor":
+                yield "members", th + b"\x00g" + ag, b""
+            if state.role in SPEAKING:
+                yield "members", th + b"\x00s" + ag, b""
     elif isinstance(state, ThreadState):
         if state.grant is not None:
             yield "tokens", state.grant.token_hash, state.thread.encode()
@@ -92,3 +99,47 @@ def state_rows(obj: str, state: Any) -> Iterator[Row]:
         yield "engagements", tk + b"\x00" + en, b""  # every engagement of a Task
         if state.state == "adopted":
             yield "adopted", state.task.encode() + b"\x00" + state.engagement.encode(), b""
+
+
+# --- the named member queries (core.members.members_query defines them) -----------
+
+_CLASS = {"governors": b"g", "speakers": b"s"}
+
+
+def member_query(view: Any, name: str, key: str, limit: int | None = None, skip: Any = ()) -> list[str]:
+    """``governors``/``speakers`` of a Thread or ``memberships`` of an agent from
+    the index rows of ``view``, by id; ids in ``skip`` are left out and do not
+    count toward ``limit`` (the caller answers for them, D90)."""
+    if name == "memberships":
+        db, prefix = "memberships", key.encode() + b"\x00"
+    else:
+        db, prefix = "members", key.encode() + b"\x00" + _CLASS[name]
+    out: list[str] = []
+    with view.txn.cursor(db=view.dbs[db]) as cur:
+        if not cur.set_range(prefix):
+            return out
+        for k in cur.iternext(values=False):
+            if not k.startswith(prefix):
+                break
+            ident = bytes(k[len(prefix):]).decode()
+            if ident in skip:
+                continue
+            out.append(ident)
+            if limit is not None and len(out) >= limit:
+                break
+    return out
+
+
+def members_listed(view: Any, thread: str, limit: int) -> list[str]:
+    """The first ``limit`` current members of ``thread`` in the order they
+    joined (ties: by agent id)."""
+    prefix = thread.encode() + b"\x00j"
+    out: list[str] = []
+    with view.txn.cursor(db=view.dbs["members"]) as cur:
+        if not cur.set_range(prefix):
+            return out
+        for k in cur.iternext(values=False):
+            if not k.startswith(prefix) or len(out) >= limit:
+                break
+            out.append(bytes(k[len(prefix) + 8:]).decode())
+    return out

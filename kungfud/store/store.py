@@ -26,6 +26,19 @@ _receipt_dec = msgspec.msgpack.Decoder(Receipt)
 _events_dec = msgspec.msgpack.Decoder(list[bytes])
 
 
+def _format_behind(fmt: bytes | None, data_dir: str) -> bytes | None:
+    """The stored format if it is older than :data:`FORMAT` (to migrate), None
+    if it is this one; a newer or unknown one is refused (D92)."""
+    if fmt is None or fmt == FORMAT:
+        return None
+    if fmt.isdigit() and int(fmt) < int(FORMAT):
+        return fmt
+    raise StoreDamaged(
+        f"data directory {data_dir} has storage format {fmt.decode(errors='replace')}, newer than format "
+        f"{FORMAT.decode()} that this kungfud reads: run the kungfud that wrote it (or a newer one)"
+    )
+
+
 class StoreLocked(RuntimeError):
     """Another process holds the data directory."""
 
@@ -103,9 +116,18 @@ class Store:
         try:
             check_env(self.env, data_dir)  # before any transaction reads a page
             self.dbs: dict[str, Any] = {}
+            # An older storage format is migrated once, right after opening (D92).
+            self.migrate_from: bytes | None = None
             if readonly:
+                self.dbs["meta"] = self.env.open_db(b"meta", create=False)
+                with self.env.begin() as txn:
+                    self.migrate_from = _format_behind(txn.get(b"format", db=self.dbs["meta"]), data_dir)
                 for name in DBS:
-                    self.dbs[name] = self.env.open_db(name.encode(), create=False)
+                    try:
+                        self.dbs[name] = self.env.open_db(name.encode(), create=False)
+                    except lmdb.NotFoundError:
+                        if self.migrate_from is None:
+                            raise
             else:
                 with self.env.begin(write=True) as txn:
                     for name in DBS:
@@ -114,8 +136,13 @@ class Store:
                     fmt = txn.get(b"format", db=meta)
                     if fmt is None:
                         txn.put(b"format", FORMAT, db=meta)
-                    elif fmt != FORMAT:
-                        raise RuntimeError(f"data directory {data_dir} has storage format {fmt!r}; this kungfud reads {FORMAT!r}")
+                    else:
+                        self.migrate_from = _format_behind(fmt, data_dir)
+            if self.migrate_from is not None and not readonly:
+                from .check import migrate  # check builds on this module
+
+                migrate(self, self.migrate_from)
+                self.migrate_from = None
         except BaseException:
             self.env.close()
             raise

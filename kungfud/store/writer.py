@@ -28,6 +28,8 @@ import msgspec
 from ..core.atoms import state_type
 from ..errors import Rejection
 from ..core.atoms import apply_to
+from ..core.facts import member_obj
+from ..core.members import MemberState
 from .events import Feed
 from .indexes import fact_rows, state_rows
 from .layout import Receipt, decode_object, encode_fact, encode_object, from_u64, stream_key, u64
@@ -343,9 +345,23 @@ class Writer:
         plan = _Plan(item)
         touched: dict[str, int] = {}  # object -> facts of this action touching it
         current = dict(old)
+
+        def is_member(thread: str, agent: str) -> bool:
+            # As the serial order has it at this fact: this action's states,
+            # then the batch's earlier writes, then the store (D90).
+            obj = member_obj(thread, agent)
+            if obj in current:
+                m = current[obj]
+            elif obj in tx.decoded:
+                m = tx.decoded[obj][1]
+            else:
+                raw = txn.get(obj.encode(), db=dbs["objects"])
+                m = None if raw is None else decode_object(raw, MemberState)[1]
+            return m is not None and m.current
+
         for fact in item.facts:
             seq += 1
-            feed = Feed()
+            feed = Feed(is_member)
             objs = fact.objects()
             for obj in objs:
                 touched[obj] = touched.get(obj, 0) + 1

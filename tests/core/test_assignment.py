@@ -567,9 +567,9 @@ def test_L5_2_every_obligation_and_delivery_ends_exactly_once(w):
 @pytest.mark.rules("R9-11", "R9-2", "R12-9")
 def test_R9_11_a_former_member_can_no_longer_reach_a_delivery(w):
     a = delivered(w, w.alice, w.bob)
-    assert all(readable_thread(w.thread(w.t), w.t, m) is None for m in (w.alice, w.bob, w.carol, w.dave))
+    assert all(readable_thread(w.thread(w.t), w.t, w.member(w.t, m)) is None for m in (w.alice, w.bob, w.carol, w.dave))
     ok(w.leave(w.carol, w.t))
     missing = w.refuse("not_found", lambda: w.judge(w.carol, "as_999999"))
     r = w.refuse("not_found", lambda: w.judge(w.carol, a))
     assert r.reason.replace(a, "<id>") == missing.reason.replace("as_999999", "<id>")
-    assert readable_thread(w.thread(w.t), w.t, w.carol) is not None
+    assert readable_thread(w.thread(w.t), w.t, w.member(w.t, w.carol)) is not None

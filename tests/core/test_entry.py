@@ -529,13 +529,16 @@ def test_R9_10_own_pins_stay_readable_and_others_only_while_valid_and_public(w):
 def test_R6_3_6_the_two_speaker_rule_counts_speakers_among_many_observers(speakers, expected):
     """Rule 3 (exactly two who may speak: the other one responds) holds however
     many observers the Thread has, and wherever the speakers sit among them."""
-    from kungfud.core.thread import Member, ThreadState
+    import msgspec
 
-    members = {f"o{i}": Member("observer", i, None) for i in range(500)}
-    for i, agent in enumerate(speakers):
-        members[agent] = Member("speaker", 1000 + i, None)
-    members.update({f"p{i}": Member("observer", 2000 + i, None) for i in range(500)})
-    state = ThreadState("th_x", "a1", 0, "open", members, None, 0, {}, {})
-    assert entry_core.responders_for(state, "a1", None, None) == expected
+    from kungfud.core.members import MemberState, members_query
+    from tests.core.helpers import make_ctx
+
+    roles = {f"o{i}": "observer" for i in range(500)}
+    roles.update({agent: "speaker" for agent in speakers})
+    roles.update({f"p{i}": "observer" for i in range(500)})
+    states = {f"th_x/{a}": MemberState("th_x", a, r, 0, None) for a, r in roles.items()}  # type: ignore[arg-type]
+    ctx = msgspec.structs.replace(make_ctx(None), get=states.get, query=members_query(states))
+    assert entry_core.responders_for(ctx, "th_x", "a1", None, None) == expected
     # an ask and a reply to another speaker still come first
-    assert entry_core.responders_for(state, "a1", None, ["o3"]) == ["o3"]
+    assert entry_core.responders_for(ctx, "th_x", "a1", None, ["o3"]) == ["o3"]

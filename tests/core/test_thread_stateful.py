@@ -117,10 +117,10 @@ class ThreadMachine(RuleBasedStateMachine):
         return self.w.states[a].active
 
     def member(self, a: str) -> bool:
-        return a in self.th.members
+        return a in self.w.members(self.t)
 
     def role(self, a: str) -> str | None:
-        m = self.th.members.get(a)
+        m = self.w.members(self.t).get(a)
         return None if m is None else m.role
 
     def speaks(self, a: str) -> bool:
@@ -150,11 +150,11 @@ class ThreadMachine(RuleBasedStateMachine):
         return self.agents[who % 4] if who < 4 or right is None else right
 
     def a_governor(self) -> str | None:
-        govs = self.th.governors()
+        govs = self.w.governors(self.t)
         return govs[0] if govs else None
 
     def a_member(self, ix: int) -> str | None:
-        members = sorted(self.th.members)
+        members = sorted(self.w.members(self.t))
         return members[ix % len(members)] if members else None
 
     def entry_no(self, ix: int) -> int:
@@ -269,10 +269,10 @@ class ThreadMachine(RuleBasedStateMachine):
             return
         token = self.tokens[ix % len(self.tokens)] if ix >= 0 else self.tokens[-1]
         live = self.th.grant is not None and token == self.tokens[-1] and self.th.open
-        was = self.th.members.get(a)
+        was = self.w.members(self.t).get(a)
         d = self.do(lambda: self.w.join(a, self.t, token), self.active(a) and live)
         if d is not None and was is not None:
-            assert d.facts == [] and self.th.members[a] == was  # L2-5, B9
+            assert d.facts == [] and self.w.members(self.t)[a] == was  # L2-5, B9
         elif d is not None:
             assert self.role(a) == self.th.grant.role and self.w.memberships(a)[self.t] == self.role(a)
 
@@ -283,7 +283,7 @@ class ThreadMachine(RuleBasedStateMachine):
         a = self.pick(who, self.a_member(who))
         self.expire_first()
         before = dict(self.w.states)
-        accept = self.active(a) and self.member(a) and not (self.th.open and self.th.governors() == [a])
+        accept = self.active(a) and self.member(a) and not (self.th.open and self.w.governors(self.t) == [a])
         if self.do(lambda: self.w.leave(a, self.t), accept) is not None:
             self.end_effects(before, a)
             assert not self.member(a)
@@ -305,7 +305,7 @@ class ThreadMachine(RuleBasedStateMachine):
         old = self.role(b)
         accept = (
             self.active(a) and self.governs(a) and self.th.open and old is not None and old != role
-            and not (old == "governor" and self.th.governors() == [b])
+            and not (old == "governor" and self.w.governors(self.t) == [b])
         )
         pending = list(self.th.pending.get(b, []))
         code = "conflict" if self.active(a) and self.governs(a) and self.th.open and old == role else None
@@ -394,7 +394,7 @@ class ThreadMachine(RuleBasedStateMachine):
             return ask
         if parent is not None and parent != author:
             return [parent] if self.speaks(parent) else []
-        speakers = [m for m in self.th.members if self.speaks(m)]
+        speakers = [m for m in self.w.members(self.t) if self.speaks(m)]
         return [m for m in speakers if m != author] if len(speakers) == 2 else []
 
     @rule(who=st.integers(0, 5), ix=st.integers(0, 40), note=st.booleans())
@@ -525,7 +525,7 @@ class ThreadMachine(RuleBasedStateMachine):
         assert self.w.memberships(b) == {} and not self.member(b)  # R4-6
         if was_member:
             th_before: ThreadState = before[self.t]
-            closing = th_before.open and not [g for g in th_before.governors() if g != b]
+            closing = th_before.open and not [g for g in self.w.governors(self.t, before) if g != b]
             self.end_effects(before, b, closing)
             if closing:
                 self.close_effects(before)  # R4-8
@@ -536,7 +536,7 @@ class ThreadMachine(RuleBasedStateMachine):
     @invariant()
     def an_open_thread_has_a_governor(self):
         if self.th.open:
-            assert self.th.governors()
+            assert self.w.governors(self.t)
 
     @invariant()
     def a_closed_thread_owes_no_response_and_runs_no_work(self):

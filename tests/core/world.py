@@ -20,6 +20,7 @@ from typing import Any, Callable
 import msgspec
 
 from kungfud.core import agent as agent_core
+from kungfud.core import deactivation
 from kungfud.core import assignment as asg_core
 from kungfud.core import entry as entry_core
 from kungfud.core import memory as memory_core
@@ -29,7 +30,8 @@ from kungfud.core.assignment import AssignmentState, AssignSpec
 from kungfud.core.atoms import fold
 from kungfud.core.context import Ctx, Limits, counting_ids
 from kungfud.core.entry import EntryState
-from kungfud.core.facts import Decision, entry_obj, threads_obj, touches
+from kungfud.core.facts import Decision, entry_obj, member_obj, threads_obj, touches
+from kungfud.core.members import MemberState, current, members_query
 from kungfud.core.obligations import Obligation, of_state
 from kungfud.core.pins import Pin
 from kungfud.core.thread import ThreadState
@@ -88,6 +90,7 @@ class World:
             new_secret=self.new_secret,
             limits=self.limits,
             get=self.states.get,
+            query=members_query(self.states),
         )
 
     def record(self, result: Decision | Rejection) -> Decision | Rejection:
@@ -136,8 +139,28 @@ class World:
         return self.states[a]
 
     def memberships(self, agent: str) -> dict[str, str]:
+        """Thread -> role of ``agent``'s current memberships (D90: the membership
+        objects; the count object agrees)."""
+        out = {t: self.member(t, agent).role for t in members_query(self.states)("memberships", agent)}  # type: ignore[union-attr]
         s = self.states.get(threads_obj(agent))
-        return {} if s is None else dict(s.threads)
+        assert len(out) == (0 if s is None else s.count), (out, s)
+        return out
+
+    def member(self, t: str, agent: str) -> MemberState | None:
+        """``agent``'s current membership of ``t`` (None: not a member)."""
+        return current(self.states.get(member_obj(t, agent)))
+
+    def members(self, t: str, states: dict[str, Any] | None = None) -> dict[str, MemberState]:
+        """The current members of ``t`` (in ``states``, default now) in the
+        order they joined (ties: by id); the Thread's count agrees."""
+        states = self.states if states is None else states
+        ms = [m for m in states.values() if isinstance(m, MemberState) and m.thread == t and m.current]
+        out = {m.agent: m for m in sorted(ms, key=lambda m: (m.joined_at, m.agent))}
+        assert len(out) == states[t].member_count, (out, states[t])
+        return out
+
+    def governors(self, t: str, states: dict[str, Any] | None = None) -> list[str]:
+        return [a for a, m in self.members(t, states).items() if m.role == "governor"]
 
     def response(self, t: str, n: int, agent: str) -> str:
         return self.entry(t, n).responses[agent].state
@@ -170,7 +193,7 @@ class World:
 
     def set_status(self, by: str, target: str, status: str) -> Decision | Rejection:
         cmd = SetStatus(target, status)  # type: ignore[arg-type]
-        return self.record(agent_core.decide_set_status(self.states.get(target), cmd, self.ctx(by)))
+        return self.record(deactivation.decide_set_status(self.states.get(target), cmd, self.ctx(by)))
 
     def deactivate(self, by: str, target: str) -> Decision | Rejection:
         return self.set_status(by, target, "deactivated")

@@ -1,0 +1,201 @@
+"""Issue 13's scaling targets, each measured in one run against one daemon:
+
+1. ``thread.post`` p50 into a Thread of 2,000 members ≤ 1.2× into one of 10
+   (one poster, sequential broadcasts, the two Threads measured in alternating
+   blocks so drift hits both alike);
+2. 100,000 ``thread.create`` by 64 agents (64 connections, sequential each) ≥
+   0.8× the ``memory.create`` rate of the same 64 connections, measured before
+   and after the creates;
+3. 4,000 posts that each ask and assign ≤ 1.3× the time of 4,000 plain posts
+   (one poster, sequential, each kind in its own Thread, so pending responses
+   and live assignments pile up to 4,000).
+
+    python bench/scale_targets.py [--members 2000] [--creates 100000] [--posts 4000]
+
+Every figure is one JSON line; the last line holds the three ratios. Run it from
+any checkout: it speaks only the wire, so ``PYTHONPATH=<old checkout>`` measures
+an older daemon with the same client code (docs/performance.md, issue 13).
+No speed is asserted anywhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from memory_create import _dec, _enc, _register, bench_daemon, measure  # noqa: E402
+from websockets.asyncio.client import connect  # noqa: E402
+
+
+def _pct(xs: list[float], q: float) -> float | None:
+    xs = sorted(xs)
+    return round(xs[min(len(xs) - 1, int(q * len(xs)))] * 1000, 3) if xs else None
+
+
+class Conn:
+    """One authenticated connection sending one request at a time."""
+
+    def __init__(self, ws, tag: str):
+        self.ws = ws
+        self.tag = tag
+        self.n = 0
+
+    @classmethod
+    async def open(cls, url: str, key: str, tag: str) -> "Conn":
+        ws = await connect(url, compression=None, max_size=None, additional_headers={"Authorization": f"Bearer {key}"})
+        return cls(ws, tag)
+
+    async def call(self, op: str, args: dict) -> tuple[dict, float]:
+        self.n += 1
+        frame = {"id": self.n, "op": op, "args": args}
+        if not op.endswith(".get"):
+            frame["key"] = f"{self.tag}-{self.n}"
+        sent = time.perf_counter()
+        await self.ws.send(_enc.encode(frame).decode())
+        resp = _dec.decode(await self.ws.recv())
+        took = time.perf_counter() - sent
+        if not resp.get("ok"):
+            raise RuntimeError(f"{op} failed: {resp}")
+        return resp["result"], took
+
+    async def close(self) -> None:
+        await self.ws.close()
+
+
+async def _thread_with(url: str, gov: Conn, keys: list[str], tag: str) -> str:
+    """A Thread created by ``gov`` with each key's agent joined as a speaker."""
+    t = (await gov.call("thread.create", {}))[0]["thread"]
+    token = (await gov.call("thread.admit", {"thread": t}))[0]["token"]
+
+    async def join(i: int, key: str) -> None:
+        c = await Conn.open(url, key, f"{tag}-j{i}")
+        await c.call("thread.join", {"token": token})
+        await c.close()
+
+    for at in range(0, len(keys), 64):
+        await asyncio.gather(*(join(at + i, k) for i, k in enumerate(keys[at : at + 64])))
+    return t
+
+
+async def members_target(url: str, keys: list[str], members: int, posts: int, block: int) -> dict:
+    """Target 1: post latency into a 10-member Thread and a ``members`` one."""
+    gov = await Conn.open(url, keys[0], "t1")
+    small = await _thread_with(url, gov, keys[1:10], "small")
+    big = await _thread_with(url, gov, keys[1:members], "big")
+    lat: dict[str, list[float]] = {"small": [], "big": []}
+    for _ in range(20):  # warm both
+        await gov.call("thread.post", {"thread": small, "content": {"text": "warm"}})
+        await gov.call("thread.post", {"thread": big, "content": {"text": "warm"}})
+    done = 0
+    while done < posts:
+        for name, t in (("small", small), ("big", big)):
+            for _ in range(block):
+                lat[name].append((await gov.call("thread.post", {"thread": t, "content": {"text": "bench"}}))[1])
+        done += block
+    await gov.close()
+    row = {"bench": "scale.members", "members": [10, members], "posts_each": len(lat["small"])}
+    for name in ("small", "big"):
+        row[f"{name}_p50_ms"] = _pct(lat[name], 0.5)
+        row[f"{name}_p99_ms"] = _pct(lat[name], 0.99)
+    row["ratio_p50"] = round(row["big_p50_ms"] / row["small_p50_ms"], 3)
+    print(json.dumps(row), flush=True)
+    return row
+
+
+async def creates_target(url: str, keys: list[str], creates: int, seconds: float) -> dict:
+    """Target 2: ``thread.create`` by 64 agents against ``memory.create``."""
+    before = await measure(url, keys, seconds, 0.5, "mc-before")
+    conns = [await Conn.open(url, k, f"tc{i}") for i, k in enumerate(keys)]
+    each = creates // len(conns)
+    lat: list[float] = []
+    t0 = time.perf_counter()
+
+    async def run(c: Conn) -> None:
+        for _ in range(each):
+            lat.append((await c.call("thread.create", {}))[1])
+
+    await asyncio.gather(*(run(c) for c in conns))
+    took = time.perf_counter() - t0
+    for c in conns:
+        await c.close()
+    after = await measure(url, keys, seconds, 0.5, "mc-after")
+    tail = lat[-len(lat) // 10 :]
+    row = {
+        "bench": "scale.creates",
+        "agents": len(keys),
+        "thread_creates": len(lat),
+        "thread_create_per_s": round(len(lat) / took, 1),
+        "thread_create_p50_ms": _pct(lat, 0.5),
+        "thread_create_p99_ms": _pct(lat, 0.99),
+        "last_tenth_p50_ms": _pct(tail, 0.5),
+        "memory_create_per_s_before": before["per_s"],
+        "memory_create_per_s_after": after["per_s"],
+        "memory_create_p50_ms": [before["p50_ms"], after["p50_ms"]],
+    }
+    row["ratio_rate"] = round(row["thread_create_per_s"] / ((before["per_s"] + after["per_s"]) / 2), 3)
+    print(json.dumps(row), flush=True)
+    return row
+
+
+async def pending_target(url: str, keys: list[str], posts: int) -> dict:
+    """Target 3: posts that ask and assign against plain posts."""
+    gov = await Conn.open(url, keys[0], "t3")
+    plain = await _thread_with(url, gov, keys[1:3], "plain")
+    work = await _thread_with(url, gov, keys[1:3], "work")
+    to = (await gov.call("thread.get", {"thread": work}))[0]["members"]
+    other = next(m["agent"] for m in to if m["role"] != "governor")
+    row: dict = {"bench": "scale.pending", "posts": posts}
+    for name, t, extra in (
+        ("plain", plain, {}),
+        ("ask_assign", work, {"ask": [other], "assign": {"to": other, "content": {"criteria": "x"}}}),
+    ):
+        lat = []
+        t0 = time.perf_counter()
+        for _ in range(posts):
+            lat.append((await gov.call("thread.post", {"thread": t, "content": {"text": "bench"}, **extra}))[1])
+        row[f"{name}_s"] = round(time.perf_counter() - t0, 3)
+        row[f"{name}_p50_ms"] = _pct(lat, 0.5)
+        row[f"{name}_p99_ms"] = _pct(lat, 0.99)
+        row[f"{name}_last_tenth_p50_ms"] = _pct(lat[-posts // 10 :], 0.5)
+    await gov.close()
+    row["ratio_time"] = round(row["ask_assign_s"] / row["plain_s"], 3)
+    print(json.dumps(row), flush=True)
+    return row
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--members", type=int, default=2000)
+    p.add_argument("--member-posts", type=int, default=1000, help="posts into each of the two Threads")
+    p.add_argument("--creates", type=int, default=100_000)
+    p.add_argument("--seconds", type=float, default=5.0, help="each memory.create measurement")
+    p.add_argument("--posts", type=int, default=4000)
+    p.add_argument("--only", default="members,creates,pending")
+    args = p.parse_args()
+    only = set(args.only.split(","))
+
+    with bench_daemon(prefix="kungfud-scale-") as b:
+
+        async def run() -> None:
+            keys = await _register(b.url, max(args.members, 64))
+            out = {}
+            if "members" in only:
+                out["members_p50_ratio"] = (await members_target(b.url, keys, args.members, args.member_posts, 50))["ratio_p50"]
+            if "creates" in only:
+                out["creates_rate_ratio"] = (await creates_target(b.url, keys[-64:], args.creates, args.seconds))["ratio_rate"]
+            if "pending" in only:
+                out["ask_assign_time_ratio"] = (await pending_target(b.url, keys[-3:], args.posts))["ratio_time"]
+            print(json.dumps({"bench": "scale.targets", **out, "targets": {
+                "members_p50_ratio": "<= 1.2", "creates_rate_ratio": ">= 0.8", "ask_assign_time_ratio": "<= 1.3"}}), flush=True)
+
+        asyncio.run(run())
+
+
+if __name__ == "__main__":
+    main()
