@@ -29,10 +29,10 @@ from typing import TYPE_CHECKING, Any
 import pykka
 
 from ..core import assignment, engagement
-from ..core.members import SPEAKING
+from ..core.queries import KEYED_BY_AGENT, answers, order
 from ..errors import Rejection
 from ..store import Committed, Failed, Item, Outcome, Replayed, Stale
-from ..store.indexes import member_query
+from ..store.indexes import query_rows
 from ..store.layout import encode_object
 from ..store.store import View
 from ..store.writer import mismatch
@@ -54,10 +54,11 @@ class Expire:
     __slots__ = ()
 
 
-# Objects that own deadlines: id prefix -> (due ids at now, expiry command, op).
+# Objects that own deadlines: id prefix -> (whether one is due: (reads, id,
+# state, now) -> bool, expiry command, op).
 _EXPIRY: dict[str, tuple[Any, Any, str]] = {
-    "th_": (assignment.due_expiries, assignment.Expire, DEADLINE),
-    "tk_": (engagement.due_expiries, engagement.ExpireTask, DEADLINE_TASK),
+    "th_": (lambda reads, obj, state, now: (d := reads.next_due(obj, state)) is not None and d <= now, assignment.Expire, DEADLINE),
+    "tk_": (lambda reads, obj, state, now: bool(engagement.due_expiries(state, now)), engagement.ExpireTask, DEADLINE_TASK),
 }
 
 
@@ -111,24 +112,24 @@ class _Reads:
         self.owners: list[str] = []  # Threads and Tasks read that have a running deadline
         self.used_overlay = False
 
-    def query(self, name: str, key: str, limit: int | None = None) -> list[str]:
-        """A named member query (Ctx.query, D90): the view's index rows with the
-        overlay's in-flight memberships laid over them. It records no version:
-        the decision's read of the Thread (or ``ag_….threads``) guards it."""
-        over: dict[str, bool] = {}  # id -> in the answer, for overlay memberships
-        mark = "/" + key if name == "memberships" else key + "/"
-        for obj, entry in self.overlay.items():
-            if (obj.endswith(mark) if name == "memberships" else obj.startswith(mark)) and "/" in obj:
-                m = entry[1]
-                if name == "memberships":
-                    over[m.thread] = m.current
-                else:
-                    over[m.agent] = m.current and (m.role == "governor" if name == "governors" else m.role in SPEAKING)
-        rows = member_query(self.view, name, key, limit, over)
-        if not over:
-            return rows
-        out = sorted(set(rows) | {k for k, yes in over.items() if yes})
+    def query(self, name: str, key: str, limit: int | None = None, party: str | None = None) -> list[Any]:
+        """A named query (Ctx.query, core/queries.py): the view's index rows,
+        with the overlay's in-flight objects answering for themselves. It
+        records no version: the decision's read of the Thread (or
+        ``ag_….threads``) guards it (D90, D93)."""
+        mine = [(obj, entry[1]) for obj, entry in self.overlay.items() if _may_answer(obj, name, key)]
+        rows = query_rows(self.view, name, key, limit, party, {obj for obj, _ in mine})
+        if not mine:
+            return [answer for answer, _ in rows]
+        out = order(name, [a for a, _ in rows] + [a for _, state in mine for a in answers(name, key, party, state)])
         return out if limit is None else out[:limit]
+
+    def next_due(self, obj: str, state: Any) -> int | None:
+        """The earliest running deadline of a Thread (its ``due`` query) or Task."""
+        if obj.startswith("th_"):
+            rows = self.query("due", obj, 1)
+            return rows[0][0] if rows else None
+        return state.next_due()
 
     def get(self, obj: str) -> Any:
         if obj in self.states:
@@ -145,10 +146,18 @@ class _Reads:
                 return None
         self.expect[obj] = version
         self.states[obj] = state
-        if state is not None and obj[:3] in _EXPIRY and "." not in obj and "/" not in obj and (due := state.next_due()) is not None:
+        if state is not None and obj[:3] in _EXPIRY and "." not in obj and "/" not in obj and (due := self.next_due(obj, state)) is not None:
             self.valid_until = due if self.valid_until is None else min(self.valid_until, due)
             self.owners.append(obj)
         return state
+
+
+def _may_answer(obj: str, name: str, key: str) -> bool:
+    """Whether object ``obj`` may contribute to query ``name`` of ``key``: a
+    membership, entry or assignment of that Thread (or that agent's membership)."""
+    if name in KEYED_BY_AGENT:
+        return obj.endswith("/" + key)
+    return obj.startswith(key + "/") or obj.startswith(key + ".") or obj.startswith("as_")
 
 
 class _DoneBatch:
@@ -289,7 +298,7 @@ class ObjectActor(pykka.ThreadingActor):
         with self.runtime.store.read() as view:
             reads = _Reads(view, self.overlay)
             state = reads.get(self.key)
-            if state is None or not due_ids(state, now):
+            if state is None or not due_ids(reads, self.key, state, now):
                 return
             decision = ACTIONS[op].decide(command(self.key), self.runtime.ctx(None, now, reads.get, reads.query))
         if not isinstance(decision, Rejection):
@@ -404,7 +413,7 @@ class ObjectActor(pykka.ThreadingActor):
             with self.runtime.store.read() as view:
                 reads = _Reads(view)
                 state = reads.get(owner)
-                if state is None or not due_ids(state, now):
+                if state is None or not due_ids(reads, owner, state, now):
                     return
                 decision = ACTIONS[op].decide(command(owner), self.runtime.ctx(None, now, reads.get, reads.query))
             if isinstance(decision, Rejection):

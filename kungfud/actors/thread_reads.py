@@ -20,7 +20,7 @@ from ..core.obligations import ob_id
 from ..core.task import TaskState, may_read_contract
 from ..core.thread import SPEAKING, ThreadState, readable_thread
 from ..errors import Rejection
-from ..store.indexes import members_listed
+from ..store.indexes import members_listed, query_rows
 from ..store.store import View
 
 __all__ = [
@@ -90,7 +90,7 @@ def entry_digest(view: View, e: EntryState, reader: str, full: bool) -> dict[str
 
 def _my_obligations(view: View, t: ThreadState, me: str, now: int) -> list[dict[str, Any]]:
     obs: list[dict[str, Any]] = []
-    for n in t.pending.get(me, []):
+    for (n, _), _src in query_rows(view, "pending", t.thread, party=me):
         e = view.state(entry_obj(t.thread, n))
         obs.append(
             {
@@ -101,7 +101,7 @@ def _my_obligations(view: View, t: ThreadState, me: str, now: int) -> list[dict[
                 "next": "respond",
             }
         )
-    for asg, lv in sorted(t.live.items()):
+    for (asg, lv), _src in query_rows(view, "live", t.thread, party=me):
         if lv.due is not None and lv.due <= now:
             continue  # L4-3: a passed deadline shows no obligation
         if lv.state == "taken" and lv.taker == me:
@@ -126,15 +126,16 @@ def _my_obligations(view: View, t: ThreadState, me: str, now: int) -> list[dict[
     return obs
 
 
-def _actions(t: ThreadState, me: str, role: str) -> list[str]:
+def _actions(view: View, t: ThreadState, me: str, role: str) -> list[str]:
     if not t.open:
         return ["thread.leave", "assignment.judge"] if any(
-            lv.state == "delivered" and lv.creator == me and not lv.forfeited for lv in t.live.values()
+            lv.state == "delivered" and lv.creator == me and not lv.forfeited
+            for (_, lv), _src in query_rows(view, "live", t.thread, party=me)
         ) else ["thread.leave"]
     acts = ["thread.leave"]
     if role in SPEAKING:
         acts.append("thread.post")
-    if t.pending.get(me):
+    if query_rows(view, "pending", t.thread, 1, party=me):
         acts.append("thread.handle")
     if role == "governor":
         acts += ["thread.admit", "thread.remove", "thread.set_role", "thread.close"]
@@ -158,7 +159,7 @@ def thread_get(view: View, me: str, thread: str, now: int) -> dict | Rejection:
     for n in range(max(1, t.entries - RECENT + 1), t.entries + 1):
         recent.append(entry_digest(view, view.state(entry_obj(thread, n)), me, False))
     live = []
-    for asg, lv in sorted(t.live.items())[:MAX_LIVE]:
+    for (asg, lv), _src in query_rows(view, "live", thread, MAX_LIVE):
         a: AssignmentState = view.state(asg)
         live.append({"assignment": asg, "to": lv.to, "creator": lv.creator, "state": effective(a, now), "entry": lv.entry})
     out: dict[str, Any] = {
@@ -184,7 +185,7 @@ def thread_get(view: View, me: str, thread: str, now: int) -> dict | Rejection:
         "recent": recent,
         "assignments": live,
         "obligations": _my_obligations(view, t, me, now),
-        "actions": _actions(t, me, role),
+        "actions": _actions(view, t, me, role),
     }
     if t.content is not None:
         out["content"] = msgspec.Raw(t.content)

@@ -32,7 +32,7 @@ from .facts import (
     MembershipEnded,
     ThreadClosed,
 )
-from .members import may_speak, membership
+from .members import may_speak, membership, owes
 from .obligations import ob_id
 from .pins import Pin, resolve_pin
 
@@ -170,10 +170,16 @@ def effective(state: AssignmentState, now: int) -> StateName:
     return state.state
 
 
-def due_expiries(thread: "ThreadState", now: int) -> list[str]:
-    """Assignments whose deadline is due at ``now``, in the order they fell due."""
-    due = [(lv.due, a) for a, lv in thread.live.items() if lv.due is not None and lv.due <= now]
-    return [a for _, a in sorted(due)]
+def due_expiries(ctx: "Ctx", thread: str, now: int) -> list[str]:
+    """Assignments of ``thread`` whose deadline is due at ``now``, in the order
+    they fell due: only the due rows of the ``due`` query are read (D93)."""
+    limit = 8
+    while True:
+        rows = ctx.due(thread, limit)
+        due = [a for d, a in rows if d <= now]
+        if len(due) < limit:  # a row not yet due was read, or there are no more
+            return due
+        limit *= 4
 
 
 def _load(cmd_assignment: str, ctx: "Ctx") -> tuple[AssignmentState | None, "ThreadState | None", Rejection | None]:
@@ -186,7 +192,7 @@ def _load(cmd_assignment: str, ctx: "Ctx") -> tuple[AssignmentState | None, "Thr
     thread = ctx.get(state.thread) if state is not None else None
     if state is None or thread is None or membership(ctx, thread.thread, ctx.caller.agent) is None:
         return None, None, Rejection.not_found("assignment", cmd_assignment)
-    if (due := due_expiries(thread, ctx.now)) and cmd_assignment in due:
+    if effective(state, ctx.now) != state.state:
         # B5: a deadline at or before now wins; the actor records the expiry first.
         return None, None, _terminal(state, effective(state, ctx.now))
     return state, thread, None
@@ -218,7 +224,7 @@ def decide_take(cmd: Take, ctx: "Ctx") -> Decision | Rejection:
     if not thread.open:
         return Rejection.conflict(f"thread {state.thread} is closed")
     deliver_by = ctx.now + state.deliver_within_s * 1000
-    responded = state.entry if state.entry in thread.pending.get(me, []) else None
+    responded = state.entry if owes(ctx, state.thread, state.entry, me) else None
     facts: list[Fact] = [
         AssignmentTaken(
             at=ctx.now, by=me, assignment=cmd.assignment, thread=state.thread, taker=me, deliver_by=deliver_by,
@@ -353,9 +359,9 @@ def decide_expire(cmd: Expire, ctx: "Ctx") -> Decision | Rejection:
     if thread is None:
         return Rejection.not_found("thread", cmd.thread)
     facts: list[Fact] = []
-    for asg in due_expiries(thread, ctx.now):
-        lv = thread.live[asg]
-        outcome: Literal["timed_out", "undecided"] = "timed_out" if lv.state == "taken" else "undecided"
+    for asg in due_expiries(ctx, cmd.thread, ctx.now):
+        a: AssignmentState = ctx.get(asg)
+        outcome: Literal["timed_out", "undecided"] = "timed_out" if a.state == "taken" else "undecided"
         facts.append(AssignmentExpired(at=ctx.now, by=None, assignment=asg, thread=cmd.thread, outcome=outcome))
     if not facts:
         return Rejection.conflict(f"no deadline of thread {cmd.thread} is due")

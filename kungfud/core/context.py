@@ -31,7 +31,7 @@ def _nothing(obj: str) -> Any:
     return None
 
 
-def _no_rows(name: str, key: str, limit: int | None = None) -> list[str]:
+def _no_rows(name: str, key: str, limit: int | None = None, party: str | None = None) -> list[Any]:
     return []
 
 
@@ -40,12 +40,13 @@ class Ctx(msgspec.Struct, frozen=True):
     exist), all from one consistent snapshot; the actor records the version of
     everything it returns so the write fails if any of it moved (L5).
 
-    ``query(name, key, limit)`` answers the named collection queries from the
-    same snapshot (:func:`kungfud.core.thread.members_query` defines them). A
-    query is no read of an object, so it records no version: a decision that
-    uses one reads first the object whose every change touches the collection
-    (the Thread for its members, ``ag_….threads`` for an agent's memberships),
-    and that version is its guard (D90)."""
+    ``query(name, key, limit, party)`` answers the named collection queries
+    from the same snapshot (:mod:`kungfud.core.queries` defines them). A query
+    is no read of an object, so it records no version: a decision that uses one
+    reads first the object whose every change touches the collection (the
+    Thread for its members, pending responses and live assignments,
+    ``ag_….threads`` for an agent's memberships), and that version is its
+    guard (D90, D93)."""
 
     now: int
     caller: AgentState | None
@@ -53,7 +54,7 @@ class Ctx(msgspec.Struct, frozen=True):
     new_secret: Callable[[], str]
     limits: Limits = Limits()
     get: Callable[[str], Any] = _nothing
-    query: Callable[..., list[str]] = _no_rows
+    query: Callable[..., list[Any]] = _no_rows
 
     def governors(self, thread: str, limit: int | None = None) -> list[str]:
         """Current governors of ``thread`` by agent id (the first ``limit``)."""
@@ -66,6 +67,19 @@ class Ctx(msgspec.Struct, frozen=True):
     def memberships(self, agent: str) -> list[str]:
         """Threads ``agent`` is a member of, by id."""
         return self.query("memberships", agent, None)
+
+    def pending(self, thread: str, agent: str | None = None) -> list[tuple[int, str]]:
+        """``(entry, agent)`` of the responses pending in ``thread`` (``agent``'s only)."""
+        return self.query("pending", thread, None, agent)
+
+    def live(self, thread: str, party: str | None = None, limit: int | None = None) -> list[Any]:
+        """``(assignment, Live)`` of ``thread``'s non-terminal assignments, by id
+        (with ``party``: those it created or took)."""
+        return self.query("live", thread, limit, party)
+
+    def due(self, thread: str, limit: int | None = None) -> list[tuple[int, str]]:
+        """``(due, assignment)`` of ``thread``'s running deadlines, earliest first."""
+        return self.query("due", thread, limit)
 
 
 def random_ids(prefix: str) -> str:

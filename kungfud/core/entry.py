@@ -32,6 +32,7 @@ from .facts import (
 )
 from .obligations import ob_id
 from .pins import Pin, resolve_pin
+from .members import owes_entry
 from .thread import ThreadState, may_speak, member_thread, membership, readable_thread
 
 if TYPE_CHECKING:
@@ -159,7 +160,7 @@ def decide_post(cmd: Post, ctx: "Ctx") -> Decision | Rejection:
             return Rejection(r.code, r.reason, "revise")
         assert parent is not None
         reply_author = parent.author
-        replied = cmd.reply_to in state.pending.get(me, [])
+        replied = owes_entry(parent, me)
     if cmd.ask is not None:
         if len(set(cmd.ask)) != len(cmd.ask):
             return Rejection.bad_request("`ask` names an agent more than once - at `$.args.ask`")
@@ -223,7 +224,7 @@ def decide_handle(cmd: Handle, ctx: "Ctx") -> Decision | Rejection:
         return r
     assert state is not None and ctx.caller is not None
     me = ctx.caller.agent
-    if cmd.entry not in state.pending.get(me, []):
+    if entry is None or not owes_entry(entry, me):
         return Rejection.conflict(f"you have no pending response to entry {cmd.entry} of thread {cmd.thread}")
     if cmd.note is not None and len(cmd.note) > ctx.limits.max_content_bytes:
         return Rejection("too_large", "the note is too large", "revise")

@@ -7,17 +7,17 @@ or ending one touches. So joining, posting or leaving reads and writes objects
 whose size does not grow with a Thread's members or an agent's memberships
 (docs/decisions.md D90). Collections are read through the named queries of
 :class:`~kungfud.core.context.Ctx` (``governors``, ``speakers``,
-``memberships``), whose meaning :func:`members_query` defines.
+``memberships``), whose meaning :mod:`kungfud.core.queries` defines.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
 from ..errors import Rejection
-from .facts import Fact, MemberJoined, MembershipEnded, RoleSet, ThreadCreated, member_obj
+from .facts import Fact, MemberJoined, MembershipEnded, RoleSet, ThreadCreated, entry_obj, member_obj
 
 if TYPE_CHECKING:
     from .context import Ctx
@@ -31,10 +31,11 @@ __all__ = [
     "membership",
     "may_speak",
     "readable_thread",
+    "owes",
+    "owes_entry",
     "sole_governor",
     "apply_member",
     "apply_agent_threads",
-    "members_query",
 ]
 
 Role = Literal["observer", "speaker", "governor"]
@@ -79,6 +80,19 @@ def may_speak(ctx: "Ctx", thread: str, agent: str) -> bool:
     return m is not None and m.role in SPEAKING
 
 
+def owes_entry(entry: Any, agent: str) -> bool:
+    """Whether ``agent`` owes ``entry`` (an EntryState) a response: the entry's
+    own object says, no list kept elsewhere (D93)."""
+    r = entry.responses.get(agent)
+    return r is not None and r.state == "pending"
+
+
+def owes(ctx: "Ctx", thread: str, n: int, agent: str) -> bool:
+    """Whether ``agent`` owes entry ``n`` of ``thread`` a response."""
+    entry = ctx.get(entry_obj(thread, n))
+    return entry is not None and owes_entry(entry, agent)
+
+
 def readable_thread(state: Any, ident: str, member: MemberState | None) -> Rejection | None:
     """§9 R9-9, R9-2: only current members read a Thread (``member``: the
     reader's membership, or None); others get not_found, worded as for an id
@@ -120,32 +134,3 @@ def apply_agent_threads(state: AgentThreads | None, fact: Fact) -> AgentThreads:
             assert state is not None
             return msgspec.structs.replace(state, count=state.count - 1)
     raise TypeError(f"agent threads cannot apply {type(fact).__name__}")
-
-
-def members_query(states: Any) -> Callable[[str, str, int | None], list[str]]:
-    """The named member queries of :class:`~kungfud.core.context.Ctx`, answered
-    by scanning a mapping of object states (the reference the store's index
-    answers must equal; tests use it as their store):
-
-    - ``("governors", thread)``: current governors, by agent id;
-    - ``("speakers", thread)``: current members who may speak, by agent id;
-    - ``("memberships", agent)``: Threads the agent is a member of, by id.
-    """
-
-    def query(name: str, key: str, limit: int | None = None) -> list[str]:
-        out: list[str] = []
-        for obj, m in states.items():
-            if not isinstance(m, MemberState) or not m.current:
-                continue
-            if name == "memberships" and m.agent == key:
-                out.append(m.thread)
-            elif name == "governors" and m.thread == key and m.role == "governor":
-                out.append(m.agent)
-            elif name == "speakers" and m.thread == key and m.role in SPEAKING:
-                out.append(m.agent)
-        out.sort()
-        return out if limit is None else out[:limit]
-
-    return query
-
-

@@ -7,20 +7,20 @@ responses, voids the undelivered assignments it took or created, and forfeits
 its right to judge delivered ones it created (R6.2-10…R6.2-14). Entries live in
 :mod:`kungfud.core.entry`, assignments in :mod:`kungfud.core.assignment`.
 
-ThreadState is the Thread's header: status, grant, counters, pending responses
-by responder and non-terminal assignments. Each membership is an object of its
-own (:class:`MemberState`, ``th_…/ag_…``) and an agent's memberships are index
-rows beside an O(1) counter object (:class:`AgentThreads`), so an action reads
-and writes objects whose size does not grow with the Thread's members or the
-agent's memberships (docs/decisions.md D90). Decisions find members through the
-named queries of :class:`~kungfud.core.context.Ctx` (governors, speakers,
-memberships), guarded by the header's (or the counter object's) version (L5).
+The Thread object is only its header (:mod:`kungfud.core.thread_state`). Each
+membership is an object of its own (:mod:`kungfud.core.members`), and an
+agent's memberships, a Thread's pending responses and its live assignments are
+index rows, so an action reads and writes objects whose size does not grow with
+the Thread or the agent (docs/decisions.md D90, D93). Decisions read those
+collections through the named queries of :class:`~kungfud.core.context.Ctx`
+(:mod:`kungfud.core.queries`), guarded by the version of the Thread (or of
+``ag_….threads``) they read first (L5).
 """
 
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING, Any, Callable, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
@@ -28,7 +28,7 @@ from ..errors import Hint, Rejection
 from .agent import require_active
 from .clock import rfc3339
 from .decision import make
-from .members import (
+from .members import (  # re-exported: the Thread's public face
     SPEAKING,
     AgentThreads,
     MemberState,
@@ -36,7 +36,6 @@ from .members import (
     apply_agent_threads,
     apply_member,
     may_speak,
-    members_query,
     membership,
     readable_thread,
     sole_governor,
@@ -44,27 +43,17 @@ from .members import (
 from .facts import (
     AdmissionIssued,
     AdmissionVoided,
-    AssignmentCreated,
-    AssignmentDelivered,
-    AssignmentDropped,
-    AssignmentExpired,
-    AssignmentJudged,
-    AssignmentTaken,
-    AssignmentVoided,
     Decision,
-    EntryPosted,
     Fact,
     MemberJoined,
     MembershipEnded,
-    RequestRetracted,
-    ResponseHandled,
     RoleSet,
     ThreadClosed,
     ThreadCreated,
-    member_obj,
     threads_obj,
 )
 from .obligations import ob_id
+from .thread_state import ADMISSION_HISTORY, Grant, GrantRecord, ThreadState, apply
 
 if TYPE_CHECKING:
     from .context import Ctx
@@ -75,7 +64,6 @@ __all__ = [
     "Grant",
     "GrantRecord",
     "ADMISSION_HISTORY",
-    "Live",
     "ThreadState",
     "AgentThreads",
     "Create",
@@ -90,7 +78,6 @@ __all__ = [
     "apply_agent_threads",
     "apply_member",
     "membership",
-    "members_query",
     "token_hash",
     "may_speak",
     "readable_thread",
@@ -107,61 +94,6 @@ __all__ = [
     "decide_close",
 ]
 
-
-
-class Grant(msgspec.Struct, frozen=True):
-    admission: str
-    role: Role
-    token_hash: bytes
-    issued_at: int
-
-
-class GrantRecord(msgspec.Struct, frozen=True):
-    """One admission grant as members read it after the fact (DECISIONS.md B8):
-    never its token or the token's hash."""
-
-    admission: str
-    role: Role
-    issued_at: int
-    voided_at: int | None = None
-
-
-ADMISSION_HISTORY = 100  # grants a Thread's state remembers, newest kept (D45)
-
-
-class Live(msgspec.Struct, frozen=True):
-    """A non-terminal assignment, as the Thread needs to know it."""
-
-    creator: str
-    to: str
-    entry: int
-    state: Literal["open", "taken", "delivered"]
-    taker: str | None = None
-    due: int | None = None  # deliver_by while taken, judge_by while delivered
-    forfeited: bool = False
-
-
-class ThreadState(msgspec.Struct, frozen=True):
-    thread: str
-    creator: str
-    created_at: int
-    status: Literal["open", "closed"]
-    grant: Grant | None
-    entries: int  # how many entries were posted
-    pending: dict[str, list[int]]  # responder -> entries it owes a response to
-    live: dict[str, Live]  # non-terminal assignments
-    content: bytes | None = None
-    closed_at: int | None = None
-    admissions: list[GrantRecord] = []  # B8: issued grants, oldest first, voided ones too (≤ ADMISSION_HISTORY)
-    member_count: int = 0  # current members; each is a MemberState object (D90)
-
-    @property
-    def open(self) -> bool:
-        return self.status == "open"
-
-    def next_due(self) -> int | None:
-        dues = [lv.due for lv in self.live.values() if lv.due is not None]
-        return min(dues) if dues else None
 
 
 # --- commands -------------------------------------------------------------------
@@ -235,13 +167,14 @@ def _governing(ctx: "Ctx", thread: str, verb: str) -> tuple[ThreadState | None, 
     return state, None
 
 
-def _ended_ids(f: MembershipEnded | RoleSet | ThreadClosed, state: ThreadState) -> list[str]:
-    """The ids WIRE.md's ``ended`` lists: obligations, then assignments."""
+def _ended_ids(f: MembershipEnded | RoleSet | ThreadClosed, live: dict[str, Any]) -> list[str]:
+    """The ids WIRE.md's ``ended`` lists: obligations, then assignments
+    (``live``: the live assignments the fact may void, as ``Live`` by id)."""
     out: list[str] = []
     if isinstance(f, ThreadClosed):
         out += [ob_id("respond", f"{f.thread}.{e}", a) for e, a in f.responses]
         for asg in f.voided:
-            lv = state.live[asg]
+            lv = live[asg]
             if lv.state == "taken" and lv.taker is not None:
                 out.append(ob_id("deliver", asg, lv.taker))
         out += f.voided
@@ -249,7 +182,7 @@ def _ended_ids(f: MembershipEnded | RoleSet | ThreadClosed, state: ThreadState) 
     out += [ob_id("respond", f"{f.thread}.{e}", f.agent) for e in f.responses]
     if isinstance(f, MembershipEnded):
         for asg in f.voided:
-            lv = state.live[asg]
+            lv = live[asg]
             if lv.state == "taken" and lv.taker is not None:
                 out.append(ob_id("deliver", asg, lv.taker))
         out += [ob_id("judge", asg, f.agent) for asg in f.forfeited]
@@ -262,15 +195,17 @@ def membership_end_facts(
 ) -> tuple[list[Fact], list[str]]:
     """The fact ending ``agent``'s membership with every §6.2 effect, plus, when
     the Thread is left open with no governor (possible only by deactivation,
-    R4-8), the fact closing it with every §6.5 effect. Returns (facts, ended ids)."""
+    R4-8), the fact closing it with every §6.5 effect. Returns (facts, ended ids).
+    Reads only the agent's own pending responses and live work (D93)."""
     by = ctx.caller.agent if ctx.caller is not None else None
+    mine = dict(ctx.live(state.thread, agent))
     voided = sorted(
         a
-        for a, lv in state.live.items()
+        for a, lv in mine.items()
         if lv.state in ("open", "taken") and (lv.creator == agent or (lv.state == "taken" and lv.taker == agent))
     )
     forfeited = sorted(
-        a for a, lv in state.live.items() if lv.state == "delivered" and lv.creator == agent and not lv.forfeited
+        a for a, lv in mine.items() if lv.state == "delivered" and lv.creator == agent and not lv.forfeited
     )
     ended = MembershipEnded(
         at=ctx.now,
@@ -278,33 +213,37 @@ def membership_end_facts(
         thread=state.thread,
         agent=agent,
         why=why,
-        responses=sorted(state.pending.get(agent, [])),
+        responses=sorted(e for e, _ in ctx.pending(state.thread, agent)),
         voided=voided,
         forfeited=forfeited,
     )
     facts: list[Fact] = [ended]
-    ids = _ended_ids(ended, state)
+    ids = _ended_ids(ended, mine)
     after = apply(state, ended)
     if after.open and not [g for g in ctx.governors(state.thread, 2) if g != agent]:
-        close, close_ids = close_facts(after, ctx)
+        close, close_ids = close_facts(after, ctx, ended)
         facts += close
         ids += close_ids
     return facts, ids
 
 
-def close_facts(state: ThreadState, ctx: "Ctx") -> tuple[list[Fact], list[str]]:
+def close_facts(state: ThreadState, ctx: "Ctx", after: MembershipEnded | None = None) -> tuple[list[Fact], list[str]]:
     """§6.5 in one fact: pending responses end, undelivered assignments are voided,
-    the admission is voided; delivered assignments keep their deadlines."""
+    the admission is voided; delivered assignments keep their deadlines. ``after``:
+    a membership end decided just before, in the same action (its effects are not
+    in the snapshot the queries read)."""
     by = ctx.caller.agent if ctx.caller is not None else None
+    gone, void = (after.agent, set(after.voided)) if after is not None else (None, set())
+    live = dict(ctx.live(state.thread))
     fact = ThreadClosed(
         at=ctx.now,
         by=by,
         thread=state.thread,
-        responses=sorted((e, a) for a, es in state.pending.items() for e in es),
-        voided=sorted(a for a, lv in state.live.items() if lv.state in ("open", "taken")),
+        responses=sorted((e, a) for e, a in ctx.pending(state.thread) if a != gone),
+        voided=sorted(a for a, lv in live.items() if lv.state in ("open", "taken") and a not in void),
         admission=state.grant.admission if state.grant else None,
     )
-    return [fact], _ended_ids(fact, state)
+    return [fact], _ended_ids(fact, live)
 
 
 # --- decisions --------------------------------------------------------------------
@@ -462,9 +401,9 @@ def decide_set_role(cmd: SetRole, ctx: "Ctx") -> Decision | Rejection:
         return Rejection.conflict(f"agent {cmd.agent} is already {cmd.role} in thread {cmd.thread}")
     if m.role == "governor" and sole_governor(ctx, cmd.thread, cmd.agent):
         return Rejection.conflict(f"thread {cmd.thread} must keep a governor; make another member governor first")
-    responses = sorted(state.pending.get(cmd.agent, [])) if cmd.role == "observer" else []
+    responses = sorted(e for e, _ in ctx.pending(cmd.thread, cmd.agent)) if cmd.role == "observer" else []
     fact = RoleSet(at=ctx.now, by=ctx.caller.agent, thread=cmd.thread, agent=cmd.agent, role=cmd.role, responses=responses)
-    return make([fact], {"thread": cmd.thread, "agent": cmd.agent, "role": cmd.role, "ended": _ended_ids(fact, state)}, ctx)
+    return make([fact], {"thread": cmd.thread, "agent": cmd.agent, "role": cmd.role, "ended": _ended_ids(fact, {})}, ctx)
 
 
 def decide_close(cmd: Close, ctx: "Ctx") -> Decision | Rejection:
@@ -475,99 +414,3 @@ def decide_close(cmd: Close, ctx: "Ctx") -> Decision | Rejection:
     assert state is not None
     facts, ended = close_facts(state, ctx)
     return make(facts, {"thread": cmd.thread, "status": "closed", "ended": ended}, ctx)
-
-
-# --- apply ---------------------------------------------------------------------------
-
-
-def _drop_pending(pending: dict[str, list[int]], agent: str, entries: list[int] | set[int]) -> dict[str, list[int]]:
-    gone = set(entries)
-    out = dict(pending)
-    rest = [e for e in out.get(agent, []) if e not in gone]
-    if rest:
-        out[agent] = rest
-    else:
-        out.pop(agent, None)
-    return out
-
-
-def _voided(history: list[GrantRecord], admission: str | None, at: int) -> list[GrantRecord]:
-    """The history with ``admission`` (if any, and still live) marked voided at ``at``."""
-    if admission is None:
-        return list(history)
-    return [
-        msgspec.structs.replace(g, voided_at=at) if g.admission == admission and g.voided_at is None else g
-        for g in history
-    ]
-
-
-def _set_live(live: dict[str, Live], asg: str, value: Live | None) -> dict[str, Live]:
-    out = dict(live)
-    if value is None:
-        out.pop(asg, None)
-    else:
-        out[asg] = value
-    return out
-
-
-def apply(state: ThreadState | None, fact: Fact) -> ThreadState:
-    """The Thread header as a table of facts (one ``case`` per fact type)."""
-    rep = msgspec.structs.replace
-    if state is None:
-        match fact:
-            case ThreadCreated(at=at, thread=thread, creator=creator, content=content):
-                return ThreadState(thread, creator, at, "open", None, 0, {}, {}, content=content, member_count=1)
-        raise TypeError(f"thread cannot start with {type(fact).__name__}")
-    match fact:
-        case AdmissionIssued(at=at, admission=adm, role=role, token_hash=th, voided=old):
-            history = _voided(state.admissions, old, at) + [GrantRecord(adm, role, at)]
-            return rep(state, grant=Grant(adm, role, th, at), admissions=history[-ADMISSION_HISTORY:])
-        case AdmissionVoided(at=at, admission=adm):
-            return rep(state, grant=None, admissions=_voided(state.admissions, adm, at))
-        case MemberJoined():
-            return rep(state, member_count=state.member_count + 1)
-        case MembershipEnded(agent=agent, responses=responses, voided=voided, forfeited=forfeited):
-            live = dict(state.live)
-            for asg in voided:
-                live.pop(asg, None)
-            for asg in forfeited:
-                live[asg] = rep(live[asg], forfeited=True)
-            pending = _drop_pending(state.pending, agent, responses)
-            return rep(state, member_count=state.member_count - 1, pending=pending, live=live)
-        case RoleSet(agent=agent, responses=responses):
-            return rep(state, pending=_drop_pending(state.pending, agent, responses))
-        case EntryPosted(entry=n, author=author, responders=responders, reply_to=reply_to, replied=replied):
-            pending = dict(state.pending)
-            if replied:
-                assert reply_to is not None
-                pending = _drop_pending(pending, author, [reply_to])
-            for a in responders:
-                pending[a] = [*pending.get(a, []), n]
-            return rep(state, entries=n, pending=pending)
-        case ResponseHandled(agent=agent, entry=n):
-            return rep(state, pending=_drop_pending(state.pending, agent, [n]))
-        case RequestRetracted(agents=agents, entry=n):
-            pending = state.pending
-            for a in agents:
-                pending = _drop_pending(pending, a, [n])
-            return rep(state, pending=pending)
-        case ThreadClosed(at=at, voided=voided, admission=adm):
-            live = {a: lv for a, lv in state.live.items() if a not in set(voided)}
-            return rep(
-                state, status="closed", closed_at=at, grant=None, pending={}, live=live,
-                admissions=_voided(state.admissions, adm, at),
-            )
-        case AssignmentCreated(assignment=asg, creator=creator, to=to, entry=n):
-            return rep(state, live=_set_live(state.live, asg, Live(creator, to, n, "open")))
-        case AssignmentTaken(assignment=asg, taker=taker, deliver_by=due, response_entry=responded):
-            lv = rep(state.live[asg], state="taken", taker=taker, due=due)
-            pending = state.pending
-            if responded is not None:
-                pending = _drop_pending(pending, taker, [responded])
-            return rep(state, live=_set_live(state.live, asg, lv), pending=pending)
-        case AssignmentDelivered(assignment=asg, judge_by=due):
-            lv = rep(state.live[asg], state="delivered", due=due)
-            return rep(state, live=_set_live(state.live, asg, lv))
-        case AssignmentJudged() | AssignmentDropped() | AssignmentVoided() | AssignmentExpired():
-            return rep(state, live=_set_live(state.live, fact.assignment, None))
-    raise TypeError(f"thread cannot apply {type(fact).__name__}")

@@ -86,7 +86,7 @@ def test_R12_9_opportunities_cursor_never_names_an_assignment_the_caller_may_not
     hidden = [f"as_01h{n:03d}" for n in range(8)]
     task = "tk_01named"
     with store.env.begin(write=True) as txn:
-        _put_state(txn, store, left, ThreadState(left, ALICE, T0, "open", None, 0, {}, {}, member_count=1))
+        _put_state(txn, store, left, ThreadState(left, ALICE, T0, "open", None, 0, member_count=1))
         _put_state(txn, store, member_obj(left, ALICE), MemberState(left, ALICE, "governor", T0, None))
         for asg in hidden:
             txn.put(BOB.encode() + b"\x00" + asg.encode(), left.encode(), db=store.dbs["opportunities"])

@@ -14,7 +14,7 @@ from kungfud.core import memory as memory_core
 from kungfud.core.agent import AgentState, Register, SetStatus
 from kungfud.core.atoms import fold
 from kungfud.core.context import Ctx, Limits, counting_ids
-from kungfud.core.members import members_query
+from kungfud.core.queries import state_query
 from kungfud.core.facts import Decision, touches
 from kungfud.core.memory import Create, SetVisibility, Update, Withdraw
 from kungfud.errors import CODES, NEXT_STEPS, Rejection
@@ -107,7 +107,7 @@ class World:
             new_secret=lambda: "kf_secret",
             limits=self.limits,
             get=self.states.get,  # other objects' current states, for decisions that read them
-            query=members_query(self.states),
+            query=state_query(self.states),
         )
 
     def record(self, result: Decision | Rejection) -> Decision | Rejection:

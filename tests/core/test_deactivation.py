@@ -163,7 +163,7 @@ def test_R4_8_deactivating_the_sole_governor_closes_the_thread_with_the_effects_
     assert closed.responses == [(1, w.bob), (1, w.carol)]  # alice's ended once, by MembershipEnded
     assert closed.voided == sorted([untaken, taken]) and closed.admission == grant
     t = w.thread(w.t)
-    assert t.status == "closed" and t.grant is None and t.pending == {}
+    assert t.status == "closed" and t.grant is None and w.thread_pending(w.t) == {}
     assert set(w.members(w.t)) == {w.bob, w.carol, w.dave}  # memberships remain
     assert w.asg(untaken).state == "voided" and w.asg(taken).state == "voided"
     assert w.asg(judged_later).state == "delivered" and w.asg(judged_later).judge_by == judge_by
@@ -224,9 +224,9 @@ def test_L4_3_B5_a_due_deadline_is_recorded_before_deactivation_and_wins(w):
     _, a = w.assign(w.alice, w.t, w.bob, deliver_within_s=60)
     ok(w.take(w.bob, a))
     w.now = w.asg(a).deliver_by
-    assert w.thread(w.t).next_due() is not None and w.thread(w.t).next_due() <= w.now
+    assert w.next_due(w.t) is not None and w.next_due(w.t) <= w.now
     ok(w.expire(w.t))
-    assert w.thread(w.t).next_due() is None
+    assert w.next_due(w.t) is None
     d = ok(w.deactivate(w.root, w.bob))
     assert all(not f.voided for f in d.facts if isinstance(f, MembershipEnded))
     assert ob_id("deliver", a, w.bob) not in d.result["ended"]
@@ -238,7 +238,7 @@ def test_L4_3_B5_closing_by_deactivation_keeps_a_passed_judgment_deadline(w):
     _, a = w.assign(w.carol, w.u, w.carol, judge_within_s=60)  # neither made nor taken by bob
     ok(w.take(w.carol, a, deliver=text()))
     w.now = w.asg(a).judge_by
-    assert w.thread(w.u).next_due() == w.now  # the signal to record the expiry first
+    assert w.next_due(w.u) == w.now  # the signal to record the expiry first
     ok(w.expire(w.u))
     d = ok(w.deactivate(w.root, w.bob))  # bob governs u alone: u closes (R4-8)
     assert any(isinstance(f, ThreadClosed) for f in d.facts)

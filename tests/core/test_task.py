@@ -18,7 +18,7 @@ import pytest
 
 from kungfud.core import agent as agent_core
 from kungfud.core import deactivation
-from kungfud.core.members import members_query
+from kungfud.core.queries import state_query
 from kungfud.core import engagement as eng_core
 from kungfud.core import entry as entry_core
 from kungfud.core import memory as memory_core
@@ -96,7 +96,7 @@ class TaskWorld:
             new_secret=lambda: "kf_secret",
             limits=self.limits,
             get=self.states.get,
-            query=members_query(self.states),
+            query=state_query(self.states),
         )
 
     def record(self, result: Decision | Rejection) -> Decision | Rejection:

@@ -73,7 +73,7 @@ def test_R6_1_2_creator_becomes_governor_of_an_open_thread(w):
     assert s.status == "open" and s.open and s.closed_at is None
     assert w.members(w.t) == {w.alice: MemberState(w.t, w.alice, "governor", w.now, None)}
     assert w.governors(w.t) == [w.alice] and s.member_count == 1
-    assert s.grant is None and s.entries == 0 and s.pending == {} and s.live == {}
+    assert s.grant is None and s.entries == 0 and w.thread_pending(w.t) == {} and w.live(w.t) == {}
     assert w.memberships(w.alice) == {w.t: "governor"}
 
 
@@ -378,7 +378,7 @@ def test_R6_2_11_membership_end_voids_undelivered_assignments_it_took(w):
     # Its delivered work still awaits the creator's judgment.
     assert w.asg(delivered).state == "delivered"
     assert w.obligations_of(w.alice) == {("judge", delivered)}
-    assert taken not in w.thread(w.t).live
+    assert taken not in w.live(w.t)
 
 
 @pytest.mark.rules("R6.2-12", "R8-34")
@@ -493,7 +493,7 @@ def test_R6_5_3_closing_ends_every_pending_response(w):
     assert set(d.facts[0].objects()) >= {entry_obj(w.t, 1), entry_obj(w.t, 2)}
     assert {w.response(w.t, 1, a) for a in (w.bob, w.carol)} == {"ended"}
     assert w.response(w.t, 2, w.alice) == "ended"
-    assert w.thread(w.t).pending == {} and w.obligations() == {}
+    assert w.thread_pending(w.t) == {} and w.obligations() == {}
 
 
 @pytest.mark.rules("R6.5-4", "R8-34")
@@ -506,7 +506,7 @@ def test_R6_5_4_closing_voids_every_undelivered_assignment(w):
     assert d.facts[0].voided == sorted([untaken, taken])
     assert ob_id("deliver", taken, w.carol) in d.result["ended"]
     assert w.asg(untaken).state == "voided" and w.asg(taken).state == "voided"
-    assert w.thread(w.t).live == {}
+    assert w.live(w.t) == {}
 
 
 @pytest.mark.rules("R6.5-5", "R6.5-6", "R6.4-12", "R8-39")
@@ -649,6 +649,6 @@ def test_thread_next_due_follows_running_deadlines_only(w):
     """The Thread's deadline index: untaken work runs no deadline (R6.4-6)."""
     trio(w)
     _, a = w.assign(w.alice, w.t, w.bob, deliver_within_s=HOUR)
-    assert w.thread(w.t).next_due() is None
+    assert w.next_due(w.t) is None
     ok(w.take(w.bob, a))
-    assert w.thread(w.t).next_due() == w.now + HOUR * 1000
+    assert w.next_due(w.t) == w.now + HOUR * 1000

@@ -31,7 +31,8 @@ from kungfud.core.atoms import fold
 from kungfud.core.context import Ctx, Limits, counting_ids
 from kungfud.core.entry import EntryState
 from kungfud.core.facts import Decision, entry_obj, member_obj, threads_obj, touches
-from kungfud.core.members import MemberState, current, members_query
+from kungfud.core.members import MemberState, current
+from kungfud.core.queries import state_query
 from kungfud.core.obligations import Obligation, of_state
 from kungfud.core.pins import Pin
 from kungfud.core.thread import ThreadState
@@ -90,7 +91,7 @@ class World:
             new_secret=self.new_secret,
             limits=self.limits,
             get=self.states.get,
-            query=members_query(self.states),
+            query=state_query(self.states),
         )
 
     def record(self, result: Decision | Rejection) -> Decision | Rejection:
@@ -141,7 +142,7 @@ class World:
     def memberships(self, agent: str) -> dict[str, str]:
         """Thread -> role of ``agent``'s current memberships (D90: the membership
         objects; the count object agrees)."""
-        out = {t: self.member(t, agent).role for t in members_query(self.states)("memberships", agent)}  # type: ignore[union-attr]
+        out = {t: self.member(t, agent).role for t in state_query(self.states)("memberships", agent)}  # type: ignore[union-attr]
         s = self.states.get(threads_obj(agent))
         assert len(out) == (0 if s is None else s.count), (out, s)
         return out
@@ -166,7 +167,27 @@ class World:
         return self.entry(t, n).responses[agent].state
 
     def pending(self, t: str, agent: str) -> list[int]:
-        return list(self.thread(t).pending.get(agent, []))
+        return [e for e, _ in state_query(self.states)("pending", t, None, agent)]
+
+    def thread_pending(self, t: str, states: dict[str, Any] | None = None) -> dict[str, list[int]]:
+        """Responder -> entries of ``t`` it owes a response to (the ``pending``
+        query over ``states``, default now; D93)."""
+        out: dict[str, list[int]] = {}
+        for e, a in state_query(self.states if states is None else states)("pending", t):
+            out.setdefault(a, []).append(e)
+        return out
+
+    def live(self, t: str, states: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Assignment -> Live of ``t``'s non-terminal assignments (the ``live`` query)."""
+        return dict(state_query(self.states if states is None else states)("live", t))
+
+    def next_due(self, t: str) -> int | None:
+        rows = state_query(self.states)("due", t, 1)
+        return rows[0][0] if rows else None
+
+    def due(self, t: str, now: int | None = None) -> list[str]:
+        """The assignments of ``t`` whose deadline is due (``due_expiries``)."""
+        return asg_core.due_expiries(self.ctx(None), t, self.now if now is None else now)
 
     def obligations(self) -> dict[str, Obligation]:
         """Every open obligation the states imply (§8), by id."""

@@ -77,7 +77,7 @@ from kungfud.core import agent as agent_core
 from kungfud.core import assignment as assignment_core
 from kungfud.core import engagement as engagement_core
 from kungfud.core.atoms import apply_to, state_type
-from kungfud.core.members import members_query
+from kungfud.core.queries import state_query
 from kungfud.core.context import Ctx, Limits
 from kungfud.core.facts import (
     AdmissionIssued,
@@ -1118,7 +1118,7 @@ class Sim:
             now = fact0.at
         ctx = Ctx(
             now=now, caller=states.get(caller) if caller else None, new_id=new_id, new_secret=new_secret,
-            limits=self.limits, get=states.get, query=members_query(states),
+            limits=self.limits, get=states.get, query=state_query(states),
         )
         if op == "agent.register":
             decision = agent_core.decide_register(command, ctx)
