@@ -171,6 +171,8 @@ def query_rows(view: Any, name: str, key: str, limit: int | None = None, party: 
             out.append((answer, source))
             if limit is not None and len(out) >= limit:
                 break
+    if name == "pending" and party is None:
+        out.sort()  # rows run by agent, the query by entry (core/queries.py)
     return out
 
 
