@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import pykka
 
 from ..core.kinds import kind_of
+from ..core.queries import KEYED_BY_AGENT, answers, order
 from ..errors import Rejection
 from ..store import Committed, Failed, Item, Outcome, Replayed, Stale
 from ..store.layout import encode_object
@@ -61,11 +62,17 @@ def _owns_deadlines(obj: str) -> bool:
     return k is not None and k.deadlines is not None
 
 
-def _expiry(obj: str) -> tuple[Any, Any, str]:
-    """Of an object that owns deadlines: its due ids at now, the expiry command and its op."""
+def _expiry(obj: str) -> tuple[Any, str]:
+    """Of an object that owns deadlines: its expiry command and its op."""
     k = kind_of(obj)
     assert k is not None and k.deadlines is not None, obj
-    return k.deadlines.due, k.deadlines.expire, _DEADLINE_OPS[k.name]
+    return k.deadlines.expire, _DEADLINE_OPS[k.name]
+
+
+def _is_due(reads: "_Reads", obj: str, state: Any, now: int) -> bool:
+    """Whether a deadline of ``obj`` (a Thread or a Task) is due at ``now``."""
+    due = reads.next_due(obj, state)
+    return due is not None and due <= now
 
 
 class Slot:
@@ -118,6 +125,25 @@ class _Reads:
         self.owners: list[str] = []  # Threads and Tasks read that have a running deadline
         self.used_overlay = False
 
+    def query(self, name: str, key: str, limit: int | None = None, party: str | None = None) -> list[Any]:
+        """A named query (Ctx.query, core/queries.py): the view's index rows,
+        with the overlay's in-flight objects answering for themselves. It
+        records no version: the decision's read of the Thread (or
+        ``ag_….threads``) guards it (D90, D93)."""
+        mine = [(obj, entry[1]) for obj, entry in self.overlay.items() if _may_answer(obj, name, key)]
+        rows = self.view.query(name, key, limit, party, {obj for obj, _ in mine})
+        if not mine:
+            return [answer for answer, _ in rows]
+        out = order(name, [a for a, _ in rows] + [a for _, state in mine for a in answers(name, key, party, state)])
+        return out if limit is None else out[:limit]
+
+    def next_due(self, obj: str, state: Any) -> int | None:
+        """The earliest running deadline of a Thread (its ``due`` query) or Task."""
+        if kind_of(obj).name == "thread":  # type: ignore[union-attr]
+            rows = self.query("due", obj, 1)
+            return rows[0][0] if rows else None
+        return state.next_due()
+
     def get(self, obj: str) -> Any:
         if obj in self.states:
             return self.states[obj]
@@ -133,10 +159,18 @@ class _Reads:
                 return None
         self.expect[obj] = version
         self.states[obj] = state
-        if state is not None and _owns_deadlines(obj) and (due := state.next_due()) is not None:
+        if state is not None and _owns_deadlines(obj) and (due := self.next_due(obj, state)) is not None:
             self.valid_until = due if self.valid_until is None else min(self.valid_until, due)
             self.owners.append(obj)
         return state
+
+
+def _may_answer(obj: str, name: str, key: str) -> bool:
+    """Whether object ``obj`` may contribute to query ``name`` of ``key``: a
+    membership, entry or assignment of that Thread (or that agent's membership)."""
+    if name in KEYED_BY_AGENT:
+        return obj.endswith("/" + key)
+    return obj.startswith(key + "/") or obj.startswith(key + ".") or obj.startswith("as_")
 
 
 class _DoneBatch:
@@ -273,13 +307,13 @@ class ObjectActor(pykka.ThreadingActor):
 
     def _expire_own(self, now: int) -> None:
         """Record (pipelined) every expiry of this actor's object due at ``now``."""
-        due_ids, command, op = _expiry(self.key)
+        command, op = _expiry(self.key)
         with self.runtime.store.read() as view:
             reads = _Reads(view, self.overlay)
             state = reads.get(self.key)
-            if state is None or not due_ids(state, now):
+            if state is None or not _is_due(reads, self.key, state, now):
                 return
-            decision = ACTIONS[op].decide(command(self.key), self.runtime.ctx(None, now, reads.get))
+            decision = ACTIONS[op].decide(command(self.key), self.runtime.ctx(None, now, reads.get, reads.query))
         if not isinstance(decision, Rejection):
             self._submit(_Run(None), None, b"", decision, reads, None)
 
@@ -304,7 +338,7 @@ class ObjectActor(pykka.ThreadingActor):
                     return
                 reads = _Reads(view, self.overlay)
                 caller = reads.get(job.caller) if job.caller is not None else None
-                decision = spec.decide(job.command, rt.ctx(caller, now, reads.get))
+                decision = spec.decide(job.command, rt.ctx(caller, now, reads.get, reads.query))
             if reads.valid_until is not None and reads.valid_until <= now:
                 # The decision read another Thread or Task with a deadline due
                 # (e.g. a deactivation): record those expiries, then decide again.
@@ -387,14 +421,14 @@ class ObjectActor(pykka.ThreadingActor):
         """Record the expiries of another Thread or Task due at ``now`` and wait
         for the commit (rare: a decision that reads many objects). Safe from any
         actor, since the write is version-checked."""
-        due_ids, command, op = _expiry(owner)
+        command, op = _expiry(owner)
         for _ in range(MAX_ATTEMPTS):
             with self.runtime.store.read() as view:
                 reads = _Reads(view)
                 state = reads.get(owner)
-                if state is None or not due_ids(state, now):
+                if state is None or not _is_due(reads, owner, state, now):
                     return
-                decision = ACTIONS[op].decide(command(owner), self.runtime.ctx(None, now, reads.get))
+                decision = ACTIONS[op].decide(command(owner), self.runtime.ctx(None, now, reads.get, reads.query))
             if isinstance(decision, Rejection):
                 return
             outcome = self.runtime.writer.write_now(

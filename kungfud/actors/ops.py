@@ -29,7 +29,7 @@ from typing import Any, Callable, NamedTuple
 import msgspec
 
 from .. import wire
-from ..core import agent, assignment, engagement, entry, memory, task, thread
+from ..core import agent, assignment, deactivation, engagement, entry, memory, task, thread
 from ..core.context import Ctx
 from ..core.facts import Decision
 from ..core.pins import Pin
@@ -231,7 +231,7 @@ ACTIONS: dict[str, Action] = {
     "admin.agent.set_status": Action(
         lambda a: agent.SetStatus(a.agent, a.status),
         _by_agent,
-        lambda c, ctx: agent.decide_set_status(ctx.get(c.agent), c, ctx),
+        lambda c, ctx: deactivation.decide_set_status(ctx.get(c.agent), c, ctx),
     ),
     "admin.agent.create": Action(
         lambda a: agent.CreateAgent(_name("admin.agent.create", a.content)), _registrar, agent.decide_create

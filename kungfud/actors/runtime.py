@@ -135,11 +135,17 @@ class Runtime:
     def new_secret() -> str:
         return "kf_" + secrets.token_urlsafe(32)
 
-    def ctx(self, caller: Any, now: int | None = None, get: Callable[[str], Any] | None = None) -> Ctx:
+    def ctx(
+        self, caller: Any, now: int | None = None, get: Callable[[str], Any] | None = None, query: Any = None
+    ) -> Ctx:
         now = self.clock() if now is None else now
         if get is None:
             return Ctx(now=now, caller=caller, new_id=self.new_id, new_secret=self.new_secret, limits=self.limits)
-        return Ctx(now=now, caller=caller, new_id=self.new_id, new_secret=self.new_secret, limits=self.limits, get=get)
+        if query is None:
+            return Ctx(now=now, caller=caller, new_id=self.new_id, new_secret=self.new_secret, limits=self.limits, get=get)
+        return Ctx(
+            now=now, caller=caller, new_id=self.new_id, new_secret=self.new_secret, limits=self.limits, get=get, query=query
+        )
 
     def _may_start(self, key: str) -> bool:
         """An actor is started for a service key, or for an object that exists."""

@@ -4,9 +4,9 @@ Account state is set by the implementation (R4-3): registration (open by default
 see config), ``admin.agent.create`` and ``admin.agent.set_status`` by an admin
 agent, and a new key by ``agent.rotate_key`` (the agent itself) or
 ``admin.agent.reset_key`` (an admin; WIRE.md "Operating a deployment"). Only an active agent
-may act (R4-1); reads do not require activity (R4-2). Deactivation erases no fact
-(R4-4); its effects on Threads and Tasks (R4-6…R4-8) join this module's decision
-when those atoms exist.
+may act (R4-1); reads do not require activity (R4-2). Setting an account's
+status, with the effects of deactivation on Threads (R4-4…R4-8), is decided in
+:mod:`kungfud.core.deactivation`, above this module and the Thread's.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Literal
 import msgspec
 
 from ..errors import Rejection
-from .decision import fold_into
 from .facts import AgentKeySet, AgentRegistered, AgentStatusSet, Decision, Fact
 
 if TYPE_CHECKING:
@@ -32,11 +31,11 @@ __all__ = [
     "ResetKey",
     "apply",
     "decide_register",
-    "decide_set_status",
     "decide_create",
     "decide_rotate_key",
     "decide_reset_key",
     "require_active",
+    "require_admin",
     "key_hash",
 ]
 
@@ -118,7 +117,7 @@ def _new_agent(content: bytes, ctx: "Ctx", *, by: str | None, admin: bool) -> De
     return Decision([fact], {"agent": agent, "key": key}, {agent: state})
 
 
-def _require_admin(ctx: "Ctx", what: str) -> Rejection | None:
+def require_admin(ctx: "Ctx", what: str) -> Rejection | None:
     """An active admin caller, checked before anything about a target is read
     (D5): a non-admin learns nothing about which agents exist."""
     if (r := require_active(ctx)) is not None:
@@ -131,7 +130,7 @@ def _require_admin(ctx: "Ctx", what: str) -> Rejection | None:
 
 def decide_create(cmd: CreateAgent, ctx: "Ctx") -> Decision | Rejection:
     """``admin.agent.create``: works whether or not open registration is on."""
-    if (r := _require_admin(ctx, "create agents")) is not None:
+    if (r := require_admin(ctx, "create agents")) is not None:
         return r
     assert ctx.caller is not None
     return _new_agent(cmd.content, ctx, by=ctx.caller.agent, admin=False)
@@ -159,41 +158,11 @@ def decide_reset_key(target: AgentState | None, cmd: ResetKey, ctx: "Ctx") -> De
     """``admin.agent.reset_key``: as rotate_key, for any agent, by an admin.
     A deactivated target is reset too (its old key could still read, R4-2) and
     stays deactivated (docs/decisions.md)."""
-    if (r := _require_admin(ctx, "reset an agent's key")) is not None:
+    if (r := require_admin(ctx, "reset an agent's key")) is not None:
         return r
     if target is None:
         return Rejection.not_found("agent", cmd.agent)
     return _new_key(target, ctx)
-
-
-def decide_set_status(target: AgentState | None, cmd: SetStatus, ctx: "Ctx") -> Decision | Rejection:
-    if (r := _require_admin(ctx, "set an agent's account status")) is not None:
-        return r
-    assert ctx.caller is not None
-    if target is None:
-        return Rejection.not_found("agent", cmd.agent)
-    if target.status == cmd.status:
-        return Rejection.conflict(f"agent {cmd.agent} is already {cmd.status}")
-    if target.agent == ctx.caller.agent:
-        # Strictest reading (docs/decisions.md D1): an admin cannot lock itself out.
-        return Rejection.forbidden("an admin agent may not deactivate itself")
-    fact = AgentStatusSet(at=ctx.now, by=ctx.caller.agent, agent=cmd.agent, status=cmd.status)
-    facts: list[Fact] = [fact]
-    ended: list[str] = []
-    if cmd.status == "deactivated":
-        # R4-6, R4-8: in the same atomic action, every membership ends with the
-        # effects of §6.2, and a Thread left open with no governor closes (§6.5).
-        from .facts import threads_obj
-        from .thread import membership_end_facts
-
-        memberships = ctx.get(threads_obj(cmd.agent))
-        for thread in sorted(memberships.threads) if memberships is not None else []:
-            more, ids = membership_end_facts(ctx.get(thread), cmd.agent, "deactivated", ctx)
-            facts += more
-            ended += ids
-    states = fold_into({cmd.agent: apply(target, fact)}, facts[1:], ctx.get)
-    # `seq` is filled by the store with the seq of the action's last fact (D9).
-    return Decision(facts, {"agent": cmd.agent, "status": cmd.status, "seq": None, "ended": ended}, states)
 
 
 def apply(state: AgentState | None, fact: Fact) -> AgentState:

@@ -32,10 +32,11 @@ from .facts import (
     MembershipEnded,
     ThreadClosed,
 )
-from .lifecycle import Deadline, Lifecycle, Refusal, delivered, due, ended, judged
+from .lifecycle import Deadline, Lifecycle, Refusal, delivered, ended, judged
+from .members import may_speak, membership, owes
 from .obligations import ob_id
 from .pins import Pin, resolve_pin
-from .thread import ThreadState, may_speak
+from .thread_state import ThreadState
 
 if TYPE_CHECKING:
     from .context import Ctx
@@ -156,7 +157,7 @@ class Expire(msgspec.Struct, frozen=True):
 @rejects
 def creation_facts(spec: AssignSpec, thread: ThreadState, entry: int, ctx: "Ctx") -> tuple[str, list[Fact]]:
     me = acting(ctx)
-    if not may_speak(thread, spec.to):
+    if not may_speak(ctx, thread.thread, spec.to):
         raise Refused(Rejection.bad_request(
             f"an assignment is addressed to one member who may speak; {spec.to} is not - at `$.args.assign.to`"
         ))
@@ -189,9 +190,16 @@ def effective(state: AssignmentState, now: int) -> str:
     return LIFECYCLE.effective(state, now)
 
 
-def due_expiries(thread: ThreadState, now: int) -> list[str]:
-    """Assignments whose deadline is due at ``now``, in the order they fell due."""
-    return due(thread.live, now)
+def due_expiries(ctx: "Ctx", thread: str, now: int) -> list[str]:
+    """Assignments of ``thread`` whose deadline is due at ``now``, in the order
+    they fell due: only the due rows of the ``due`` query are read (D93)."""
+    limit = 8
+    while True:
+        rows = ctx.due(thread, limit)
+        found = [a for d, a in rows if d <= now]
+        if len(found) < limit:  # a row not yet due was read, or there are no more
+            return found
+        limit *= 4
 
 
 def _load(assignment: str, ctx: "Ctx") -> tuple[AssignmentState, ThreadState, str]:
@@ -200,9 +208,9 @@ def _load(assignment: str, ctx: "Ctx") -> tuple[AssignmentState, ThreadState, st
     me = acting(ctx)
     state: AssignmentState | None = ctx.get(assignment)
     thread = ctx.get(state.thread) if state is not None else None
-    if state is None or thread is None or me not in thread.members:
+    if state is None or thread is None or membership(ctx, thread.thread, me) is None:
         raise Refused(Rejection.not_found("assignment", assignment))
-    if assignment in due_expiries(thread, ctx.now):
+    if effective(state, ctx.now) != state.state:
         # B5: a deadline at or before now wins; the actor records the expiry first.
         raise Refused(LIFECYCLE.final(state, effective(state, ctx.now)))
     return state, thread, me
@@ -229,7 +237,7 @@ def decide_take(cmd: Take, ctx: "Ctx") -> Decision:
     if not thread.open:
         raise Refused(Rejection.conflict(f"thread {state.thread} is closed"))
     deliver_by = ctx.now + state.deliver_within_s * 1000
-    responded = state.entry if state.entry in thread.pending.get(me, []) else None
+    responded = state.entry if owes(ctx, state.thread, state.entry, me) else None
     facts: list[Fact] = [
         AssignmentTaken(
             at=ctx.now, by=me, assignment=cmd.assignment, thread=state.thread, taker=me, deliver_by=deliver_by,
@@ -315,9 +323,9 @@ def decide_expire(cmd: Expire, ctx: "Ctx") -> Decision:
     facts: list[Fact] = [
         AssignmentExpired(
             at=ctx.now, by=None, assignment=asg, thread=cmd.thread,
-            outcome=LIFECYCLE.deadlines[thread.live[asg].state].outcomes[0],  # type: ignore[arg-type]
+            outcome=LIFECYCLE.deadlines[ctx.get(asg).state].outcomes[0],  # type: ignore[arg-type]
         )
-        for asg in due_expiries(thread, ctx.now)
+        for asg in due_expiries(ctx, cmd.thread, ctx.now)
     ]
     if not facts:
         raise Refused(Rejection.conflict(f"no deadline of thread {cmd.thread} is due"))

@@ -31,10 +31,22 @@ def _nothing(obj: str) -> Any:
     return None
 
 
+def _no_rows(name: str, key: str, limit: int | None = None, party: str | None = None) -> list[Any]:
+    return []
+
+
 class Ctx(msgspec.Struct, frozen=True):
     """``get(obj)`` returns the current state of any object (None if it does not
     exist), all from one consistent snapshot; the actor records the version of
-    everything it returns so the write fails if any of it moved (L5)."""
+    everything it returns so the write fails if any of it moved (L5).
+
+    ``query(name, key, limit, party)`` answers the named collection queries
+    from the same snapshot (:mod:`kungfud.core.queries` defines them). A query
+    is no read of an object, so it records no version: a decision that uses one
+    reads first the object whose every change touches the collection (the
+    Thread for its members, pending responses and live assignments,
+    ``ag_….threads`` for an agent's memberships), and that version is its
+    guard (D90, D93)."""
 
     now: int
     caller: AgentState | None
@@ -42,6 +54,32 @@ class Ctx(msgspec.Struct, frozen=True):
     new_secret: Callable[[], str]
     limits: Limits = Limits()
     get: Callable[[str], Any] = _nothing
+    query: Callable[..., list[Any]] = _no_rows
+
+    def governors(self, thread: str, limit: int | None = None) -> list[str]:
+        """Current governors of ``thread`` by agent id (the first ``limit``)."""
+        return self.query("governors", thread, limit)
+
+    def speakers(self, thread: str, limit: int | None = None) -> list[str]:
+        """Current members of ``thread`` who may speak, by agent id."""
+        return self.query("speakers", thread, limit)
+
+    def memberships(self, agent: str) -> list[str]:
+        """Threads ``agent`` is a member of, by id."""
+        return self.query("memberships", agent, None)
+
+    def pending(self, thread: str, agent: str | None = None) -> list[tuple[int, str]]:
+        """``(entry, agent)`` of the responses pending in ``thread`` (``agent``'s only)."""
+        return self.query("pending", thread, None, agent)
+
+    def live(self, thread: str, party: str | None = None, limit: int | None = None) -> list[Any]:
+        """``(assignment, Live)`` of ``thread``'s non-terminal assignments, by id
+        (with ``party``: those it created or took)."""
+        return self.query("live", thread, limit, party)
+
+    def due(self, thread: str, limit: int | None = None) -> list[tuple[int, str]]:
+        """``(due, assignment)`` of ``thread``'s running deadlines, earliest first."""
+        return self.query("due", thread, limit)
 
 
 def counting_ids(start: int = 1) -> Callable[[str], str]:

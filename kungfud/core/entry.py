@@ -32,7 +32,9 @@ from .facts import (
 )
 from .obligations import ob_id
 from .pins import Pin, resolve_pin
-from .thread import SPEAKING, ThreadState, may_speak, member_thread, readable_thread
+from .task import may_read_contract
+from .members import owes_entry
+from .thread import ThreadState, may_speak, member_thread, membership, readable_thread
 
 if TYPE_CHECKING:
     from .context import Ctx
@@ -95,7 +97,7 @@ class Retract(msgspec.Struct, frozen=True):
 
 
 def responders_for(
-    state: ThreadState, author: str, reply_to_author: str | None, ask: list[str] | None
+    ctx: "Ctx", thread: str, author: str, reply_to_author: str | None, ask: list[str] | None
 ) -> list[str]:
     """R6.3-6: decided once, in order."""
     if ask is not None:  # 1. the asked members (empty: nobody)
@@ -103,13 +105,10 @@ def responders_for(
     if reply_to_author is not None and reply_to_author != author:
         # 2. replying to another member's entry: its author, or nobody if that
         # author can no longer speak (demoted, left, removed, deactivated; B11)
-        return [reply_to_author] if may_speak(state, reply_to_author) else []
-    speakers = []  # stops at a third: a broadcast costs the same in a Thread of any size
-    for agent, member in state.members.items():
-        if member.role in SPEAKING:
-            speakers.append(agent)
-            if len(speakers) > 2:
-                return []  # 4. a broadcast
+        return [reply_to_author] if may_speak(ctx, thread, reply_to_author) else []
+    # At most three rows of the speakers query: a broadcast costs the same in a
+    # Thread of any size (the Thread's version, read by the caller, guards them).
+    speakers = ctx.speakers(thread, 3)
     if len(speakers) == 2 and author in speakers:  # 3. exactly two who may speak
         return [a for a in speakers if a != author]
     return []  # 4. a broadcast
@@ -139,11 +138,11 @@ def decide_post(cmd: Post, ctx: "Ctx") -> Decision | Rejection:
     assert ctx.caller is not None
     me = ctx.caller.agent
     state: ThreadState | None = ctx.get(cmd.thread)
-    if (r := readable_thread(state, cmd.thread, me)) is not None:
+    if (r := readable_thread(state, cmd.thread, membership(ctx, cmd.thread, me))) is not None:
         return r
     assert state is not None
     # D5: permission before state.
-    if not may_speak(state, me):
+    if not may_speak(ctx, cmd.thread, me):
         return Rejection.forbidden(f"you are an observer in thread {cmd.thread}; only speakers and governors post", rule="R6.3-1")
     if not state.open:
         return Rejection.conflict(f"thread {cmd.thread} is closed; a closed thread is read-only")
@@ -162,11 +161,11 @@ def decide_post(cmd: Post, ctx: "Ctx") -> Decision | Rejection:
             return Rejection(r.code, r.reason, "revise")
         assert parent is not None
         reply_author = parent.author
-        replied = cmd.reply_to in state.pending.get(me, [])
+        replied = owes_entry(parent, me)
     if cmd.ask is not None:
         if len(set(cmd.ask)) != len(cmd.ask):
             return Rejection.bad_request("`ask` names an agent more than once - at `$.args.ask`")
-        bad = [a for a in cmd.ask if a == me or not may_speak(state, a)]
+        bad = [a for a in cmd.ask if a == me or not may_speak(ctx, cmd.thread, a)]
         if bad:
             # B10: no silent dropping; name the offending ids.
             return Rejection.bad_request(
@@ -175,13 +174,11 @@ def decide_post(cmd: Post, ctx: "Ctx") -> Decision | Rejection:
     if cmd.task is not None:
         # R7.5-1: an entry may reference a Task the poster can read; the
         # reference grants nothing (R7.5-3, B22).
-        from .task import may_read_contract
-
         referenced = ctx.get(cmd.task)
         if referenced is None or not may_read_contract(referenced, me):
             return Rejection.not_found("task", cmd.task)
     n = state.entries + 1
-    responders = responders_for(state, me, reply_author, cmd.ask)
+    responders = responders_for(ctx, cmd.thread, me, reply_author, cmd.ask)
     assignment = None
     asg_facts: list[Fact] = []
     if cmd.assign is not None:
@@ -226,7 +223,7 @@ def decide_handle(cmd: Handle, ctx: "Ctx") -> Decision | Rejection:
         return r
     assert state is not None and ctx.caller is not None
     me = ctx.caller.agent
-    if cmd.entry not in state.pending.get(me, []):
+    if entry is None or not owes_entry(entry, me):
         return Rejection.conflict(f"you have no pending response to entry {cmd.entry} of thread {cmd.thread}")
     if cmd.note is not None and len(cmd.note) > ctx.limits.max_content_bytes:
         return Rejection("too_large", "the note is too large", "revise")

@@ -8,7 +8,8 @@ inside them.
 
 Each fact names the objects whose state it changes (:meth:`Fact.objects`). Object
 ids are the wire ids, plus sub-objects that never appear on the wire:
-``th_….N`` is entry N of a Thread, ``ag_….threads`` an agent's memberships and
+``th_….N`` is entry N of a Thread, ``th_…/ag_…`` one membership,
+``ag_….threads`` an agent's membership count and
 ``tk_….vN`` version N of a Task's contract.
 Cross-object consequences are spelled out in the fact itself (which responses a
 departure ended, which assignments it voided), so indexes and every object's
@@ -27,7 +28,7 @@ __all__ = [
     "MemberJoined", "MembershipEnded", "RoleSet", "EntryPosted", "ResponseHandled", "RequestRetracted",
     "ThreadClosed", "AssignmentCreated", "AssignmentTaken", "AssignmentDelivered", "AssignmentJudged",
     "AssignmentDropped", "AssignmentVoided", "AssignmentExpired", "AnyFact", "Decision", "entry_obj",
-    "threads_obj", "contract_obj", "Contract", "TaskCreated", "TaskRevised", "TaskAcceptingSet",
+    "threads_obj", "member_obj", "contract_obj", "Contract", "TaskCreated", "TaskRevised", "TaskAcceptingSet",
     "EngagementConfirmed", "EngagementDelivered", "EngagementJudged", "EngagementDropped", "EngagementExpired",
 ]
 
@@ -40,6 +41,11 @@ def entry_obj(thread: str, entry: int) -> str:
 
 def threads_obj(agent: str) -> str:
     return f"{agent}.threads"
+
+
+def member_obj(thread: str, agent: str) -> str:
+    """One membership (D90): no wire id contains ``/``, so none names it."""
+    return f"{thread}/{agent}"
 
 
 class Fact(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind"):
@@ -126,7 +132,7 @@ class ThreadCreated(Fact, frozen=True, tag="thread.created"):
     content: bytes | None = None
 
     def objects(self) -> tuple[str, ...]:
-        return (self.thread, threads_obj(self.creator))
+        return (self.thread, member_obj(self.thread, self.creator), threads_obj(self.creator))
 
 
 class AdmissionIssued(Fact, frozen=True, tag="thread.admission_issued"):
@@ -153,7 +159,7 @@ class MemberJoined(Fact, frozen=True, tag="thread.member_joined"):
     admission: str  # R6.2-16: which admission, and (``at``) when
 
     def objects(self) -> tuple[str, ...]:
-        return (self.thread, threads_obj(self.agent))
+        return (self.thread, member_obj(self.thread, self.agent), threads_obj(self.agent))
 
 
 class MembershipEnded(Fact, frozen=True, tag="thread.membership_ended"):
@@ -168,7 +174,7 @@ class MembershipEnded(Fact, frozen=True, tag="thread.membership_ended"):
 
     def objects(self) -> tuple[str, ...]:
         return (
-            (self.thread, threads_obj(self.agent))
+            (self.thread, member_obj(self.thread, self.agent), threads_obj(self.agent))
             + tuple(entry_obj(self.thread, e) for e in self.responses)
             + tuple(self.voided)
             + tuple(self.forfeited)
@@ -182,7 +188,7 @@ class RoleSet(Fact, frozen=True, tag="thread.role_set"):
     responses: list[int] = []  # ended by demotion to observer (R6.2-8)
 
     def objects(self) -> tuple[str, ...]:
-        return (self.thread, threads_obj(self.agent)) + tuple(entry_obj(self.thread, e) for e in self.responses)
+        return (self.thread, member_obj(self.thread, self.agent)) + tuple(entry_obj(self.thread, e) for e in self.responses)
 
 
 # --- §6.3 entries and responses ---------------------------------------------

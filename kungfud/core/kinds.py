@@ -4,7 +4,8 @@ deadlines, how their due expiries are found and recorded (L4).
 
 Object ids are wire ids (``ag_``, ``me_``, ``th_``, ``as_``, ``tk_``, ``en_``) plus
 sub-objects that never appear on the wire: ``th_….N`` (entry N of a Thread),
-``ag_….threads`` (an agent's memberships) and ``tk_….vN`` (version N of a Task's
+``th_…/ag_…`` (one membership, D90), ``ag_….threads`` (an agent's membership
+count) and ``tk_….vN`` (version N of a Task's
 contract). The store decodes snapshots with :func:`state_type`; ``kungfud check``
 rebuilds every state by folding its facts (L1-1) with :func:`apply_to`; decisions
 fold through the same table (:mod:`kungfud.core.decision`). A new kind of object
@@ -25,10 +26,9 @@ __all__ = ["Kind", "Deadlines", "KINDS", "kind", "kind_of", "state_type", "apply
 
 @dataclass(frozen=True, slots=True)
 class Deadlines:
-    """An object that owns deadlines (DESIGN.md "Deadlines"): which of its
-    children are due at ``now``, and the command that records their expiries."""
+    """An object that owns deadlines (DESIGN.md "Deadlines"): the command that
+    records its due expiries (which are due is its ``expire`` decision's to find)."""
 
-    due: Callable[[Any, int], list[str]]
     expire: Callable[[str], Any]  # object id -> the expiry command
 
 
@@ -51,18 +51,23 @@ def _memberships(obj: str) -> bool:
     return obj.endswith(".threads")
 
 
+def _membership(obj: str) -> bool:
+    return "/" in obj  # th_…/ag_…: no wire id contains "/" (D90)
+
+
 KINDS: tuple[Kind, ...] = (
     Kind("agent_threads", "ag_", thread.AgentThreads, thread.apply_agent_threads, sub=_memberships),
     Kind("agent", "ag_", agent.AgentState, agent.apply),
     Kind("memory", "me_", memory.MemoryState, memory.apply),
+    Kind("member", "th_", thread.MemberState, thread.apply_member, sub=_membership),
     Kind("entry", "th_", entry.EntryState, entry.apply, sub=_numbered, obligations=obligations.respond),
     Kind(
         "thread", "th_", thread.ThreadState, thread.apply,
-        deadlines=Deadlines(assignment.due_expiries, assignment.Expire),
+        deadlines=Deadlines(assignment.Expire),
     ),
     Kind("assignment", "as_", assignment.AssignmentState, assignment.apply, obligations=obligations.of_assignment),
     Kind("contract", "tk_", task.ContractState, task.apply_contract, sub=_numbered),
-    Kind("task", "tk_", task.TaskState, task.apply, deadlines=Deadlines(engagement.due_expiries, engagement.ExpireTask)),
+    Kind("task", "tk_", task.TaskState, task.apply, deadlines=Deadlines(engagement.ExpireTask)),
     Kind("engagement", "en_", engagement.EngagementState, engagement.apply, obligations=obligations.of_engagement),
 )
 

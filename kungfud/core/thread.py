@@ -7,14 +7,20 @@ responses, voids the undelivered assignments it took or created, and forfeits
 its right to judge delivered ones it created (R6.2-10…R6.2-14). Entries live in
 :mod:`kungfud.core.entry`, assignments in :mod:`kungfud.core.assignment`.
 
-ThreadState keeps only what is live (members, the grant, pending responses by
-responder, non-terminal assignments), so its size does not grow with history.
+The Thread object is only its header (:mod:`kungfud.core.thread_state`). Each
+membership is an object of its own (:mod:`kungfud.core.members`), and an
+agent's memberships, a Thread's pending responses and its live assignments are
+index rows, so an action reads and writes objects whose size does not grow with
+the Thread or the agent (docs/decisions.md D90, D93). Decisions read those
+collections through the named queries of :class:`~kungfud.core.context.Ctx`
+(:mod:`kungfud.core.queries`), guarded by the version of the Thread (or of
+``ag_….threads``) they read first (L5).
 """
 
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
@@ -22,39 +28,42 @@ from ..errors import Hint, Rejection
 from .agent import require_active
 from .clock import rfc3339
 from .decision import make
+from .members import (  # re-exported: the Thread's public face
+    SPEAKING,
+    AgentThreads,
+    MemberState,
+    Role,
+    apply_agent_threads,
+    apply_member,
+    may_speak,
+    membership,
+    readable_thread,
+    sole_governor,
+)
 from .facts import (
     AdmissionIssued,
     AdmissionVoided,
-    AssignmentCreated,
-    AssignmentDelivered,
-    AssignmentDropped,
-    AssignmentExpired,
-    AssignmentJudged,
-    AssignmentTaken,
-    AssignmentVoided,
     Decision,
-    EntryPosted,
     Fact,
     MemberJoined,
     MembershipEnded,
-    RequestRetracted,
-    ResponseHandled,
     RoleSet,
     ThreadClosed,
     ThreadCreated,
+    threads_obj,
 )
 from .obligations import ob_id
+from .thread_state import ADMISSION_HISTORY, Grant, GrantRecord, ThreadState, apply
 
 if TYPE_CHECKING:
     from .context import Ctx
 
 __all__ = [
     "Role",
-    "Member",
+    "MemberState",
     "Grant",
     "GrantRecord",
     "ADMISSION_HISTORY",
-    "Live",
     "ThreadState",
     "AgentThreads",
     "Create",
@@ -67,10 +76,11 @@ __all__ = [
     "Close",
     "apply",
     "apply_agent_threads",
+    "apply_member",
+    "membership",
     "token_hash",
     "may_speak",
     "readable_thread",
-    "member_of",
     "member_thread",
     "membership_end_facts",
     "close_facts",
@@ -84,79 +94,6 @@ __all__ = [
     "decide_close",
 ]
 
-Role = Literal["observer", "speaker", "governor"]
-SPEAKING: frozenset[str] = frozenset({"speaker", "governor"})
-
-
-class Member(msgspec.Struct, frozen=True):
-    role: Role
-    joined_at: int
-    admission: str | None  # None for the creator
-
-
-class Grant(msgspec.Struct, frozen=True):
-    admission: str
-    role: Role
-    token_hash: bytes
-    issued_at: int
-
-
-class GrantRecord(msgspec.Struct, frozen=True):
-    """One admission grant as members read it after the fact (DECISIONS.md B8):
-    never its token or the token's hash."""
-
-    admission: str
-    role: Role
-    issued_at: int
-    voided_at: int | None = None
-
-
-ADMISSION_HISTORY = 100  # grants a Thread's state remembers, newest kept (D45)
-
-
-class Live(msgspec.Struct, frozen=True):
-    """A non-terminal assignment, as the Thread needs to know it."""
-
-    creator: str
-    to: str
-    entry: int
-    state: Literal["open", "taken", "delivered"]
-    taker: str | None = None
-    due: int | None = None  # deliver_by while taken, judge_by while delivered
-    forfeited: bool = False
-
-
-class ThreadState(msgspec.Struct, frozen=True):
-    thread: str
-    creator: str
-    created_at: int
-    status: Literal["open", "closed"]
-    members: dict[str, Member]
-    grant: Grant | None
-    entries: int  # how many entries were posted
-    pending: dict[str, list[int]]  # responder -> entries it owes a response to
-    live: dict[str, Live]  # non-terminal assignments
-    content: bytes | None = None
-    closed_at: int | None = None
-    admissions: list[GrantRecord] = []  # B8: issued grants, oldest first, voided ones too (≤ ADMISSION_HISTORY)
-
-    @property
-    def open(self) -> bool:
-        return self.status == "open"
-
-    def governors(self) -> list[str]:
-        return [a for a, m in self.members.items() if m.role == "governor"]
-
-    def next_due(self) -> int | None:
-        dues = [lv.due for lv in self.live.values() if lv.due is not None]
-        return min(dues) if dues else None
-
-
-class AgentThreads(msgspec.Struct, frozen=True):
-    """An agent's current memberships (sub-object ``ag_….threads``)."""
-
-    agent: str
-    threads: dict[str, Role]
 
 
 # --- commands -------------------------------------------------------------------
@@ -206,30 +143,13 @@ def token_hash(token: str) -> bytes:
     return hashlib.sha256(b"admission:" + token.encode()).digest()
 
 
-def may_speak(state: ThreadState, agent: str) -> bool:
-    m = state.members.get(agent)
-    return m is not None and m.role in SPEAKING
-
-
-def member_of(state: ThreadState | None, agent: str) -> bool:
-    return state is not None and agent in state.members
-
-
-def readable_thread(state: ThreadState | None, ident: str, reader: str) -> Rejection | None:
-    """§9 R9-9, R9-2: only current members read a Thread; others get not_found,
-    worded as for an id that never existed (R9-4, R12-9)."""
-    if state is None or reader not in state.members:
-        return Rejection.not_found("thread", ident)
-    return None
-
-
 def member_thread(ctx: "Ctx", thread: str) -> tuple[ThreadState | None, Rejection | None]:
     """An active caller (R4-1) and a Thread it may read (R9-9), or the rejection."""
     if (r := require_active(ctx)) is not None:
         return None, r
     assert ctx.caller is not None
     state = ctx.get(thread)
-    if (r := readable_thread(state, thread, ctx.caller.agent)) is not None:
+    if (r := readable_thread(state, thread, membership(ctx, thread, ctx.caller.agent))) is not None:
         return None, r
     return state, None
 
@@ -240,20 +160,21 @@ def _governing(ctx: "Ctx", thread: str, verb: str) -> tuple[ThreadState | None, 
     if r is not None:
         return None, r
     assert state is not None and ctx.caller is not None
-    if state.members[ctx.caller.agent].role != "governor":
+    if membership(ctx, thread, ctx.caller.agent).role != "governor":  # type: ignore[union-attr]
         return None, Rejection.forbidden(f"only a governor may {verb} in thread {thread}")
     if not state.open:
         return None, Rejection.conflict(f"thread {thread} is closed; a closed thread is read-only")
     return state, None
 
 
-def _ended_ids(f: MembershipEnded | RoleSet | ThreadClosed, state: ThreadState) -> list[str]:
-    """The ids WIRE.md's ``ended`` lists: obligations, then assignments."""
+def _ended_ids(f: MembershipEnded | RoleSet | ThreadClosed, live: dict[str, Any]) -> list[str]:
+    """The ids WIRE.md's ``ended`` lists: obligations, then assignments
+    (``live``: the live assignments the fact may void, as ``Live`` by id)."""
     out: list[str] = []
     if isinstance(f, ThreadClosed):
         out += [ob_id("respond", f"{f.thread}.{e}", a) for e, a in f.responses]
         for asg in f.voided:
-            lv = state.live[asg]
+            lv = live[asg]
             if lv.state == "taken" and lv.taker is not None:
                 out.append(ob_id("deliver", asg, lv.taker))
         out += f.voided
@@ -261,7 +182,7 @@ def _ended_ids(f: MembershipEnded | RoleSet | ThreadClosed, state: ThreadState) 
     out += [ob_id("respond", f"{f.thread}.{e}", f.agent) for e in f.responses]
     if isinstance(f, MembershipEnded):
         for asg in f.voided:
-            lv = state.live[asg]
+            lv = live[asg]
             if lv.state == "taken" and lv.taker is not None:
                 out.append(ob_id("deliver", asg, lv.taker))
         out += [ob_id("judge", asg, f.agent) for asg in f.forfeited]
@@ -274,15 +195,17 @@ def membership_end_facts(
 ) -> tuple[list[Fact], list[str]]:
     """The fact ending ``agent``'s membership with every §6.2 effect, plus, when
     the Thread is left open with no governor (possible only by deactivation,
-    R4-8), the fact closing it with every §6.5 effect. Returns (facts, ended ids)."""
+    R4-8), the fact closing it with every §6.5 effect. Returns (facts, ended ids).
+    Reads only the agent's own pending responses and live work (D93)."""
     by = ctx.caller.agent if ctx.caller is not None else None
+    mine = dict(ctx.live(state.thread, agent))
     voided = sorted(
         a
-        for a, lv in state.live.items()
+        for a, lv in mine.items()
         if lv.state in ("open", "taken") and (lv.creator == agent or (lv.state == "taken" and lv.taker == agent))
     )
     forfeited = sorted(
-        a for a, lv in state.live.items() if lv.state == "delivered" and lv.creator == agent and not lv.forfeited
+        a for a, lv in mine.items() if lv.state == "delivered" and lv.creator == agent and not lv.forfeited
     )
     ended = MembershipEnded(
         at=ctx.now,
@@ -290,33 +213,37 @@ def membership_end_facts(
         thread=state.thread,
         agent=agent,
         why=why,
-        responses=sorted(state.pending.get(agent, [])),
+        responses=sorted(e for e, _ in ctx.pending(state.thread, agent)),
         voided=voided,
         forfeited=forfeited,
     )
     facts: list[Fact] = [ended]
-    ids = _ended_ids(ended, state)
+    ids = _ended_ids(ended, mine)
     after = apply(state, ended)
-    if after.open and not after.governors():
-        close, close_ids = close_facts(after, ctx)
+    if after.open and not [g for g in ctx.governors(state.thread, 2) if g != agent]:
+        close, close_ids = close_facts(after, ctx, ended)
         facts += close
         ids += close_ids
     return facts, ids
 
 
-def close_facts(state: ThreadState, ctx: "Ctx") -> tuple[list[Fact], list[str]]:
+def close_facts(state: ThreadState, ctx: "Ctx", after: MembershipEnded | None = None) -> tuple[list[Fact], list[str]]:
     """§6.5 in one fact: pending responses end, undelivered assignments are voided,
-    the admission is voided; delivered assignments keep their deadlines."""
+    the admission is voided; delivered assignments keep their deadlines. ``after``:
+    a membership end decided just before, in the same action (its effects are not
+    in the snapshot the queries read)."""
     by = ctx.caller.agent if ctx.caller is not None else None
+    gone, void = (after.agent, set(after.voided)) if after is not None else (None, set())
+    live = dict(ctx.live(state.thread))
     fact = ThreadClosed(
         at=ctx.now,
         by=by,
         thread=state.thread,
-        responses=sorted((e, a) for a, es in state.pending.items() for e in es),
-        voided=sorted(a for a, lv in state.live.items() if lv.state in ("open", "taken")),
+        responses=sorted((e, a) for e, a in ctx.pending(state.thread) if a != gone),
+        voided=sorted(a for a, lv in live.items() if lv.state in ("open", "taken") and a not in void),
         admission=state.grant.admission if state.grant else None,
     )
-    return [fact], _ended_ids(fact, state)
+    return [fact], _ended_ids(fact, live)
 
 
 # --- decisions --------------------------------------------------------------------
@@ -324,12 +251,10 @@ def close_facts(state: ThreadState, ctx: "Ctx") -> tuple[list[Fact], list[str]]:
 
 def _capacity(agent: str, ctx: "Ctx") -> Rejection | None:
     """L4-5, §12: capacity limits; exceeding one writes nothing (L4-6)."""
-    from .facts import threads_obj
-
     mine: AgentThreads | None = ctx.get(threads_obj(agent))
-    if mine is not None and len(mine.threads) >= ctx.limits.max_threads_per_agent:
+    if mine is not None and mine.count >= ctx.limits.max_threads_per_agent:
         return Rejection.rate_limited(
-            f"you are a member of {len(mine.threads)} threads, the most this daemon allows; leave one first"
+            f"you are a member of {mine.count} threads, the most this daemon allows; leave one first"
         )
     return None
 
@@ -407,15 +332,14 @@ def decide_join(cmd: Join, ctx: "Ctx") -> Decision | Rejection:
     if state is None or state.grant is None or state.grant.token_hash != token_hash(cmd.token) or not state.open:
         return _no_grant()
     me = ctx.caller.agent
-    if me in state.members:
-        m = state.members[me]
+    if (m := membership(ctx, cmd.thread, me)) is not None:
         # L2-5: the one no-effect success; no fact, no receipt drift.
         return Decision(
             [],
             {"thread": cmd.thread, "role": m.role, "joined_at": rfc3339(m.joined_at), "admission": m.admission, "existing": True},
             {},
         )
-    if len(state.members) >= ctx.limits.max_members_per_thread:
+    if state.member_count >= ctx.limits.max_members_per_thread:
         return Rejection.rate_limited(f"thread {cmd.thread} has the most members this daemon allows")
     if (r := _capacity(me, ctx)) is not None:
         return r
@@ -437,7 +361,7 @@ def decide_leave(cmd: Leave, ctx: "Ctx") -> Decision | Rejection:
         return r
     assert state is not None and ctx.caller is not None
     me = ctx.caller.agent
-    if state.open and state.governors() == [me]:
+    if state.open and sole_governor(ctx, cmd.thread, me):
         return Rejection.conflict(
             f"you are the only governor of thread {cmd.thread}; make another member governor or close it first",
             Hint("thread.close", {"thread": cmd.thread}),
@@ -456,7 +380,7 @@ def decide_remove(cmd: Remove, ctx: "Ctx") -> Decision | Rejection:
         return Rejection(
             "bad_request", "to end your own membership use thread.leave", "revise", Hint("thread.leave", {"thread": cmd.thread})
         )
-    if cmd.agent not in state.members:
+    if membership(ctx, cmd.thread, cmd.agent) is None:
         return Rejection.conflict(f"agent {cmd.agent} is not a member of thread {cmd.thread}")
     facts, ended = membership_end_facts(state, cmd.agent, "removed", ctx)
     return make(facts, {"thread": cmd.thread, "agent": cmd.agent, "ended": ended}, ctx)
@@ -470,16 +394,16 @@ def decide_set_role(cmd: SetRole, ctx: "Ctx") -> Decision | Rejection:
     if r is not None:
         return r
     assert state is not None and ctx.caller is not None
-    m = state.members.get(cmd.agent)
+    m = membership(ctx, cmd.thread, cmd.agent)
     if m is None:
         return Rejection.conflict(f"agent {cmd.agent} is not a member of thread {cmd.thread}")
     if m.role == cmd.role:
         return Rejection.conflict(f"agent {cmd.agent} is already {cmd.role} in thread {cmd.thread}")
-    if m.role == "governor" and state.governors() == [cmd.agent]:
+    if m.role == "governor" and sole_governor(ctx, cmd.thread, cmd.agent):
         return Rejection.conflict(f"thread {cmd.thread} must keep a governor; make another member governor first")
-    responses = sorted(state.pending.get(cmd.agent, [])) if cmd.role == "observer" else []
+    responses = sorted(e for e, _ in ctx.pending(cmd.thread, cmd.agent)) if cmd.role == "observer" else []
     fact = RoleSet(at=ctx.now, by=ctx.caller.agent, thread=cmd.thread, agent=cmd.agent, role=cmd.role, responses=responses)
-    return make([fact], {"thread": cmd.thread, "agent": cmd.agent, "role": cmd.role, "ended": _ended_ids(fact, state)}, ctx)
+    return make([fact], {"thread": cmd.thread, "agent": cmd.agent, "role": cmd.role, "ended": _ended_ids(fact, {})}, ctx)
 
 
 def decide_close(cmd: Close, ctx: "Ctx") -> Decision | Rejection:
@@ -490,133 +414,3 @@ def decide_close(cmd: Close, ctx: "Ctx") -> Decision | Rejection:
     assert state is not None
     facts, ended = close_facts(state, ctx)
     return make(facts, {"thread": cmd.thread, "status": "closed", "ended": ended}, ctx)
-
-
-# --- apply ---------------------------------------------------------------------------
-
-
-def _drop_pending(pending: dict[str, list[int]], agent: str, entries: list[int] | set[int]) -> dict[str, list[int]]:
-    gone = set(entries)
-    out = dict(pending)
-    rest = [e for e in out.get(agent, []) if e not in gone]
-    if rest:
-        out[agent] = rest
-    else:
-        out.pop(agent, None)
-    return out
-
-
-def _voided(history: list[GrantRecord], admission: str | None, at: int) -> list[GrantRecord]:
-    """The history with ``admission`` (if any, and still live) marked voided at ``at``."""
-    if admission is None:
-        return list(history)
-    return [
-        msgspec.structs.replace(g, voided_at=at) if g.admission == admission and g.voided_at is None else g
-        for g in history
-    ]
-
-
-def _set_live(live: dict[str, Live], asg: str, value: Live | None) -> dict[str, Live]:
-    out = dict(live)
-    if value is None:
-        out.pop(asg, None)
-    else:
-        out[asg] = value
-    return out
-
-
-def apply(state: ThreadState | None, fact: Fact) -> ThreadState:
-    rep = msgspec.structs.replace
-    if isinstance(fact, ThreadCreated):
-        assert state is None
-        return ThreadState(
-            thread=fact.thread,
-            creator=fact.creator,
-            created_at=fact.at,
-            status="open",
-            members={fact.creator: Member("governor", fact.at, None)},
-            grant=None,
-            entries=0,
-            pending={},
-            live={},
-            content=fact.content,
-        )
-    assert state is not None
-    if isinstance(fact, AdmissionIssued):
-        history = _voided(state.admissions, fact.voided, fact.at) + [GrantRecord(fact.admission, fact.role, fact.at)]
-        return rep(
-            state,
-            grant=Grant(fact.admission, fact.role, fact.token_hash, fact.at),
-            admissions=history[-ADMISSION_HISTORY:],
-        )
-    if isinstance(fact, AdmissionVoided):
-        return rep(state, grant=None, admissions=_voided(state.admissions, fact.admission, fact.at))
-    if isinstance(fact, MemberJoined):
-        return rep(state, members={**state.members, fact.agent: Member(fact.role, fact.at, fact.admission)})
-    if isinstance(fact, MembershipEnded):
-        members = {a: m for a, m in state.members.items() if a != fact.agent}
-        live = dict(state.live)
-        for asg in fact.voided:
-            live.pop(asg, None)
-        for asg in fact.forfeited:
-            live[asg] = rep(live[asg], forfeited=True)
-        return rep(state, members=members, pending=_drop_pending(state.pending, fact.agent, fact.responses), live=live)
-    if isinstance(fact, RoleSet):
-        m = state.members[fact.agent]
-        return rep(
-            state,
-            members={**state.members, fact.agent: rep(m, role=fact.role)},
-            pending=_drop_pending(state.pending, fact.agent, fact.responses),
-        )
-    if isinstance(fact, EntryPosted):
-        pending = dict(state.pending)
-        if fact.replied:
-            assert fact.reply_to is not None
-            pending = _drop_pending(pending, fact.author, [fact.reply_to])
-        for a in fact.responders:
-            pending[a] = [*pending.get(a, []), fact.entry]
-        return rep(state, entries=fact.entry, pending=pending)
-    if isinstance(fact, ResponseHandled):
-        return rep(state, pending=_drop_pending(state.pending, fact.agent, [fact.entry]))
-    if isinstance(fact, RequestRetracted):
-        pending = state.pending
-        for a in fact.agents:
-            pending = _drop_pending(pending, a, [fact.entry])
-        return rep(state, pending=pending)
-    if isinstance(fact, ThreadClosed):
-        live = {a: lv for a, lv in state.live.items() if a not in set(fact.voided)}
-        return rep(
-            state, status="closed", closed_at=fact.at, grant=None, pending={}, live=live,
-            admissions=_voided(state.admissions, fact.admission, fact.at),
-        )
-    if isinstance(fact, AssignmentCreated):
-        return rep(state, live=_set_live(state.live, fact.assignment, Live(fact.creator, fact.to, fact.entry, "open")))
-    if isinstance(fact, AssignmentTaken):
-        lv = rep(state.live[fact.assignment], state="taken", taker=fact.taker, due=fact.deliver_by)
-        pending = state.pending
-        if fact.response_entry is not None:
-            pending = _drop_pending(pending, fact.taker, [fact.response_entry])
-        return rep(state, live=_set_live(state.live, fact.assignment, lv), pending=pending)
-    if isinstance(fact, AssignmentDelivered):
-        lv = rep(state.live[fact.assignment], state="delivered", due=fact.judge_by)
-        return rep(state, live=_set_live(state.live, fact.assignment, lv))
-    if isinstance(fact, (AssignmentJudged, AssignmentDropped, AssignmentVoided, AssignmentExpired)):
-        return rep(state, live=_set_live(state.live, fact.assignment, None))
-    raise TypeError(f"thread cannot apply {type(fact).__name__}")
-
-
-def apply_agent_threads(state: AgentThreads | None, fact: Fact) -> AgentThreads:
-    """An agent's memberships: joined, role changed, ended."""
-    if isinstance(fact, ThreadCreated):
-        agent, role = fact.creator, "governor"
-    elif isinstance(fact, (MemberJoined, RoleSet)):
-        agent, role = fact.agent, fact.role
-    elif isinstance(fact, MembershipEnded):
-        assert state is not None
-        return msgspec.structs.replace(state, threads={t: r for t, r in state.threads.items() if t != fact.thread})
-    else:
-        raise TypeError(f"agent threads cannot apply {type(fact).__name__}")
-    base = state if state is not None else AgentThreads(agent, {})
-    return msgspec.structs.replace(base, threads={**base.threads, fact.thread: role})
-
-

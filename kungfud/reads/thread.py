@@ -15,7 +15,7 @@ import msgspec
 from ..core.assignment import AssignmentState, effective
 from ..core.clock import rfc3339
 from ..core.entry import EntryState
-from ..core.facts import entry_obj
+from ..core.facts import entry_obj, member_obj
 from ..core.shapes import delivery, held_obligations, judgment
 from ..core.task import TaskState, may_read_contract
 from ..core.thread import SPEAKING, ThreadState, readable_thread
@@ -92,26 +92,26 @@ def _my_obligations(view: View, t: ThreadState, me: str, now: int) -> list[dict[
     entries it owes a response to and of the live assignments it took or created
     (the candidates; what each implies is :func:`~kungfud.core.obligations.of_state`'s)."""
     obs: list[dict[str, Any]] = []
-    for n in t.pending.get(me, []):
+    for (n, _), _src in view.query("pending", t.thread, party=me):
         entry = entry_obj(t.thread, n)
         obs += held_obligations(entry, view.state(entry), me, now)
-    for asg, lv in sorted(t.live.items()):
+    for (asg, lv), _src in view.query("live", t.thread, party=me):
         if lv.state in ("taken", "delivered") and me in (lv.taker, lv.creator):
             obs += held_obligations(asg, view.state(asg), me, now)
     obs.sort(key=lambda o: o["created_at"])
     return obs
 
 
-def _actions(t: ThreadState, me: str) -> list[str]:
-    role = t.members[me].role
+def _actions(view: View, t: ThreadState, me: str, role: str) -> list[str]:
     if not t.open:
         return ["thread.leave", "assignment.judge"] if any(
-            lv.state == "delivered" and lv.creator == me and not lv.forfeited for lv in t.live.values()
+            lv.state == "delivered" and lv.creator == me and not lv.forfeited
+            for (_, lv), _src in view.query("live", t.thread, party=me)
         ) else ["thread.leave"]
     acts = ["thread.leave"]
     if role in SPEAKING:
         acts.append("thread.post")
-    if t.pending.get(me):
+    if view.query("pending", t.thread, 1, party=me):
         acts.append("thread.handle")
     if role == "governor":
         acts += ["thread.admit", "thread.remove", "thread.set_role", "thread.close"]
@@ -122,28 +122,29 @@ def _actions(t: ThreadState, me: str) -> list[str]:
 
 def thread_get(view: View, me: str, thread: str, now: int) -> dict | Rejection:
     t: ThreadState | None = view.state(thread)
-    if (r := readable_thread(t, thread, me)) is not None:
+    if (r := readable_thread(t, thread, view.state(member_obj(thread, me)))) is not None:
         return r
     assert t is not None
     # R6.2-16: each membership shows the grant it came through (null: the creator) and when.
     members = [
-        {"agent": a, "role": m.role, "joined_at": rfc3339(m.joined_at), "admission": m.admission}
-        for a, m in list(t.members.items())[:MAX_MEMBERS]
+        {"agent": m.agent, "role": m.role, "joined_at": rfc3339(m.joined_at), "admission": m.admission}
+        for m in (view.state(member_obj(thread, a)) for a in view.members_listed(thread, MAX_MEMBERS))
     ]
+    role = view.state(member_obj(thread, me)).role
     recent = []
     for n in range(max(1, t.entries - RECENT + 1), t.entries + 1):
         recent.append(entry_digest(view, view.state(entry_obj(thread, n)), me, False))
     live = []
-    for asg, lv in sorted(t.live.items())[:MAX_LIVE]:
+    for (asg, lv), _src in view.query("live", thread, MAX_LIVE):
         a: AssignmentState = view.state(asg)
         live.append({"assignment": asg, "to": lv.to, "creator": lv.creator, "state": effective(a, now), "entry": lv.entry})
     out: dict[str, Any] = {
         "thread": thread,
         "status": t.status,
-        "role": t.members[me].role,
+        "role": role,
         "creator": t.creator,
         "created_at": rfc3339(t.created_at),
-        "member_count": len(t.members),
+        "member_count": t.member_count,
         "members": members,
         "admission": (
             {"admission": t.grant.admission, "role": t.grant.role, "issued_at": rfc3339(t.grant.issued_at)}
@@ -160,7 +161,7 @@ def thread_get(view: View, me: str, thread: str, now: int) -> dict | Rejection:
         "recent": recent,
         "assignments": live,
         "obligations": _my_obligations(view, t, me, now),
-        "actions": _actions(t, me),
+        "actions": _actions(view, t, me, role),
     }
     if t.content is not None:
         out["content"] = msgspec.Raw(t.content)
@@ -183,7 +184,7 @@ def thread_entries(
     in the chosen direction. Entries are never removed, so neither direction
     skips one that existed when paging began."""
     t: ThreadState | None = view.state(thread)
-    if (r := readable_thread(t, thread, me)) is not None:
+    if (r := readable_thread(t, thread, view.state(member_obj(thread, me)))) is not None:
         return r
     assert t is not None
     at = 0 if cursor is None else int(cursor)  # an entry number: its format checked at the wire (EntryCursor, D52)
@@ -214,7 +215,7 @@ def thread_entry(view: View, me: str, thread: str, entry: int) -> dict | Rejecti
     """WIRE.md 1.1: one entry in the read shape of ``thread.entries``, with its
     pinned content when the caller may read the pin (R9-10)."""
     t: ThreadState | None = view.state(thread)
-    if (r := readable_thread(t, thread, me)) is not None:
+    if (r := readable_thread(t, thread, view.state(member_obj(thread, me)))) is not None:
         return r
     assert t is not None
     if entry > t.entries:
@@ -243,7 +244,7 @@ def thread_list(view: View, me: str, cursor: str | None, limit: int) -> dict | R
 def assignment_get(view: View, me: str, asg: str, now: int) -> dict | Rejection:
     a: AssignmentState | None = view.state(asg)
     t: ThreadState | None = view.state(a.thread) if a is not None else None
-    if a is None or t is None or me not in t.members:
+    if a is None or t is None or readable_thread(t, a.thread, view.state(member_obj(a.thread, me))) is not None:
         return Rejection.not_found("assignment", asg)
     state = effective(a, now)
     out: dict[str, Any] = {

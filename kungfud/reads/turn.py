@@ -15,6 +15,8 @@ from typing import Iterator
 
 from ..core.obligations import Obligation
 from ..core.shapes import obligation_item, opportunity_item
+from ..core.facts import member_obj
+from ..core.members import current
 from ..core.task import TaskState, in_audience
 from ..core.thread import ThreadState
 from ..errors import Rejection
@@ -50,7 +52,7 @@ def opportunities(view: View, me: str, cursor: str | None, limit: int) -> dict |
                 return None
             return opportunity_item(tk)
         t: ThreadState | None = view.state(where)
-        if t is None or me not in t.members or not t.open:
+        if t is None or current(view.state(member_obj(t.thread, me))) is None or not t.open:
             return None
         return opportunity_item(view.state(ident))
 

@@ -9,18 +9,25 @@ is reported; ``--rebuild`` replaces the stored rows with the rebuilt ones.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
+import time
 from typing import Any
 
+from ..core.facts import member_obj
 from ..core.kinds import apply_to
+from ..core.members import current
 from .events import Feed
 from .indexes import fact_rows, state_rows
-from .layout import DERIVED, decode_fact, encode_object, from_u64, stream_key
+from .integrity import StoreDamaged
+from .layout import DERIVED, FORMAT, decode_fact, encode_object, from_u64, stream_key
 from .integrity import log_problems
 from .store import Store
 
-__all__ = ["expected_indexes", "compare", "write", "run_check"]
+__all__ = ["expected_indexes", "compare", "write", "migrate", "run_check"]
+
+log = logging.getLogger("kungfud.store")
 
 
 def expected_indexes(
@@ -54,7 +61,7 @@ def expected_indexes(
                     raise
                 errors.append(f"log: the fact at seq {seq} does not decode or apply: {type(e).__name__}: {e}")
                 continue
-            feed = Feed()
+            feed = Feed(lambda th, ag: current(states.get(member_obj(th, ag))) is not None)
             for obj in objs:
                 out["stream"][stream_key(obj, seq)] = b""
                 before = states.get(obj)
@@ -89,12 +96,39 @@ def compare(store: Store, expected: dict[str, dict[bytes, bytes]], txn: Any = No
     return problems
 
 
-def write(store: Store, expected: dict[str, dict[bytes, bytes]]) -> None:
+def write(store: Store, expected: dict[str, dict[bytes, bytes]], *, format: bytes | None = None) -> None:
+    """Replace every derived database by ``expected`` in one transaction, and
+    with ``format`` record that storage format in the same one."""
     with store.env.begin(write=True) as txn:
         for name, rows in expected.items():
             txn.drop(store.dbs[name], delete=False)
             for key, value in rows.items():
                 txn.put(key, value, db=store.dbs[name])
+        if format is not None:
+            txn.put(b"format", format, db=store.dbs["meta"])
+
+
+def migrate(store: Store, old: bytes) -> None:
+    """D92: a store of an older format is brought to :data:`FORMAT` once, on
+    open, by rebuilding every derived row from the log (all but log, meta and
+    receipts are derived, L1-1) and recording the new format in the same
+    transaction: a crash leaves the old format, migrated again at next start.
+    A damaged log is refused, never rebuilt from."""
+    t0 = time.monotonic()
+    with store.env.begin() as txn:
+        damage = log_problems(txn, store.dbs, derived=False)
+        if damage:
+            raise StoreDamaged(
+                f"cannot migrate {store.data_dir} from storage format {old.decode()}: the fact log is damaged "
+                f"({'; '.join(damage[:3])}); restore the data directory from a backup"
+            )
+        facts = txn.stat(store.dbs["log"])["entries"]
+        expected = expected_indexes(store, txn)
+    write(store, expected, format=FORMAT)
+    log.warning(
+        "migrated %s from storage format %s to %s: rebuilt the derived rows from %d facts in %.1f s",
+        store.data_dir, old.decode(), FORMAT.decode(), facts, time.monotonic() - t0,
+    )
 
 
 def run_check(data_dir: str, *, rebuild: bool = False, map_size_mb: int = 10240) -> int:
@@ -123,6 +157,12 @@ def run_check(data_dir: str, *, rebuild: bool = False, map_size_mb: int = 10240)
 
 
 def _check(store: Store, do_rebuild: bool) -> int:
+    if store.migrate_from is not None:  # read-only: a rebuild (or a start) migrates it
+        print(
+            f"storage format {store.migrate_from.decode()} is older than {FORMAT.decode()}: start the daemon "
+            "or run `kungfud check --rebuild` (daemon stopped) once to migrate it"
+        )
+        return 1
     with store.env.begin() as txn:
         n = txn.stat(store.dbs["log"])["entries"]
         # The log itself: its seqs and every fact decoding and applying. Derived

@@ -19,7 +19,7 @@ does not grow with history.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import msgspec
 
@@ -48,7 +48,6 @@ from ..core.facts import (
 from ..core.kinds import of_state
 from ..core.shapes import obligation_item, opportunity_item, outcome_item
 from ..core.task import TaskState
-from ..core.thread import ThreadState
 from .layout import u64
 
 __all__ = ["Feed", "why_ended", "event_key", "outcome_parties", "outcome_key", "OutcomeRow"]
@@ -135,18 +134,19 @@ def _opportunities(state: Any) -> dict[tuple[str, str], dict[str, Any]]:
 class Feed:
     """Collects the events and outcomes of one fact, then renders them per agent."""
 
-    __slots__ = ("_turn", "_opps", "_ended", "_threads", "_items")
+    __slots__ = ("_turn", "_opps", "_ended", "_is_member", "_items")
 
-    def __init__(self) -> None:
+    def __init__(self, is_member: Callable[[str, str], bool]) -> None:
         self._turn: dict[str, dict[str, list]] = {}
         self._opps: dict[str, list] = {}
         self._ended: list[tuple[Any, str | None]] = []  # (terminal state, acting agent)
-        self._threads: dict[str, ThreadState] = {}  # Threads as this fact left them
+        # (thread, agent) -> a current member as this fact left it: the caller
+        # answers from the states of the serial order (the writer's transaction,
+        # or check's fold), so a rebuild renders the same events (D90).
+        self._is_member = is_member
         self._items: list[tuple[Any, str | None, bytes]] | None = None
 
     def observe(self, obj: str, before: Any, after: Any, fact: Any) -> None:
-        if isinstance(after, ThreadState):
-            self._threads[obj] = after
         if _ended(before, after):
             self._ended.append((after, fact.by))
         ob_before = {o.obligation_id: o for o in of_state(obj, before)} if before is not None else {}
@@ -174,8 +174,7 @@ class Feed:
         """§9 R9-9, R9-2: an assignment's outcome is Thread history, readable by
         current members only; an engagement's by its parties (R9-16)."""
         if isinstance(state, AssignmentState):
-            t = self._threads.get(state.thread)
-            return t is not None and agent in t.members
+            return self._is_member(state.thread, agent)
         return True
 
     def rendered(self) -> list[tuple[str, bytes]]:

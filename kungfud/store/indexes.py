@@ -24,10 +24,17 @@ from ..core.memory import MemoryState
 from ..core.kinds import of_state
 from ..core.engagement import EngagementState
 from ..core.task import TaskState
-from ..core.thread import AgentThreads, ThreadState
-from .layout import u32, u64
+from ..core.members import SPEAKING, MemberState
+from ..core.thread import ThreadState
+from ..core.facts import entry_obj, member_obj
+from ..core.queries import Live, live_of
+from .layout import from_u64, u32, u64
 
-__all__ = ["fact_rows", "state_rows", "obligation_key"]
+
+def from_u32(b: bytes) -> int:
+    return int.from_bytes(b, "big")
+
+__all__ = ["fact_rows", "state_rows", "obligation_key", "query_rows", "members_listed"]
 
 Row = tuple[str, bytes, bytes]
 _mp = msgspec.msgpack.Encoder()
@@ -54,15 +61,25 @@ def state_rows(obj: str, state: Any) -> Iterator[Row]:
     elif isinstance(state, MemoryState):
         if state.valid:  # R5-11: withdrawal stops listing
             yield "memories", state.author.encode() + b"\x00" + state.memory.encode(), b""
-    elif isinstance(state, AgentThreads):
-        for thread, role in state.threads.items():
-            yield "memberships", state.agent.encode() + b"\x00" + thread.encode(), role.encode()
+    elif isinstance(state, MemberState):
+        if state.current:
+            th, ag, role = state.thread.encode(), state.agent.encode(), state.role.encode()
+            yield "memberships", ag + b"\x00" + th, role
+            yield "members", th + b"\x00j" + u64(state.joined_at) + ag, role
+            if state.role == "governor":
+                yield "members", th + b"\x00g" + ag, b""
+            if state.role in SPEAKING:
+                yield "members", th + b"\x00s" + ag, b""
     elif isinstance(state, ThreadState):
         if state.grant is not None:
             yield "tokens", state.grant.token_hash, state.thread.encode()
     elif isinstance(state, EntryState):
         for ob in of_state(obj, state):
             yield "obligations", obligation_key(ob.holder, ob.created_at, ob.obligation_id), _mp.encode(ob)
+        th = state.thread.encode()
+        for agent, r in state.responses.items():
+            if r.state == "pending":  # the "pending" query (D93)
+                yield "pending", th + b"\x00" + agent.encode() + b"\x00" + u32(state.entry), b""
     elif isinstance(state, AssignmentState):
         for ob in of_state(obj, state):
             yield "obligations", obligation_key(ob.holder, ob.created_at, ob.obligation_id), _mp.encode(ob)
@@ -71,6 +88,13 @@ def state_rows(obj: str, state: Any) -> Iterator[Row]:
         due = state.deliver_by if state.state == "taken" else state.judge_by if state.state == "delivered" else None
         if due is not None:
             yield "deadlines", u64(due) + state.assignment.encode(), state.thread.encode()
+        if (lv := live_of(state)) is not None:  # the "live" and "due" queries (D93)
+            th, asg = state.thread.encode() + b"\x00", state.assignment.encode()
+            yield "live", th + b"a" + asg, _mp.encode(lv)
+            for party in {lv.creator, lv.taker} - {None}:
+                yield "live", th + b"p" + party.encode() + b"\x00" + asg, b""  # type: ignore[union-attr]
+            if lv.due is not None:
+                yield "live", th + b"d" + u64(lv.due) + asg, b""
     elif isinstance(state, TaskState):
         tk = state.task.encode()
         yield "tasks", state.author.encode() + b"\x00" + tk, b"author"
@@ -92,3 +116,76 @@ def state_rows(obj: str, state: Any) -> Iterator[Row]:
         yield "engagements", tk + b"\x00" + en, b""  # every engagement of a Task
         if state.state == "adopted":
             yield "adopted", state.task.encode() + b"\x00" + state.engagement.encode(), b""
+
+
+# --- the named queries (core/queries.py defines them; D90, D93) -------------------
+
+_CLASS = {"governors": b"g", "speakers": b"s"}
+_live_dec = msgspec.msgpack.Decoder(Live)
+
+
+def query_rows(view: Any, name: str, key: str, limit: int | None = None, party: str | None = None, skip: Any = ()) -> list[tuple[Any, str]]:
+    """Query ``name`` of ``key`` answered from the index rows of ``view``, in the
+    query's order: (answer, id of the object whose state gave it). Rows of an
+    object in ``skip`` are left out and do not count toward ``limit`` (the
+    caller answers for those objects itself)."""
+    k = key.encode()
+    value = False
+    if name == "memberships":
+        db, prefix = "memberships", k + b"\x00"
+        parse = lambda rest, v: (rest.decode(), member_obj(rest.decode(), key))  # noqa: E731
+    elif name in _CLASS:
+        db, prefix = "members", k + b"\x00" + _CLASS[name]
+        parse = lambda rest, v: (rest.decode(), member_obj(key, rest.decode()))  # noqa: E731
+    elif name == "pending":
+        db, prefix = "pending", k + b"\x00" + (party.encode() + b"\x00" if party is not None else b"")
+
+        def parse(rest: bytes, v: bytes) -> tuple[Any, str]:
+            agent, n = (party.encode(), rest) if party is not None else rest.split(b"\x00", 1)
+            entry = from_u32(n)
+            return (entry, agent.decode()), entry_obj(key, entry)
+    elif name == "due":
+        db, prefix = "live", k + b"\x00d"
+        parse = lambda rest, v: ((from_u64(rest[:8]), rest[8:].decode()), rest[8:].decode())  # noqa: E731
+    elif name == "live" and party is None:
+        db, prefix, value = "live", k + b"\x00a", True
+        parse = lambda rest, v: ((rest.decode(), _live_dec.decode(v)), rest.decode())  # noqa: E731
+    elif name == "live":
+        db, prefix = "live", k + b"\x00p" + party.encode() + b"\x00"  # type: ignore[union-attr]
+
+        def parse(rest: bytes, v: bytes) -> tuple[Any, str]:
+            lv = view._txn.get(k + b"\x00a" + rest, db=view._dbs["live"])
+            return (rest.decode(), _live_dec.decode(lv)), rest.decode()
+    else:
+        raise KeyError(f"no query {name!r}")
+    out: list[tuple[Any, str]] = []
+    with view._txn.cursor(db=view._dbs[db]) as cur:
+        if not cur.set_range(prefix):
+            return out
+        for row, v in cur.iternext(values=True):
+            if not row.startswith(prefix):
+                break
+            answer, source = parse(bytes(row[len(prefix):]), v if value else b"")
+            if source in skip:
+                continue
+            out.append((answer, source))
+            if limit is not None and len(out) >= limit:
+                break
+    if name == "pending" and party is None:
+        out.sort()  # rows run by agent, the query by entry (core/queries.py)
+    return out
+
+
+def members_listed(view: Any, thread: str, limit: int) -> list[str]:
+    """The first ``limit`` current members of ``thread`` in the order they
+    joined (ties: by agent id)."""
+    prefix = thread.encode() + b"\x00j"
+    out: list[str] = []
+    with view._txn.cursor(db=view._dbs["members"]) as cur:
+        if not cur.set_range(prefix):
+            return out
+        for k in cur.iternext(values=False):
+            if not k.startswith(prefix) or len(out) >= limit:
+                break
+            out.append(bytes(k[len(prefix) + 8:]).decode())
+    return out

@@ -11,6 +11,12 @@
 | memories   | author, 0, memory id             | b"" (listing; withdrawn removed)       |
 | versions   | memory id, 0, version (u32 BE)   | seq of the fact holding that version   |
 | memberships| agent, 0, thread id              | role (current memberships)             |
+| members    | thread, 0, "j", joined_at (u64), agent | role (current members, in join order) |
+|            | thread, 0, "g" or "s", agent     | b"" (governors / members who may speak) |
+| pending    | thread, 0, agent, 0, entry (u32) | b"" (responses pending, D93)           |
+| live       | thread, 0, "a", assignment       | msgpack Live (non-terminal assignments, D93) |
+|            | thread, 0, "p", party, 0, assignment | b"" (its creator's and taker's)    |
+|            | thread, 0, "d", due (u64), assignment | b"" (running deadlines)           |
 | tokens     | sha256 of a live admission token | thread id                              |
 | obligations| holder, 0, arose (u64), ob id    | msgpack Obligation (open obligations)  |
 | deadlines  | due (u64 ms), object id          | id of the actor that owns the object   |
@@ -49,10 +55,13 @@ __all__ = [
     "FORMAT",
 ]
 
-FORMAT = b"1"
+# The storage format: 2 moved members, memberships (D90), pending responses and
+# live assignments (D93) into objects and rows of their own. An older store is migrated once on start (D92); a newer one is
+# refused.
+FORMAT = b"2"
 DBS = (
     "meta", "log", "stream", "objects", "receipts", "agent_keys", "memories", "versions",
-    "memberships", "tokens", "obligations", "deadlines", "opportunities", "tasks", "engagements", "adopted",
+    "memberships", "members", "pending", "live", "tokens", "obligations", "deadlines", "opportunities", "tasks", "engagements", "adopted",
     "events", "outcomes",
 )
 DERIVED = tuple(d for d in DBS if d not in ("meta", "log", "receipts"))

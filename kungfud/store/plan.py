@@ -25,7 +25,9 @@ from typing import Any, Callable
 import msgspec
 
 from ..conventions import SECRET_FIELDS  # one definition, shared with the audit log
+from ..core.facts import member_obj
 from ..core.kinds import apply_to, state_type
+from ..core.members import MemberState
 from ..errors import Rejection
 from .events import Feed
 from .indexes import fact_rows, state_rows
@@ -155,9 +157,23 @@ def plan(batch: BatchState, tx: Tx, item: Item, now: Callable[[], int]) -> Plan 
     seq = batch.seq
     touched: dict[str, int] = {}  # object -> facts of this action touching it
     current = dict(old)
+
+    def is_member(thread: str, agent: str) -> bool:
+        # As the serial order has it at this fact: this action's states, then
+        # the batch's earlier writes, then the store (D90).
+        obj = member_obj(thread, agent)
+        if obj in current:
+            m = current[obj]
+        elif obj in batch.decoded:
+            m = batch.decoded[obj][1]
+        else:
+            raw = tx.get("objects", obj.encode())
+            m = None if raw is None else decode_object(raw, MemberState)[1]
+        return m is not None and m.current
+
     for fact in item.facts:
         seq += 1
-        feed = Feed()
+        feed = Feed(is_member)
         objs = fact.objects()
         for obj in objs:
             touched[obj] = touched.get(obj, 0) + 1

@@ -20,6 +20,7 @@ import lmdb
 from ..core.kinds import state_type
 from ..core.obligations import Obligation
 from .events import OutcomeRow
+from .indexes import members_listed, query_rows
 from .integrity import NOT_NEW_TRACES, StoreDamaged, check_env, check_file, log_problems
 from .layout import DBS, FORMAT, Receipt, decode_fact, decode_object, from_u64, u32, u64
 import msgspec
@@ -30,6 +31,19 @@ _receipt_dec = msgspec.msgpack.Decoder(Receipt)
 _events_dec = msgspec.msgpack.Decoder(list[bytes])
 _ob_dec = msgspec.msgpack.Decoder(Obligation)
 _outcome_dec = msgspec.msgpack.Decoder(OutcomeRow)
+
+
+def _format_behind(fmt: bytes | None, data_dir: str) -> bytes | None:
+    """The stored format if it is older than :data:`FORMAT` (to migrate), None
+    if it is this one; a newer or unknown one is refused (D92)."""
+    if fmt is None or fmt == FORMAT:
+        return None
+    if fmt.isdigit() and int(fmt) < int(FORMAT):
+        return fmt
+    raise StoreDamaged(
+        f"data directory {data_dir} has storage format {fmt.decode(errors='replace')}, newer than format "
+        f"{FORMAT.decode()} that this kungfud reads: run the kungfud that wrote it (or a newer one)"
+    )
 
 
 class StoreLocked(RuntimeError):
@@ -109,9 +123,18 @@ class Store:
         try:
             check_env(self.env, data_dir)  # before any transaction reads a page
             self.dbs: dict[str, Any] = {}
+            # An older storage format is migrated once, right after opening (D92).
+            self.migrate_from: bytes | None = None
             if readonly:
+                self.dbs["meta"] = self.env.open_db(b"meta", create=False)
+                with self.env.begin() as txn:
+                    self.migrate_from = _format_behind(txn.get(b"format", db=self.dbs["meta"]), data_dir)
                 for name in DBS:
-                    self.dbs[name] = self.env.open_db(name.encode(), create=False)
+                    try:
+                        self.dbs[name] = self.env.open_db(name.encode(), create=False)
+                    except lmdb.NotFoundError:
+                        if self.migrate_from is None:
+                            raise
             else:
                 with self.env.begin(write=True) as txn:
                     for name in DBS:
@@ -120,8 +143,13 @@ class Store:
                     fmt = txn.get(b"format", db=meta)
                     if fmt is None:
                         txn.put(b"format", FORMAT, db=meta)
-                    elif fmt != FORMAT:
-                        raise RuntimeError(f"data directory {data_dir} has storage format {fmt!r}; this kungfud reads {FORMAT!r}")
+                    else:
+                        self.migrate_from = _format_behind(fmt, data_dir)
+            if self.migrate_from is not None and not readonly:
+                from .check import migrate  # check builds on this module
+
+                migrate(self, self.migrate_from)
+                self.migrate_from = None
         except BaseException:
             self.env.close()
             raise
@@ -373,6 +401,21 @@ class View:
         with self._txn.cursor(db=self._dbs["deadlines"]) as cur:
             for key, value in cur:
                 yield from_u64(key[:8]), key[8:].decode(), value.decode()
+
+    def query(
+        self, name: str, key: str, limit: int | None = None, party: str | None = None, skip: Any = ()
+    ) -> list[tuple[Any, str]]:
+        """A named collection query of the core (core/queries.py: a Thread's
+        governors, speakers, pending responses, live assignments and running
+        deadlines; an agent's memberships), answered from the index rows:
+        ``(answer, id of the object whose state gave it)`` in the query's order.
+        Rows of objects in ``skip`` are left out (the caller answers for them)."""
+        return query_rows(self, name, key, limit, party, skip)
+
+    def members_listed(self, thread: str, limit: int) -> list[str]:
+        """The first ``limit`` current members of ``thread`` in the order they
+        joined (ties: by agent id; D90)."""
+        return members_listed(self, thread, limit)
 
     def count(self, index: str) -> int:
         """Rows in one index (``obligations``: open obligations; ``deadlines``:

@@ -9,10 +9,12 @@ from collections import defaultdict
 from typing import Any
 
 from kungfud.core import agent as agent_core
+from kungfud.core import deactivation
 from kungfud.core import memory as memory_core
 from kungfud.core.agent import AgentState, Register, SetStatus
 from kungfud.core.kinds import fold
 from kungfud.core.context import Ctx, Limits, counting_ids
+from kungfud.core.queries import state_query
 from kungfud.core.facts import Decision
 from kungfud.core.memory import Create, SetVisibility, Update, Withdraw
 from kungfud.errors import CODES, NEXT_STEPS, Rejection
@@ -105,6 +107,7 @@ class World:
             new_secret=lambda: "kf_secret",
             limits=self.limits,
             get=self.states.get,  # other objects' current states, for decisions that read them
+            query=state_query(self.states),
         )
 
     def record(self, result: Decision | Rejection) -> Decision | Rejection:
@@ -131,7 +134,7 @@ class World:
     def set_status(self, by: str, target: str, status: str) -> Decision | Rejection:
         ctx = self.ctx(by)
         cmd = SetStatus(target, status)  # type: ignore[arg-type]
-        return self.record(agent_core.decide_set_status(self.states.get(target), cmd, ctx))
+        return self.record(deactivation.decide_set_status(self.states.get(target), cmd, ctx))
 
     # -- §5 ---------------------------------------------------------------
     def create(self, by: str, content: bytes = b'{"v":1}') -> Decision | Rejection:

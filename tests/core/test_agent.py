@@ -13,7 +13,8 @@ import msgspec
 import pytest
 
 from kungfud.core import agent as agent_core
-from kungfud.core.agent import CreateAgent, Register, ResetKey, RotateKey, SetStatus, decide_register, decide_set_status
+from kungfud.core.agent import CreateAgent, Register, ResetKey, RotateKey, SetStatus, decide_register
+from kungfud.core.deactivation import decide_set_status
 from kungfud.core.kinds import fold
 from kungfud.core.context import Limits
 from kungfud.core.facts import AgentKeySet, AgentRegistered, AgentStatusSet, Decision

@@ -90,7 +90,7 @@ def test_R6_4_2_an_assignment_is_created_together_with_its_entry(w):
     posted, created = d.facts[1], d.facts[2]
     assert posted.assignment == a and created.entry == n and created.thread == w.t
     assert w.entry(w.t, n).assignment == a and w.asg(a).entry == n
-    assert w.thread(w.t).live[a].entry == n
+    assert w.live(w.t)[a].entry == n
     # A failing assignment leaves no entry behind either.
     entries = w.thread(w.t).entries
     w.refuse("bad_request", lambda: w.post(w.alice, w.t, assign=spec(w.dave)))
@@ -127,7 +127,7 @@ def test_R6_4_5_delivery_runs_from_taking_and_judgment_from_delivery(w):
     w.advance(30)
     ok(w.deliver(w.bob, a))
     assert w.asg(a).delivered_at == w.now and w.asg(a).judge_by == w.now + 120 * MS
-    assert w.thread(w.t).live[a].due == w.now + 120 * MS
+    assert w.live(w.t)[a].due == w.now + 120 * MS
 
 
 @pytest.mark.rules("R6.4-6", "R6.4-7", "R8-3")
@@ -135,7 +135,7 @@ def test_R6_4_6_an_untaken_assignment_runs_no_deadline_and_binds_nobody(w):
     _, a = w.assign(w.alice, w.t, w.bob, deliver_within_s=1, judge_within_s=1)
     assert of_state(a, w.asg(a)) == [] and w.obligations() == {}
     w.advance(10 * 365 * 24 * HOUR)
-    assert effective(w.asg(a), w.now) == "open" and due_expiries(w.thread(w.t), w.now) == []
+    assert effective(w.asg(a), w.now) == "open" and w.due(w.t) == []
     w.refuse("conflict", lambda: w.expire(w.t))
     ok(w.take(w.bob, a))
     assert w.asg(a).deliver_by == w.now + 1 * MS
@@ -280,7 +280,7 @@ def test_R6_4_24_R6_4_25_only_the_creator_judges_and_adoption_ends_it(w):
     assert d.facts == [AssignmentJudged(at=w.now, by=w.alice, assignment=a, thread=w.t, verdict="adopt")]
     assert d.result == {"assignment": a, "state": "adopted", "ended": [ob_id("judge", a, w.alice)]}
     assert w.asg(a).state == "adopted" and w.asg(a).judged_at == w.now
-    assert a not in w.thread(w.t).live and w.obligations() == {}
+    assert a not in w.live(w.t) and w.obligations() == {}
 
 
 @pytest.mark.rules("R6.4-26", "R8-38")
@@ -419,7 +419,7 @@ def test_R6_4_13_an_undelivered_assignment_times_out_at_its_deadline(w):
     d = ok(w.expire(w.t))
     assert d.facts == [AssignmentExpired(at=due, by=None, assignment=a, thread=w.t, outcome="timed_out")]
     assert w.asg(a).state == "timed_out" and w.asg(a).ended_at == due
-    assert w.obligations() == {} and w.thread(w.t).live.get(a) is None
+    assert w.obligations() == {} and w.live(w.t).get(a) is None
     w.refuse("conflict", lambda: w.deliver(w.bob, a))
 
 
@@ -450,7 +450,7 @@ def test_L4_3_one_expiry_records_every_due_deadline_of_the_thread(w):
     w.advance(90)
     # In the order they fell due (b's judgment deadline came first).
     assert w.asg(b).judge_by < w.asg(a).deliver_by
-    assert due_expiries(w.thread(w.t), w.now) == [b, a]
+    assert w.due(w.t) == [b, a]
     d = ok(w.expire(w.t))
     assert [(f.assignment, f.outcome) for f in d.facts] == [(b, "undecided"), (a, "timed_out")]
     assert w.asg(c).state == "taken"
@@ -568,9 +568,9 @@ def test_L5_2_every_obligation_and_delivery_ends_exactly_once(w):
 @pytest.mark.rules("R9-11", "R9-2", "R12-9")
 def test_R9_11_a_former_member_can_no_longer_reach_a_delivery(w):
     a = delivered(w, w.alice, w.bob)
-    assert all(readable_thread(w.thread(w.t), w.t, m) is None for m in (w.alice, w.bob, w.carol, w.dave))
+    assert all(readable_thread(w.thread(w.t), w.t, w.member(w.t, m)) is None for m in (w.alice, w.bob, w.carol, w.dave))
     ok(w.leave(w.carol, w.t))
     missing = w.refuse("not_found", lambda: w.judge(w.carol, "as_999999"))
     r = w.refuse("not_found", lambda: w.judge(w.carol, a))
     assert r.reason.replace(a, "<id>") == missing.reason.replace("as_999999", "<id>")
-    assert readable_thread(w.thread(w.t), w.t, w.carol) is not None
+    assert readable_thread(w.thread(w.t), w.t, w.member(w.t, w.carol)) is not None

@@ -92,7 +92,7 @@ def test_R4_6_deactivation_ends_every_membership_with_the_effects_of_6_2(w):
 
     assert w.memberships(w.bob) == {}
     for t in (w.t, w.u):
-        assert w.bob not in w.thread(t).members and readable_thread(w.thread(t), t, w.bob) is not None
+        assert w.bob not in w.members(t) and readable_thread(w.thread(t), t, w.member(t, w.bob)) is not None
         assert w.thread(t).open
     assert {w.asg(a).state for a in (took, made_open, made_taken)} == {"voided"}
     assert w.asg(made_delivered).state == "delivered" and w.asg(made_delivered).forfeited
@@ -163,8 +163,8 @@ def test_R4_8_deactivating_the_sole_governor_closes_the_thread_with_the_effects_
     assert closed.responses == [(1, w.bob), (1, w.carol)]  # alice's ended once, by MembershipEnded
     assert closed.voided == sorted([untaken, taken]) and closed.admission == grant
     t = w.thread(w.t)
-    assert t.status == "closed" and t.grant is None and t.pending == {}
-    assert set(t.members) == {w.bob, w.carol, w.dave}  # memberships remain
+    assert t.status == "closed" and t.grant is None and w.thread_pending(w.t) == {}
+    assert set(w.members(w.t)) == {w.bob, w.carol, w.dave}  # memberships remain
     assert w.asg(untaken).state == "voided" and w.asg(taken).state == "voided"
     assert w.asg(judged_later).state == "delivered" and w.asg(judged_later).judge_by == judge_by
     assert w.obligations() == {ob_id("judge", judged_later, w.carol): w.obligations()[ob_id("judge", judged_later, w.carol)]}
@@ -180,7 +180,7 @@ def test_R4_8_a_thread_with_another_governor_stays_open(w):
     ok(w.set_role(w.alice, w.t, w.carol, "governor"))
     d = ok(w.deactivate(w.root, w.alice))
     assert not any(isinstance(f, ThreadClosed) for f in d.facts)
-    assert w.thread(w.t).open and w.thread(w.t).governors() == [w.carol]
+    assert w.thread(w.t).open and w.governors(w.t) == [w.carol]
 
 
 @pytest.mark.rules("R4-8", "R6.5-2", "R9-1")
@@ -188,7 +188,7 @@ def test_R4_8_a_closed_thread_is_not_closed_again_but_the_membership_ends(w):
     ok(w.close(w.bob, w.u))
     d = ok(w.deactivate(w.root, w.bob))
     assert [type(f) for f in d.facts] == [AgentStatusSet, MembershipEnded, MembershipEnded]
-    assert w.bob not in w.thread(w.u).members and w.thread(w.u).status == "closed"
+    assert w.bob not in w.members(w.u) and w.thread(w.u).status == "closed"
 
 
 @pytest.mark.rules("R4-6", "R4-3")
@@ -224,9 +224,9 @@ def test_L4_3_B5_a_due_deadline_is_recorded_before_deactivation_and_wins(w):
     _, a = w.assign(w.alice, w.t, w.bob, deliver_within_s=60)
     ok(w.take(w.bob, a))
     w.now = w.asg(a).deliver_by
-    assert w.thread(w.t).next_due() is not None and w.thread(w.t).next_due() <= w.now
+    assert w.next_due(w.t) is not None and w.next_due(w.t) <= w.now
     ok(w.expire(w.t))
-    assert w.thread(w.t).next_due() is None
+    assert w.next_due(w.t) is None
     d = ok(w.deactivate(w.root, w.bob))
     assert all(not f.voided for f in d.facts if isinstance(f, MembershipEnded))
     assert ob_id("deliver", a, w.bob) not in d.result["ended"]
@@ -238,7 +238,7 @@ def test_L4_3_B5_closing_by_deactivation_keeps_a_passed_judgment_deadline(w):
     _, a = w.assign(w.carol, w.u, w.carol, judge_within_s=60)  # neither made nor taken by bob
     ok(w.take(w.carol, a, deliver=text()))
     w.now = w.asg(a).judge_by
-    assert w.thread(w.u).next_due() == w.now  # the signal to record the expiry first
+    assert w.next_due(w.u) == w.now  # the signal to record the expiry first
     ok(w.expire(w.u))
     d = ok(w.deactivate(w.root, w.bob))  # bob governs u alone: u closes (R4-8)
     assert any(isinstance(f, ThreadClosed) for f in d.facts)

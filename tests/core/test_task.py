@@ -17,6 +17,8 @@ from typing import Any, Callable
 import pytest
 
 from kungfud.core import agent as agent_core
+from kungfud.core import deactivation
+from kungfud.core.queries import state_query
 from kungfud.core import engagement as eng_core
 from kungfud.core import entry as entry_core
 from kungfud.core import memory as memory_core
@@ -93,6 +95,7 @@ class TaskWorld:
             new_secret=lambda: "kf_secret",
             limits=self.limits,
             get=self.states.get,
+            query=state_query(self.states),
         )
 
     def record(self, result: Decision | Rejection) -> Decision | Rejection:
@@ -175,7 +178,7 @@ class TaskWorld:
 
     def set_status(self, target: str, status: str) -> Decision | Rejection:
         cmd = SetStatus(target, status)  # type: ignore[arg-type]
-        return self.record(agent_core.decide_set_status(self.states.get(target), cmd, self.ctx(self.admin)))
+        return self.record(deactivation.decide_set_status(self.states.get(target), cmd, self.ctx(self.admin)))
 
     def deactivate(self, target: str) -> Decision:
         return ok(self.set_status(target, "deactivated"))

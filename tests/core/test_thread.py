@@ -24,7 +24,8 @@ from kungfud.core.facts import (
 )
 from kungfud.core.obligations import ob_id
 from kungfud.core.pins import Pin
-from kungfud.core.thread import Grant, Member, readable_thread, token_hash
+from kungfud.core.members import MemberState
+from kungfud.core.thread import Grant, readable_thread, token_hash
 
 from .world import HOUR, World, ok, spec, text
 
@@ -70,9 +71,9 @@ def test_R6_1_1_deactivated_agent_may_not_create_a_thread(w):
 def test_R6_1_2_creator_becomes_governor_of_an_open_thread(w):
     s = w.thread(w.t)
     assert s.status == "open" and s.open and s.closed_at is None
-    assert s.members == {w.alice: Member("governor", w.now, None)}
-    assert s.governors() == [w.alice]
-    assert s.grant is None and s.entries == 0 and s.pending == {} and s.live == {}
+    assert w.members(w.t) == {w.alice: MemberState(w.t, w.alice, "governor", w.now, None)}
+    assert w.governors(w.t) == [w.alice] and s.member_count == 1
+    assert s.grant is None and s.entries == 0 and w.thread_pending(w.t) == {} and w.live(w.t) == {}
     assert w.memberships(w.alice) == {w.t: "governor"}
 
 
@@ -86,7 +87,7 @@ def test_R6_1_3_joining_needs_the_live_grant(w):
     w.refuse("not_found", lambda: w.join(w.bob, other, w.tokens[w.t]))  # grant of another thread
     d = ok(w.join(w.bob, w.t))
     assert d.facts == [MemberJoined(at=w.now, by=w.bob, thread=w.t, agent=w.bob, role="speaker", admission=w.thread(w.t).grant.admission)]
-    assert w.bob in w.thread(w.t).members
+    assert w.bob in w.members(w.t)
 
 
 @pytest.mark.rules("R6.1-3", "R6.2-18", "R6.2-23")
@@ -109,7 +110,7 @@ def test_R6_1_4_the_grant_binds_the_role_speaker_by_default(w):
     for agent, role in ((w.carol, "observer"), (w.dave, "governor")):
         ok(w.admit(w.alice, w.t, role))
         assert ok(w.join(agent, w.t)).result["role"] == role
-        assert w.thread(w.t).members[agent].role == role
+        assert w.members(w.t)[agent].role == role
         assert w.memberships(agent) == {w.t: role}
 
 
@@ -175,7 +176,7 @@ def test_R6_2_16_a_membership_records_its_admission_and_when(w):
     admission = ok(w.admit(w.alice, w.t)).result["admission"]
     w.advance(60)
     ok(w.join(w.bob, w.t))
-    assert w.thread(w.t).members[w.bob] == Member("speaker", w.now, admission)
+    assert w.members(w.t)[w.bob] == MemberState(w.t, w.bob, "speaker", w.now, admission)
 
 
 @pytest.mark.rules("L2-5", "L2-7")
@@ -190,7 +191,7 @@ def test_L2_5_B9_joining_again_returns_the_existing_membership_with_no_fact(w):
     assert again.result == {**first.result, "existing": True}
     assert first.result["existing"] is False
     assert w.snapshot() == before
-    assert w.thread(w.t).members[w.bob].role == "speaker"
+    assert w.members(w.t)[w.bob].role == "speaker"
     # The creator too: joining its own thread changes nothing.
     assert ok(w.join(w.alice, w.t)).result["role"] == "governor"
 
@@ -231,7 +232,7 @@ def test_R6_2_23_a_speaker_speaks_and_governs_nothing(w):
 def test_R6_2_24_an_observer_reads_and_does_not_speak(w):
     trio(w)
     ok(w.post(w.alice, w.t))
-    assert readable_thread(w.thread(w.t), w.t, w.dave) is None
+    assert readable_thread(w.thread(w.t), w.t, w.member(w.t, w.dave)) is None
     w.refuse("forbidden", lambda: w.post(w.dave, w.t))
     w.refuse("forbidden", lambda: w.post(w.dave, w.t, reply_to=1))
     w.refuse("forbidden", lambda: w.post(w.dave, w.t, assign=spec(w.bob)))
@@ -249,7 +250,7 @@ def test_R6_2_2_a_governor_removes_members(w):
     trio(w)
     d = ok(w.remove(w.alice, w.t, w.dave))
     assert d.facts == [MembershipEnded(at=w.now, by=w.alice, thread=w.t, agent=w.dave, why="removed")]
-    assert w.dave not in w.thread(w.t).members and w.memberships(w.dave) == {}
+    assert w.dave not in w.members(w.t) and w.memberships(w.dave) == {}
     w.refuse("conflict", lambda: w.remove(w.alice, w.t, w.dave))  # no longer a member: nothing to do
     w.refuse("conflict", lambda: w.remove(w.alice, w.t, w.root))
     r = w.refuse("bad_request", lambda: w.remove(w.alice, w.t, w.alice))
@@ -262,7 +263,7 @@ def test_R6_2_3_a_governor_changes_roles_each_change_a_fact(w):
     for role in ("governor", "observer", "speaker"):
         d = ok(w.set_role(w.alice, w.t, w.bob, role))
         assert d.facts == [RoleSet(at=w.now, by=w.alice, thread=w.t, agent=w.bob, role=role)]
-        assert w.thread(w.t).members[w.bob].role == role
+        assert w.members(w.t)[w.bob].role == role
         assert w.memberships(w.bob) == {w.t: role}
     w.refuse("conflict", lambda: w.set_role(w.alice, w.t, w.root, "speaker"))  # not a member
 
@@ -282,7 +283,7 @@ def test_R6_2_4_the_last_governor_cannot_be_demoted(w):
         w.refuse("conflict", lambda: w.set_role(w.alice, w.t, w.alice, role))
     ok(w.set_role(w.alice, w.t, w.bob, "governor"))
     ok(w.set_role(w.alice, w.t, w.alice, "speaker"))  # another governor remains
-    assert w.thread(w.t).governors() == [w.bob]
+    assert w.governors(w.t) == [w.bob]
     w.refuse("conflict", lambda: w.set_role(w.bob, w.t, w.bob, "observer"))
 
 
@@ -291,10 +292,10 @@ def test_R6_2_5_a_sole_governor_hands_over_before_leaving(w):
     trio(w)
     r = w.refuse("conflict", lambda: w.leave(w.alice, w.t))
     assert r.hint is not None and r.hint.op == "thread.close"
-    assert w.alice in w.thread(w.t).members
+    assert w.alice in w.members(w.t)
     ok(w.set_role(w.alice, w.t, w.carol, "governor"))
     ok(w.leave(w.alice, w.t))
-    assert w.thread(w.t).governors() == [w.carol] and w.thread(w.t).open
+    assert w.governors(w.t) == [w.carol] and w.thread(w.t).open
 
 
 @pytest.mark.rules("R6.2-1", "R9-2")
@@ -304,8 +305,8 @@ def test_R6_2_1_a_member_may_leave_and_then_reads_nothing(w):
         d = ok(w.leave(agent, w.t))
         assert d.facts == [MembershipEnded(at=w.now, by=agent, thread=w.t, agent=agent, why="left")]
         assert d.result == {"thread": w.t, "ended": []}
-        assert agent not in w.thread(w.t).members and w.memberships(agent) == {}
-        r = readable_thread(w.thread(w.t), w.t, agent)
+        assert agent not in w.members(w.t) and w.memberships(agent) == {}
+        r = readable_thread(w.thread(w.t), w.t, w.member(w.t, agent))
         assert r is not None and r.code == "not_found"
         w.refuse("not_found", lambda: w.leave(agent, w.t))
 
@@ -377,7 +378,7 @@ def test_R6_2_11_membership_end_voids_undelivered_assignments_it_took(w):
     # Its delivered work still awaits the creator's judgment.
     assert w.asg(delivered).state == "delivered"
     assert w.obligations_of(w.alice) == {("judge", delivered)}
-    assert taken not in w.thread(w.t).live
+    assert taken not in w.live(w.t)
 
 
 @pytest.mark.rules("R6.2-12", "R8-34")
@@ -452,13 +453,13 @@ def test_R6_2_15_rejoining_revives_nothing(w):
     ok(w.post(w.alice, w.t, ask=[w.bob]))
     _, a = w.assign(w.alice, w.t, w.bob)
     ok(w.take(w.bob, a))
-    first_join = w.thread(w.t).members[w.bob]
+    first_join = w.members(w.t)[w.bob]
     ok(w.leave(w.bob, w.t))
     w.advance(60)
     ok(w.admit(w.alice, w.t, "speaker"))
     d = ok(w.join(w.bob, w.t))
     assert d.result["existing"] is False and len(d.facts) == 1
-    m = w.thread(w.t).members[w.bob]
+    m = w.members(w.t)[w.bob]
     assert m.joined_at == w.now != first_join.joined_at and m.admission != first_join.admission
     assert w.pending(w.t, w.bob) == [] and w.response(w.t, 1, w.bob) == "ended"
     assert w.asg(a).state == "voided"
@@ -492,7 +493,7 @@ def test_R6_5_3_closing_ends_every_pending_response(w):
     assert set(d.facts[0].objects()) >= {entry_obj(w.t, 1), entry_obj(w.t, 2)}
     assert {w.response(w.t, 1, a) for a in (w.bob, w.carol)} == {"ended"}
     assert w.response(w.t, 2, w.alice) == "ended"
-    assert w.thread(w.t).pending == {} and w.obligations() == {}
+    assert w.thread_pending(w.t) == {} and w.obligations() == {}
 
 
 @pytest.mark.rules("R6.5-4", "R8-34")
@@ -505,7 +506,7 @@ def test_R6_5_4_closing_voids_every_undelivered_assignment(w):
     assert d.facts[0].voided == sorted([untaken, taken])
     assert ob_id("deliver", taken, w.carol) in d.result["ended"]
     assert w.asg(untaken).state == "voided" and w.asg(taken).state == "voided"
-    assert w.thread(w.t).live == {}
+    assert w.live(w.t) == {}
 
 
 @pytest.mark.rules("R6.5-5", "R6.5-6", "R6.4-12", "R8-39")
@@ -538,13 +539,13 @@ def test_R6_5_7_closing_voids_the_admission(w):
 @pytest.mark.rules("R6.5-8", "R9-1", "R9-9")
 def test_R6_5_8_memberships_remain_and_members_still_read(w):
     trio(w)
-    members = dict(w.thread(w.t).members)
+    members = dict(w.members(w.t))
     ok(w.close(w.alice, w.t))
-    assert w.thread(w.t).members == members
+    assert w.members(w.t) == members
     for agent in members:
-        assert readable_thread(w.thread(w.t), w.t, agent) is None
+        assert readable_thread(w.thread(w.t), w.t, w.member(w.t, agent)) is None
         assert w.t in w.memberships(agent)
-    assert readable_thread(w.thread(w.t), w.t, w.root) is not None
+    assert readable_thread(w.thread(w.t), w.t, w.member(w.t, w.root)) is not None
 
 
 @pytest.mark.rules("R6.5-9", "R6.5-2", "R6.5-11")
@@ -579,7 +580,7 @@ def test_R6_5_10_members_may_leave_a_closed_thread_even_the_sole_governor(w):
     ok(w.close(w.alice, w.t))
     for agent in (w.bob, w.alice, w.dave):
         ok(w.leave(agent, w.t))
-    assert set(w.thread(w.t).members) == {w.carol}
+    assert set(w.members(w.t)) == {w.carol}
     assert w.thread(w.t).status == "closed"  # no governor, and still closed, not reopened
 
 
@@ -612,9 +613,9 @@ def test_R9_9_only_current_members_read_a_thread_worded_as_a_missing_id(w):
     trio(w)
     state = w.thread(w.t)
     for agent in (w.alice, w.bob, w.dave):
-        assert readable_thread(state, w.t, agent) is None
-    outsider = readable_thread(state, w.t, w.root)
-    missing = readable_thread(None, w.t, w.root)
+        assert readable_thread(state, w.t, w.member(w.t, agent)) is None
+    outsider = readable_thread(state, w.t, w.member(w.t, w.root))
+    missing = readable_thread(None, w.t, w.member(w.t, w.root))
     assert outsider is not None and outsider == missing
     assert outsider.code == "not_found"
 
@@ -628,10 +629,10 @@ def test_R9_2_an_ended_membership_ends_reading_and_acting(w):
     ok(w.deactivate(w.root, w.dave))
     state = w.thread(w.t)
     for agent in (w.bob, w.carol):
-        assert readable_thread(state, w.t, agent) == readable_thread(None, w.t, agent)
+        assert readable_thread(state, w.t, w.member(w.t, agent)) == readable_thread(None, w.t, w.member(w.t, agent))
         w.refuse("not_found", lambda: w.post(agent, w.t))
         w.refuse("not_found", lambda: w.handle(agent, w.t, 1))
-    assert readable_thread(state, w.t, w.dave) is not None
+    assert readable_thread(state, w.t, w.member(w.t, w.dave)) is not None
 
 
 @pytest.mark.rules("R6.2-4", "R6.2-5")
@@ -639,7 +640,7 @@ def test_R6_2_4_an_open_thread_keeps_a_governor_through_removal(w):
     trio(w)
     ok(w.set_role(w.alice, w.t, w.bob, "governor"))
     ok(w.remove(w.bob, w.t, w.alice))  # one governor removes another
-    assert w.thread(w.t).governors() == [w.bob]
+    assert w.governors(w.t) == [w.bob]
     w.refuse("conflict", lambda: w.leave(w.bob, w.t))
 
 
@@ -648,6 +649,6 @@ def test_thread_next_due_follows_running_deadlines_only(w):
     """The Thread's deadline index: untaken work runs no deadline (R6.4-6)."""
     trio(w)
     _, a = w.assign(w.alice, w.t, w.bob, deliver_within_s=HOUR)
-    assert w.thread(w.t).next_due() is None
+    assert w.next_due(w.t) is None
     ok(w.take(w.bob, a))
-    assert w.thread(w.t).next_due() == w.now + HOUR * 1000
+    assert w.next_due(w.t) == w.now + HOUR * 1000

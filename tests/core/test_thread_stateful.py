@@ -117,10 +117,10 @@ class ThreadMachine(RuleBasedStateMachine):
         return self.w.states[a].active
 
     def member(self, a: str) -> bool:
-        return a in self.th.members
+        return a in self.w.members(self.t)
 
     def role(self, a: str) -> str | None:
-        m = self.th.members.get(a)
+        m = self.w.members(self.t).get(a)
         return None if m is None else m.role
 
     def speaks(self, a: str) -> bool:
@@ -130,31 +130,31 @@ class ThreadMachine(RuleBasedStateMachine):
         return self.role(a) == "governor"
 
     def due(self, a: str) -> bool:
-        lv = self.th.live.get(a)
+        lv = self.w.live(self.t).get(a)
         return lv is not None and lv.due is not None and lv.due <= self.w.now
 
     def asg_id(self, ix: int, *states: str) -> str:
         """Mostly a live assignment in one of ``states``; sometimes any, or one that
         never existed."""
-        fit = sorted(a for a, lv in self.th.live.items() if lv.state in states)
+        fit = sorted(a for a, lv in self.w.live(self.t).items() if lv.state in states)
         if fit and ix % 4:
             return fit[ix % len(fit)]
         ids = self.asgs + ["as_999999"]
         return ids[ix % len(ids)]
 
     def has(self, *states: str) -> bool:
-        return any(lv.state in states for lv in self.th.live.values())
+        return any(lv.state in states for lv in self.w.live(self.t).values())
 
     def pick(self, who: int, right: str | None) -> str:
         """``who`` 0…3 is that agent; 4…5 is the party the action is meant for."""
         return self.agents[who % 4] if who < 4 or right is None else right
 
     def a_governor(self) -> str | None:
-        govs = self.th.governors()
+        govs = self.w.governors(self.t)
         return govs[0] if govs else None
 
     def a_member(self, ix: int) -> str | None:
-        members = sorted(self.th.members)
+        members = sorted(self.w.members(self.t))
         return members[ix % len(members)] if members else None
 
     def entry_no(self, ix: int) -> int:
@@ -206,19 +206,19 @@ class ThreadMachine(RuleBasedStateMachine):
         return result
 
     def due_in(self, states: dict, a: str) -> bool:
-        lv = states[self.t].live.get(a)
+        lv = self.w.live(self.t, states).get(a)
         return lv is not None and lv.due is not None and lv.due <= self.w.now
 
     def expire_first(self) -> None:
         """What the Thread actor does before each command (B5)."""
-        if due_expiries(self.th, self.w.now):
+        if self.w.due(self.t):
             self.do(lambda: self.w.expire(self.t), accept=True)
 
     # -- oracles --------------------------------------------------------------------------------
     def end_effects(self, before: dict, agent: str, closing: bool = False) -> None:
         """§6.2: what ending ``agent``'s membership must have done (R6.2-10…R6.2-14, B14)."""
         th_before: ThreadState = before[self.t]
-        for n in th_before.pending.get(agent, []):
+        for n in self.w.thread_pending(self.t, before).get(agent, []):
             assert self.w.entry(self.t, n).responses[agent].state != "pending"
         for a in self.asgs:
             old, new = before.get(a), self.w.states[a]
@@ -233,7 +233,7 @@ class ThreadMachine(RuleBasedStateMachine):
 
     def close_effects(self, before: dict) -> None:
         """§6.5: what closing must have done (R6.5-3…R6.5-8)."""
-        assert self.th.status == "closed" and self.th.grant is None and self.th.pending == {}
+        assert self.th.status == "closed" and self.th.grant is None and self.w.thread_pending(self.t) == {}
         for a in self.asgs:
             old, new = before.get(a), self.w.states[a]
             if old is None:
@@ -269,10 +269,10 @@ class ThreadMachine(RuleBasedStateMachine):
             return
         token = self.tokens[ix % len(self.tokens)] if ix >= 0 else self.tokens[-1]
         live = self.th.grant is not None and token == self.tokens[-1] and self.th.open
-        was = self.th.members.get(a)
+        was = self.w.members(self.t).get(a)
         d = self.do(lambda: self.w.join(a, self.t, token), self.active(a) and live)
         if d is not None and was is not None:
-            assert d.facts == [] and self.th.members[a] == was  # L2-5, B9
+            assert d.facts == [] and self.w.members(self.t)[a] == was  # L2-5, B9
         elif d is not None:
             assert self.role(a) == self.th.grant.role and self.w.memberships(a)[self.t] == self.role(a)
 
@@ -283,7 +283,7 @@ class ThreadMachine(RuleBasedStateMachine):
         a = self.pick(who, self.a_member(who))
         self.expire_first()
         before = dict(self.w.states)
-        accept = self.active(a) and self.member(a) and not (self.th.open and self.th.governors() == [a])
+        accept = self.active(a) and self.member(a) and not (self.th.open and self.w.governors(self.t) == [a])
         if self.do(lambda: self.w.leave(a, self.t), accept) is not None:
             self.end_effects(before, a)
             assert not self.member(a)
@@ -305,13 +305,13 @@ class ThreadMachine(RuleBasedStateMachine):
         old = self.role(b)
         accept = (
             self.active(a) and self.governs(a) and self.th.open and old is not None and old != role
-            and not (old == "governor" and self.th.governors() == [b])
+            and not (old == "governor" and self.w.governors(self.t) == [b])
         )
-        pending = list(self.th.pending.get(b, []))
+        pending = list(self.w.thread_pending(self.t).get(b, []))
         code = "conflict" if self.active(a) and self.governs(a) and self.th.open and old == role else None
         if self.do(lambda: self.w.set_role(a, self.t, b, role), accept, code) is not None:
             # R6.2-8: demotion to observer ends pending responses; nothing else does.
-            assert self.th.pending.get(b, []) == ([] if role == "observer" else pending)
+            assert self.w.thread_pending(self.t).get(b, []) == ([] if role == "observer" else pending)
 
     @rule(who=st.integers(0, 5), go=st.integers(0, 5))
     def close(self, who, go):
@@ -372,7 +372,7 @@ class ThreadMachine(RuleBasedStateMachine):
             code = "bad_request"
         parent = self.w.entry(self.t, reply_to).author if reply_to and valid_reply else None
         expected = self.responders(a, parent, asked)
-        was_pending = reply_to in self.th.pending.get(a, []) if reply_to else False
+        was_pending = reply_to in self.w.thread_pending(self.t).get(a, []) if reply_to else False
         box: list[Any] = []
         d = self.do(lambda: box.append(self.w.post(a, self.t, the_pin, reply_to=reply_to, ask=asked, assign=sp)) or box[0], accept, code)
         if d is None:
@@ -394,22 +394,22 @@ class ThreadMachine(RuleBasedStateMachine):
             return ask
         if parent is not None and parent != author:
             return [parent] if self.speaks(parent) else []
-        speakers = [m for m in self.th.members if self.speaks(m)]
+        speakers = [m for m in self.w.members(self.t) if self.speaks(m)]
         return [m for m in speakers if m != author] if len(speakers) == 2 else []
 
     @rule(who=st.integers(0, 5), ix=st.integers(0, 40), note=st.booleans())
     def handle(self, who, ix, note):
-        owed = sorted((r, n) for r, ns in self.th.pending.items() for n in ns)
+        owed = sorted((r, n) for r, ns in self.w.thread_pending(self.t).items() for n in ns)
         if who >= 4 and owed:
             a, n = owed[ix % len(owed)]
         else:
             a, n = self.agents[who % 4], self.entry_no(ix)
-        accept = self.active(a) and self.member(a) and n in self.th.pending.get(a, [])
+        accept = self.active(a) and self.member(a) and n in self.w.thread_pending(self.t).get(a, [])
         self.do(lambda: self.w.handle(a, self.t, n, b'{"note":"seen"}' if note else None), accept)
 
     @rule(who=st.integers(0, 5), ix=st.integers(0, 40))
     def retract(self, who, ix):
-        owed = sorted({n for ns in self.th.pending.values() for n in ns})
+        owed = sorted({n for ns in self.w.thread_pending(self.t).values() for n in ns})
         if who >= 4 and owed:
             n = owed[ix % len(owed)]
             a = self.w.entry(self.t, n).author
@@ -481,12 +481,12 @@ class ThreadMachine(RuleBasedStateMachine):
         allowed = s is not None and s.creator == a and s.state in ("open", "taken")
         self.on_assignment(a, asg, allowed, lambda: self.w.void(a, asg))
 
-    @precondition(lambda self: bool(self.th.live))
+    @precondition(lambda self: bool(self.w.live(self.t)))
     @rule(ix=st.integers(0, 30))
     def progress(self, ix):
         """The right party moves a live assignment on: take, deliver, or judge.
         (Hypothesis draws rules with fewer arguments more often; this one has one.)"""
-        live = sorted(self.th.live)
+        live = sorted(self.w.live(self.t))
         asg = live[ix % len(live)]
         s = self.w.states[asg]
         if s.state == "open":
@@ -501,7 +501,7 @@ class ThreadMachine(RuleBasedStateMachine):
     def tick(self, seconds, run):
         self.w.advance(seconds)
         if run:
-            due = due_expiries(self.th, self.w.now)
+            due = self.w.due(self.t)
             before = dict(self.w.states)
             d = self.do(lambda: self.w.expire(self.t), bool(due), None if due else "conflict")
             if d is not None:
@@ -525,7 +525,7 @@ class ThreadMachine(RuleBasedStateMachine):
         assert self.w.memberships(b) == {} and not self.member(b)  # R4-6
         if was_member:
             th_before: ThreadState = before[self.t]
-            closing = th_before.open and not [g for g in th_before.governors() if g != b]
+            closing = th_before.open and not [g for g in self.w.governors(self.t, before) if g != b]
             self.end_effects(before, b, closing)
             if closing:
                 self.close_effects(before)  # R4-8
@@ -536,13 +536,13 @@ class ThreadMachine(RuleBasedStateMachine):
     @invariant()
     def an_open_thread_has_a_governor(self):
         if self.th.open:
-            assert self.th.governors()
+            assert self.w.governors(self.t)
 
     @invariant()
     def a_closed_thread_owes_no_response_and_runs_no_work(self):
         if not self.th.open:
-            assert self.th.pending == {} and self.th.grant is None
-            assert all(lv.state == "delivered" for lv in self.th.live.values())
+            assert self.w.thread_pending(self.t) == {} and self.th.grant is None
+            assert all(lv.state == "delivered" for lv in self.w.live(self.t).values())
             for n in range(1, self.th.entries + 1):
                 assert all(r.state != "pending" for r in self.w.entry(self.t, n).responses.values())
             for a in self.asgs:
@@ -567,14 +567,14 @@ class ThreadMachine(RuleBasedStateMachine):
             for r, resp in self.w.entry(self.t, n).responses.items()
             if resp.state == "pending"
         }
-        assert owed == {(n, r) for r, ns in th.pending.items() for n in ns}
-        assert all(len(ns) == len(set(ns)) for ns in th.pending.values())
+        assert owed == {(n, r) for r, ns in self.w.thread_pending(self.t).items() for n in ns}
+        assert all(len(ns) == len(set(ns)) for ns in self.w.thread_pending(self.t).values())
         assert all(self.speaks(r) for _, r in owed)
         # Thread.live ↔ non-terminal assignments.
         live = {a: self.w.states[a] for a in self.asgs if self.w.states[a].state not in TERMINAL}
-        assert set(th.live) == set(live)
+        assert set(self.w.live(self.t)) == set(live)
         for a, s in live.items():
-            lv = th.live[a]
+            lv = self.w.live(self.t)[a]
             assert (lv.state, lv.creator, lv.to, lv.taker, lv.forfeited) == (s.state, s.creator, s.to, s.taker, s.forfeited)
             assert lv.due == {"open": None, "taken": s.deliver_by, "delivered": s.judge_by}[s.state]
         # Memberships ↔ each agent's view of them; deactivated agents are members nowhere.

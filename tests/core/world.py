@@ -20,6 +20,7 @@ from typing import Any, Callable
 import msgspec
 
 from kungfud.core import agent as agent_core
+from kungfud.core import deactivation
 from kungfud.core import assignment as asg_core
 from kungfud.core import entry as entry_core
 from kungfud.core import memory as memory_core
@@ -29,7 +30,9 @@ from kungfud.core.assignment import AssignmentState, AssignSpec
 from kungfud.core.kinds import fold, of_state
 from kungfud.core.context import Ctx, Limits, counting_ids
 from kungfud.core.entry import EntryState
-from kungfud.core.facts import Decision, entry_obj, threads_obj
+from kungfud.core.facts import Decision, entry_obj, member_obj, threads_obj
+from kungfud.core.members import MemberState, current
+from kungfud.core.queries import state_query
 from kungfud.core.obligations import Obligation
 from kungfud.core.pins import Pin
 from kungfud.core.thread import ThreadState
@@ -88,6 +91,7 @@ class World:
             new_secret=self.new_secret,
             limits=self.limits,
             get=self.states.get,
+            query=state_query(self.states),
         )
 
     def record(self, result: Decision | Rejection) -> Decision | Rejection:
@@ -136,14 +140,54 @@ class World:
         return self.states[a]
 
     def memberships(self, agent: str) -> dict[str, str]:
+        """Thread -> role of ``agent``'s current memberships (D90: the membership
+        objects; the count object agrees)."""
+        out = {t: self.member(t, agent).role for t in state_query(self.states)("memberships", agent)}  # type: ignore[union-attr]
         s = self.states.get(threads_obj(agent))
-        return {} if s is None else dict(s.threads)
+        assert len(out) == (0 if s is None else s.count), (out, s)
+        return out
+
+    def member(self, t: str, agent: str) -> MemberState | None:
+        """``agent``'s current membership of ``t`` (None: not a member)."""
+        return current(self.states.get(member_obj(t, agent)))
+
+    def members(self, t: str, states: dict[str, Any] | None = None) -> dict[str, MemberState]:
+        """The current members of ``t`` (in ``states``, default now) in the
+        order they joined (ties: by id); the Thread's count agrees."""
+        states = self.states if states is None else states
+        ms = [m for m in states.values() if isinstance(m, MemberState) and m.thread == t and m.current]
+        out = {m.agent: m for m in sorted(ms, key=lambda m: (m.joined_at, m.agent))}
+        assert len(out) == states[t].member_count, (out, states[t])
+        return out
+
+    def governors(self, t: str, states: dict[str, Any] | None = None) -> list[str]:
+        return [a for a, m in self.members(t, states).items() if m.role == "governor"]
 
     def response(self, t: str, n: int, agent: str) -> str:
         return self.entry(t, n).responses[agent].state
 
     def pending(self, t: str, agent: str) -> list[int]:
-        return list(self.thread(t).pending.get(agent, []))
+        return [e for e, _ in state_query(self.states)("pending", t, None, agent)]
+
+    def thread_pending(self, t: str, states: dict[str, Any] | None = None) -> dict[str, list[int]]:
+        """Responder -> entries of ``t`` it owes a response to (the ``pending``
+        query over ``states``, default now; D93)."""
+        out: dict[str, list[int]] = {}
+        for e, a in state_query(self.states if states is None else states)("pending", t):
+            out.setdefault(a, []).append(e)
+        return out
+
+    def live(self, t: str, states: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Assignment -> Live of ``t``'s non-terminal assignments (the ``live`` query)."""
+        return dict(state_query(self.states if states is None else states)("live", t))
+
+    def next_due(self, t: str) -> int | None:
+        rows = state_query(self.states)("due", t, 1)
+        return rows[0][0] if rows else None
+
+    def due(self, t: str, now: int | None = None) -> list[str]:
+        """The assignments of ``t`` whose deadline is due (``due_expiries``)."""
+        return asg_core.due_expiries(self.ctx(None), t, self.now if now is None else now)
 
     def obligations(self) -> dict[str, Obligation]:
         """Every open obligation the states imply (§8), by id."""
@@ -170,7 +214,7 @@ class World:
 
     def set_status(self, by: str, target: str, status: str) -> Decision | Rejection:
         cmd = SetStatus(target, status)  # type: ignore[arg-type]
-        return self.record(agent_core.decide_set_status(self.states.get(target), cmd, self.ctx(by)))
+        return self.record(deactivation.decide_set_status(self.states.get(target), cmd, self.ctx(by)))
 
     def deactivate(self, by: str, target: str) -> Decision | Rejection:
         return self.set_status(by, target, "deactivated")

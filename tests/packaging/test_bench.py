@@ -34,6 +34,7 @@ def test_bench_suite_quick_run_prints_every_figure():
     for name in (
         "thread.post one thread", "thread.post 1000 threads", "thread.post vs history", "expiry lateness",
         "turn", "task cycle (take+deliver, judge)", "event delivery", "idle connections", "stored threads",
+        "scale.members", "scale.creates", "scale.pending", "scale.targets",
     ):
         assert name in names, (name, sorted(names))
     assert all(r.get("errors", 0) == 0 for r in rows)

@@ -18,7 +18,9 @@ from kungfud.reads import turn as turn_reads
 from kungfud.core.agent import AgentState
 from kungfud.core.memory import MemoryState
 from kungfud.core.task import TaskState
-from kungfud.core.thread import Member, ThreadState
+from kungfud.core.facts import member_obj
+from kungfud.core.members import MemberState
+from kungfud.core.thread import ThreadState
 from kungfud.store import Store
 from kungfud.store.events import OutcomeRow, outcome_key
 from kungfud.store.layout import encode_object
@@ -86,7 +88,8 @@ def test_R12_9_opportunities_cursor_never_names_an_assignment_the_caller_may_not
     hidden = [f"as_01h{n:03d}" for n in range(8)]
     task = "tk_01named"
     with store.env.begin(write=True) as txn:
-        _put_state(txn, store, left, ThreadState(left, ALICE, T0, "open", {ALICE: Member("governor", T0, None)}, None, 0, {}, {}))
+        _put_state(txn, store, left, ThreadState(left, ALICE, T0, "open", None, 0, member_count=1))
+        _put_state(txn, store, member_obj(left, ALICE), MemberState(left, ALICE, "governor", T0, None))
         for asg in hidden:
             txn.put(BOB.encode() + b"\x00" + asg.encode(), left.encode(), db=store.dbs["opportunities"])
         _put_state(txn, store, ALICE, AgentState(ALICE, "active", False, b'{"name":"alice"}', T0))

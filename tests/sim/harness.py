@@ -77,6 +77,7 @@ from kungfud.core import agent as agent_core
 from kungfud.core import assignment as assignment_core
 from kungfud.core import engagement as engagement_core
 from kungfud.core.kinds import apply_to, state_type
+from kungfud.core.queries import state_query
 from kungfud.core.context import Ctx, Limits
 from kungfud.core.facts import (
     AdmissionIssued,
@@ -338,8 +339,8 @@ class _Runtime:
     def new_secret(self) -> str:
         return "kf_" + base64.urlsafe_b64encode(self._rng.randbytes(32)).rstrip(b"=").decode()
 
-    def ctx(self, caller: Any, now: int | None = None, get: Callable[[str], Any] | None = None) -> Ctx:
-        return Runtime.ctx(self, caller, now, get)  # type: ignore[arg-type]
+    def ctx(self, caller: Any, now: int | None = None, get: Callable[[str], Any] | None = None, query: Any = None) -> Ctx:
+        return Runtime.ctx(self, caller, now, get, query)  # type: ignore[arg-type]
 
     def submit(self, job: Job, actor_key: str) -> None:
         Runtime.submit(self, job, actor_key)  # type: ignore[arg-type]
@@ -1089,7 +1090,7 @@ class Sim:
             now = fact0.at
         ctx = Ctx(
             now=now, caller=states.get(caller) if caller else None, new_id=new_id, new_secret=new_secret,
-            limits=self.limits, get=states.get,
+            limits=self.limits, get=states.get, query=state_query(states),
         )
         if op == "agent.register":
             decision = agent_core.decide_register(command, ctx)

@@ -10,6 +10,7 @@ import threading
 from typing import Any, Callable
 
 from kungfud.core import agent as agent_core
+from kungfud.core import deactivation
 from kungfud.core import engagement as engagement_core
 from kungfud.core import memory as memory_core
 from kungfud.core import task as task_core
@@ -158,7 +159,7 @@ def set_status_item(store: Store, caller: str, target: str, status: str, ids: Id
     with store.read() as view:
         cv, cstate = view.obj(caller)
         tv, tstate = view.obj(target)
-    d = agent_core.decide_set_status(tstate, agent_core.SetStatus(target, status), _ctx(cstate, ids))  # type: ignore[arg-type]
+    d = deactivation.decide_set_status(tstate, agent_core.SetStatus(target, status), _ctx(cstate, ids))  # type: ignore[arg-type]
     scope = receipt_scope(caller, "admin.agent.set_status", key)
     return _item(d, scope, f"status:{target}:{status}".encode(), {caller: cv, target: tv})
 

@@ -1,0 +1,112 @@
+"""What the named collection queries of :class:`~kungfud.core.context.Ctx` mean.
+
+A decision reads a collection (a Thread's governors, an agent's memberships, the
+responses an agent owes in a Thread, a Thread's live assignments and their
+deadlines) through a query instead of a list kept in one growing object
+(docs/decisions.md D90, D93). :func:`answers` is the definition: what one
+object's state contributes to one query. The store answers from index rows
+derived from the same states (``store/indexes.py``), the actor lays its
+in-flight overlay over them, and tests answer by scanning states
+(:func:`state_query`); all three must agree.
+
+A query records no version. Every fact that changes one of these collections
+also touches the object named as its guard, which the decision reads first: the
+Thread for its members, pending responses and live assignments, ``ag_….threads``
+for an agent's memberships (L5).
+
+| query | key | party | answers, in this order |
+|---|---|---|---|
+| ``governors`` | thread | – | agent ids of current governors |
+| ``speakers`` | thread | – | agent ids of current members who may speak |
+| ``memberships`` | agent | – | thread ids the agent is a current member of |
+| ``pending`` | thread | agent or None | ``(entry, agent)`` of pending responses |
+| ``live`` | thread | agent or None | ``(assignment, Live)`` of non-terminal assignments (the party's: it created or took them) |
+| ``due`` | thread | – | ``(due, assignment)`` of running deadlines |
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Literal
+
+import msgspec
+
+from .assignment import TERMINAL, AssignmentState
+from .entry import EntryState
+from .members import SPEAKING, MemberState
+
+__all__ = ["Live", "live_of", "answers", "state_query", "KEYED_BY_AGENT"]
+
+#: Queries whose key is an agent (the others are keyed by a Thread).
+KEYED_BY_AGENT = frozenset({"memberships"})
+
+
+class Live(msgspec.Struct, frozen=True, array_like=True):
+    """A non-terminal assignment, as its Thread's decisions need to know it."""
+
+    creator: str
+    to: str
+    entry: int
+    state: Literal["open", "taken", "delivered"]
+    taker: str | None = None
+    due: int | None = None  # deliver_by while taken, judge_by while delivered
+    forfeited: bool = False
+
+
+def live_of(a: AssignmentState) -> Live | None:
+    """The live view of an assignment; None once it is terminal."""
+    if a.state in TERMINAL:
+        return None
+    due = a.deliver_by if a.state == "taken" else a.judge_by if a.state == "delivered" else None
+    return Live(a.creator, a.to, a.entry, a.state, a.taker, due, a.forfeited)  # type: ignore[arg-type]
+
+
+def answers(name: str, key: str, party: str | None, state: Any) -> list[Any]:
+    """What one object's ``state`` contributes to query ``name`` of ``key``."""
+    if isinstance(state, MemberState):
+        if not state.current:
+            return []
+        if name == "memberships":
+            return [state.thread] if state.agent == key else []
+        if state.thread != key:
+            return []
+        if name == "governors":
+            return [state.agent] if state.role == "governor" else []
+        if name == "speakers":
+            return [state.agent] if state.role in SPEAKING else []
+        return []
+    if isinstance(state, EntryState):
+        if name != "pending" or state.thread != key:
+            return []
+        return [
+            (state.entry, a)
+            for a, r in state.responses.items()
+            if r.state == "pending" and (party is None or a == party)
+        ]
+    if isinstance(state, AssignmentState):
+        if state.thread != key or name not in ("live", "due"):
+            return []
+        lv = live_of(state)
+        if lv is None:
+            return []
+        if name == "due":
+            return [(lv.due, state.assignment)] if lv.due is not None else []
+        if party is None or party in (lv.creator, lv.taker):
+            return [(state.assignment, lv)]
+    return []
+
+
+def order(name: str, items: list[Any]) -> list[Any]:
+    """The query's order (table above)."""
+    if name == "live":
+        return sorted(items, key=lambda x: x[0])
+    return sorted(items)
+
+
+def state_query(states: Any) -> Callable[..., list[Any]]:
+    """``Ctx.query`` answered by scanning a mapping of object states."""
+
+    def query(name: str, key: str, limit: int | None = None, party: str | None = None) -> list[Any]:
+        out = order(name, [a for state in states.values() for a in answers(name, key, party, state)])
+        return out if limit is None else out[:limit]
+
+    return query

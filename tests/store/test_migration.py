@@ -1,0 +1,146 @@
+"""D92: a data directory written by an older storage format is migrated once, on
+start, by rebuilding its derived rows from the log (L1-1), and answers every read
+as before (L1: the log is the truth; facts do not change).
+
+The fixture ``fixtures/v1_data.tar.gz`` was written by kungfud at 90022fd (format
+1) running ``fixtures/make_v1.py``, which also recorded every read it answered
+(``fixtures/v1_expected.json``). The daemon under test starts on it as users
+start it (a subprocess), and must answer the same, accept new actions, pass
+``kungfud check``, record the new format, and not migrate a second time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+import lmdb
+import pytest
+
+from kungfud.client import Client
+from kungfud.store.layout import FORMAT
+from tests.conftest import ROOT, Daemon
+from tests.store.fixtures.make_v1 import reads
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def _format(data: Path) -> bytes:
+    env = lmdb.open(str(data / "lmdb"), readonly=True, max_dbs=64, lock=False)
+    try:
+        with env.begin() as txn:
+            return txn.get(b"format", db=env.open_db(b"meta", txn=txn, create=False))
+    finally:
+        env.close()
+
+
+def _check(data: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "kungfud", "check", "--data-dir", str(data)], cwd=ROOT, capture_output=True, text=True
+    )
+
+
+def _unpack(tmp_path: Path) -> Path:
+    with tarfile.open(FIXTURES / "v1_data.tar.gz") as tar:
+        tar.extractall(tmp_path, filter="data")
+    return tmp_path / "data"
+
+
+def _json(x):
+    return json.loads(json.dumps(x))
+
+
+@pytest.mark.rules("L1-1")
+def test_L1_1_a_format_1_directory_migrates_once_on_start_and_reads_alike(tmp_path):
+    expected = json.loads((FIXTURES / "v1_expected.json").read_text())
+    data = _unpack(tmp_path)
+    assert _format(data) == b"1"
+    # Read-only, check names the older format and what to do; it changes nothing.
+    r = _check(data)
+    assert r.returncode == 1 and "older than" in r.stdout and "--rebuild" in r.stdout, (r.stdout, r.stderr)
+    assert _format(data) == b"1"
+
+    d = Daemon(data).start()
+    try:
+        assert _format_after_start(d) == FORMAT
+        log = d.stderr_path.read_text()
+        assert log.count("migrated") == 1 and "from storage format 1 to 2" in log, log[-2000:]
+        if time.time() * 1000 < expected["valid_until_ms"]:
+            # Every read the format-1 daemon answered, answered alike.
+            got = asyncio.run(reads(d.url, expected["made"]))
+            for name, want in expected["reads"].items():
+                for read, value in want.items():
+                    assert _json(got[name][read]) == value, (name, read)
+        asyncio.run(_new_actions(d.url, expected["made"]))
+    finally:
+        d.stop()
+    r = _check(data)
+    assert r.returncode == 0 and "OK" in r.stdout, (r.stdout, r.stderr)
+    assert _format(data) == FORMAT
+
+    before = d.stderr_path.read_text().count("migrated")
+    d = Daemon(data).start()  # a second start does not migrate again
+    try:
+        asyncio.run(_new_actions(d.url, expected["made"]))
+    finally:
+        d.stop()
+    assert d.stderr_path.read_text().count("migrated") == before
+    assert _check(data).returncode == 0
+
+
+def _format_after_start(d: Daemon) -> bytes:
+    # The daemon holds the store: read the format through LMDB's shared lock.
+    env = lmdb.open(str(d.data_dir / "lmdb"), readonly=True, max_dbs=64)
+    try:
+        with env.begin() as txn:
+            return txn.get(b"format", db=env.open_db(b"meta", txn=txn, create=False))
+    finally:
+        env.close()
+
+
+async def _new_actions(url: str, made: dict) -> None:
+    """Members, asks and assignments of the migrated Threads act as before."""
+    keys = made["keys"]
+    a = await Client.connect(url, keys["alice"][1])
+    b = await Client.connect(url, keys["bob"][1])
+    c = await Client.connect(url, keys["carol"][1])
+    t1 = made["threads"][0]
+    try:
+        p = await a.act("thread.post", {"thread": t1, "content": {"text": "after"}, "ask": [keys["bob"][0]]})
+        await b.act("thread.post", {"thread": t1, "content": {"text": "ok"}, "reply_to": p["entry"]})
+        asg = (await a.act("thread.post", {"thread": t1, "content": {"text": "do"}, "assign": {
+            "to": keys["carol"][0], "content": {"criteria": "x"}}}))["assignment"]
+        await c.act("assignment.take", {"assignment": asg, "deliver": {"content": {"patch": "p"}}})
+        await a.act("assignment.judge", {"assignment": asg, "verdict": "adopt"})
+        g = await a.act("thread.admit", {"thread": t1, "role": "observer"})
+        t = (await b.act("thread.create", {}))["thread"]
+        g = await b.act("thread.admit", {"thread": t, "role": "speaker"})
+        await c.act("thread.join", {"token": g["token"]})
+        await c.act("thread.leave", {"thread": t})
+        got = await a.read("thread.get", {"thread": t1})
+        assert got["member_count"] == 4 and {m["agent"] for m in got["members"]} == {
+            keys[n][0] for n in ("alice", "bob", "carol", "dave")
+        }, got["members"]
+    finally:
+        for x in (a, b, c):
+            await x.close()
+
+
+@pytest.mark.rules("L1-1")
+def test_L1_1_a_newer_storage_format_is_refused_with_a_clear_message(tmp_path):
+    data = _unpack(tmp_path)
+    env = lmdb.open(str(data / "lmdb"), max_dbs=64)
+    with env.begin(write=True) as txn:
+        txn.put(b"format", b"99", db=env.open_db(b"meta", txn=txn))
+    env.close()
+    r = subprocess.run(
+        [sys.executable, "-m", "kungfud", "serve", "--data-dir", str(data), "--listen", "127.0.0.1:0"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )
+    assert r.returncode == 2 and "storage format 99, newer than format 2" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and _format(data) == b"99"
