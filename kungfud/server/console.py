@@ -2,9 +2,11 @@
 answered from the websocket server's ``process_request`` hook.
 
 The page is a client of the websocket path like any other; this module only
-hands out its three files. Every response forbids anything from another origin
-(``Content-Security-Policy``), content sniffing and framing, so participant text
-the page shows can never become markup or script (L6, §12).
+hands out its files: the page, its style sheet and its script's ES modules
+(``/console/main.js`` and the modules it imports, D100). Every response forbids
+anything from another origin (``Content-Security-Policy``), content sniffing and
+framing, so participant text the page shows can never become markup or script
+(L6, §12).
 """
 
 from __future__ import annotations
@@ -21,13 +23,21 @@ from websockets.http11 import Response
 
 __all__ = ["console_response"]
 
+# The console script's ES modules, as package files under kungfud/console/;
+# each is served at /console/<file> so the modules' relative imports resolve.
+SCRIPTS = (
+    "main.js", "api.js", "dom.js", "session.js",
+    "pages/work.js", "pages/turn.js", "pages/threads.js", "pages/tasks.js",
+    "pages/memories.js", "pages/outcomes.js", "pages/admin.js", "pages/account.js",
+)
+
 # URL path → (package file, content type). A fixed table: no path is ever joined
 # to a directory, so nothing outside these files can be asked for.
 FILES: dict[str, tuple[str, str]] = {
     "/": ("index.html", "text/html; charset=utf-8"),
     "/index.html": ("index.html", "text/html; charset=utf-8"),
-    "/console.js": ("console.js", "text/javascript; charset=utf-8"),
     "/console.css": ("console.css", "text/css; charset=utf-8"),
+    **{f"/console/{name}": (name, "text/javascript; charset=utf-8") for name in SCRIPTS},
 }
 
 # A Host header used in the CSP only when it is plainly a host[:port]; anything
@@ -40,7 +50,10 @@ _cache: dict[str, bytes] = {}
 def _read(name: str) -> bytes:
     data = _cache.get(name)
     if data is None:
-        data = resources.files("kungfud.console").joinpath(name).read_bytes()
+        node = resources.files("kungfud.console")
+        for part in name.split("/"):  # a name of the table above, never a request's path
+            node = node.joinpath(part)
+        data = node.read_bytes()
         _cache[name] = data
     return data
 

@@ -13,6 +13,8 @@ import urllib.request
 import venv
 from pathlib import Path
 
+from kungfud.server.console import FILES
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -66,11 +68,20 @@ def test_packaging_wheel_installs_in_a_clean_venv_and_the_daemon_serves(tmp_path
             cwd=home, env=environ, capture_output=True, text=True, timeout=60,
         )
         assert r.returncode == 0, r.stderr
-        assert {"index.html", "console.js", "console.css"} <= set(ast.literal_eval(r.stdout)), r.stdout
+        assert {"index.html", "main.js", "console.css", "pages"} <= set(ast.literal_eval(r.stdout)), r.stdout
         base = "http://" + url.split("://", 1)[1].split("/", 1)[0]
-        for path, marker in (("/", b'src="/console.js"'), ("/console.js", b"sessionStorage"), ("/console.css", b"#nav")):
+        for path, marker in (
+            ("/", b'src="/console/main.js"'),
+            ("/console/main.js", b"sessionStorage"),
+            ("/console/pages/threads.js", b"thread.post"),
+            ("/console.css", b"#nav"),
+        ):
             with urllib.request.urlopen(base + path, timeout=10) as resp:
                 assert resp.status == 200 and marker in resp.read(), path
+        # Every file of the console's fixed table (each ES module of its script) is in the wheel.
+        for path in FILES:
+            with urllib.request.urlopen(base + path, timeout=10) as resp:
+                assert resp.status == 200 and resp.read(), path
     finally:
         proc.terminate()
         assert proc.wait(20) == 0

@@ -1,0 +1,160 @@
+// kungfud web console: a client of the daemon's websocket like any other
+// (WIRE.md). Plain JS, no build step, nothing from another origin.
+//
+// Rules kept throughout (WIRE.md 1.1 "Web console", spec L6, §12):
+// - participant text is only ever set with textContent / text nodes (h() in dom.js);
+//   no innerHTML, no participant text in attributes that are interpreted;
+// - the key lives only in this tab's sessionStorage;
+// - every action carries an idempotency key, and a request lost with the
+//   connection is sent again, after reconnecting, with the same key;
+// - every rejection is shown with its reason and next step.
+//
+// The entry module: logging in and out, events, and the router. The rest is
+// api.js (the websocket), dom.js (text-only element helpers), session.js
+// (the tab's state, shared reads, the action form) and pages/*.js.
+
+import { h, $, notice, rejectionView, field, refLink, stateBadge, setMain } from "./dom.js";
+import { Conn, Rejected } from "./api.js";
+import { KEY_SLOT, state, readAll, contents, scheduleRefresh, refreshTurnCount } from "./session.js";
+import { pageTurn } from "./pages/turn.js";
+import { pageThreads, pageThread } from "./pages/threads.js";
+import { pageTasks, pageTask } from "./pages/tasks.js";
+import { pageMemories, pageMemory } from "./pages/memories.js";
+import { pageOutcomes } from "./pages/outcomes.js";
+import { pageAdmin } from "./pages/admin.js";
+import { pageAccount } from "./pages/account.js";
+
+// --- login
+function pageLogin(message) {
+  $("#nav").hidden = true;
+  $("#logout").hidden = true;
+  $("#who").textContent = "";
+  $("#conn").textContent = "";
+  const err = h("div", { id: "login-error", "aria-live": "assertive" });
+  if (message) err.append(h("div", { class: "rejection", role: "alert" }, message));
+  const input = h("input", { type: "password", id: "key", name: "key", autocomplete: "off", spellcheck: "false", required: true });
+  const form = h(
+    "form",
+    { id: "login", class: "card narrow" },
+    h("h1", {}, "Log in"),
+    h("p", {}, "Paste an agent key: the admin's (the file admin.key in the daemon's data directory) or any agent's. It is kept only in this browser tab."),
+    field("Agent key", input),
+    h("button", { type: "submit" }, "Log in"),
+    err,
+  );
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    err.replaceChildren(h("p", { class: "muted" }, "Connecting…"));
+    try {
+      await login(input.value.trim());
+    } catch (e) {
+      err.replaceChildren(
+        e.code === "unauthenticated"
+          ? h("div", { class: "rejection", role: "alert" }, h("strong", {}, "That key was not accepted. "), e.reason, h("div", { class: "next" }, "Check that you pasted the whole key, or ask the operator for a new one."))
+          : rejectionView(e),
+      );
+    }
+  });
+  setMain(form);
+  input.focus();
+}
+
+async function login(key) {
+  if (!key) throw new Rejected({ code: "bad_request", reason: "Paste an agent key first.", next: "revise" });
+  const conn = new Conn(key);
+  const hello = await conn.open();
+  sessionStorage.setItem(KEY_SLOT, key);
+  state.conn = conn;
+  conn.onState = (s) => ($("#conn").textContent = s === "online" ? "● live" : "○ reconnecting…");
+  conn.onLost = (msg) => logout(msg);
+  conn.onEvent = onEvent;
+  const who = await conn.read("agent.whoami", {});
+  state.me = { agent: hello.agent, status: who.status, name: who.content && who.content.name };
+  try {
+    await conn.read("admin.agent.list", { limit: 1 });
+    state.admin = true;
+    for (const a of await readAll("admin.agent.list", {}, 5)) state.names.set(a.agent, a.content && a.content.name);
+  } catch {
+    state.admin = false;
+  }
+  conn.subscribe();
+  $("#nav").hidden = false;
+  $("#nav-admin").hidden = !state.admin;
+  $("#logout").hidden = false;
+  $("#who").replaceChildren(
+    h("span", {}, state.me.name || ""),
+    " ",
+    h("code", {}, state.me.agent),
+    state.admin ? " · admin" : "",
+    state.me.status !== "active" ? h("strong", { class: "warn" }, ` · ${state.me.status}: you can read but not act`) : "",
+  );
+  $("#conn").textContent = "● live";
+  if (!location.hash || location.hash === "#/login") location.hash = "#/turn";
+  else route();
+  refreshTurnCount();
+}
+
+function logout(message) {
+  sessionStorage.removeItem(KEY_SLOT);
+  if (state.conn) state.conn.close();
+  state.conn = null;
+  state.me = null;
+  state.admin = false;
+  state.names.clear();
+  contents.clear(); // what one agent may read is not what the next may
+  state.refresh = null;
+  $("#notice").hidden = true;
+  pageLogin(message);
+}
+
+function onEvent(msg) {
+  if (msg.event === "outcome") {
+    const d = msg.data || {};
+    notice(h("span", {}, "Outcome: ", refLink(d.ref || {}), " ended ", stateBadge(d.state || "?"), d.content && d.content.reason ? ` — reason: ${d.content.reason}` : ""), "info");
+  }
+  scheduleRefresh();
+}
+
+// ---------------------------------------------------------------- router
+
+async function route() {
+  if (!state.conn) return;
+  const [, page, id] = (location.hash || "#/turn").split("/");
+  for (const a of document.querySelectorAll("#nav a")) a.toggleAttribute("aria-current", a.dataset.page === page);
+  clearInterval(state.timer);
+  state.refresh = null;
+  $("#notice").hidden = true;
+  const pages = {
+    turn: pageTurn,
+    threads: id ? () => pageThread(id) : pageThreads,
+    tasks: id ? () => pageTask(id) : pageTasks,
+    memories: id ? () => pageMemory(id) : pageMemories,
+    outcomes: pageOutcomes,
+    admin: pageAdmin,
+    account: pageAccount,
+  };
+  const make = pages[page] || pageTurn;
+  const token = (route.token = (route.token || 0) + 1);
+  try {
+    const refresh = await make();
+    if (token !== route.token) return;
+    state.refresh = refresh;
+    if (refresh) {
+      await refresh();
+      // Entries that do not name this agent raise no event: an open Thread is
+      // re-read every few seconds as well (two reads, far inside the daemon's read rate).
+      if (page === "threads" && id) state.timer = setInterval(() => state.refresh && state.refresh().catch(() => {}), 4000);
+    }
+    $("#main").focus({ preventScroll: true });
+  } catch (e) {
+    if (token === route.token) setMain(rejectionView(e));
+  }
+}
+
+window.addEventListener("hashchange", route);
+document.addEventListener("DOMContentLoaded", () => {
+  $("#logout").addEventListener("click", () => logout());
+  const key = sessionStorage.getItem(KEY_SLOT);
+  if (key) login(key).catch((e) => pageLogin(`Could not log in again: ${e.reason || e.message}`));
+  else pageLogin();
+});

@@ -1,0 +1,149 @@
+// The logged-in tab: its state (connection, who, names), the reads every page
+// shares, and the action form — every action carries an idempotency key kept
+// while the same request is retried, and every rejection is shown where the
+// action was taken. The key lives only in this tab's sessionStorage (KEY_SLOT).
+
+import { h, $, notice, rejectionView } from "./dom.js";
+import { newKey } from "./api.js";
+
+const KEY_SLOT = "kungfu.key";
+
+// ---------------------------------------------------------------- state
+
+const state = { conn: null, me: null, admin: false, names: new Map(), page: null, refresh: null, timer: null };
+
+// Read every page of a list read (bounded: at most `max` pages).
+async function readAll(op, args, max = 10) {
+  const items = [];
+  let cursor = null;
+  for (let i = 0; i < max; i++) {
+    const page = await state.conn.read(op, { ...args, cursor, limit: 100 });
+    items.push(...page.items);
+    cursor = page.cursor;
+    if (cursor === null) break;
+  }
+  return items;
+}
+
+// fn over items, at most `width` at a time: the daemon answers a connection's
+// requests beyond its in-flight limit with rate_limited.
+async function pool(items, width, fn) {
+  const out = new Array(items.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const i = next++;
+      out[i] = await fn(items[i], i);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(width, items.length) }, worker));
+  return out;
+}
+const TITLED = 200; // list rows that get a title (one extra read each)
+// Content of objects that never change under that name (a Thread's content is
+// fixed at creation; a Memory version is immutable): read once per tab, so
+// list refreshes stay within the daemon's read rate.
+const contents = new Map();
+async function cachedContent(name, readIt, pick = (got) => got.content) {
+  if (!contents.has(name)) {
+    const got = await readIt().catch(() => null);
+    if (!got) return undefined;
+    if (contents.size > 2000) contents.clear();
+    contents.set(name, pick(got));
+  }
+  return contents.get(name);
+}
+
+// One entry, as thread.entry shows it to this agent.
+const readEntry = (thread, n) => state.conn.read("thread.entry", { thread, entry: n });
+// The newest `count` (≤ 100) entries of a Thread, oldest first.
+async function recentEntries(thread, count) {
+  const page = await state.conn.read("thread.entries", { thread, newest_first: true, limit: count, full: true });
+  return page.items.reverse();
+}
+
+// An agent id, with its name where this console knows it (admins only).
+function agentLabel(id) {
+  if (!id) return h("span", {}, "—");
+  const name = state.names.get(id);
+  const me = state.me && id === state.me.agent;
+  return h("span", { class: "agent", title: id }, name ? `${name} ` : "", h("code", {}, id), me ? " (you)" : "");
+}
+
+// An action form: submits with Enter (and Ctrl+Enter in text areas), shows
+// the receipt or the rejection in place. The idempotency key is kept while the
+// same request is retried and renewed once it succeeded or the request changed.
+function actionForm(opts) {
+  const { label, fields, build, onDone, cls, confirmText } = opts;
+  const out = h("div", { class: "result", "aria-live": "polite" });
+  const button = h("button", { type: "submit", class: opts.danger ? "danger" : "" }, label);
+  const form = h("form", { class: `action ${cls || ""}` }, fields || [], button, out);
+  let key = null,
+    lastText = null;
+  form.addEventListener("keydown", (ev) => {
+    if (ev.key === "Enter" && (ev.ctrlKey || ev.metaKey) && ev.target.tagName === "TEXTAREA") {
+      ev.preventDefault();
+      form.requestSubmit();
+    }
+  });
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    out.replaceChildren();
+    let req;
+    try {
+      req = build(form);
+    } catch (e) {
+      out.replaceChildren(rejectionView({ code: "bad_request", reason: e.message, next: "revise" }));
+      return;
+    }
+    if (!req) return;
+    if (confirmText && !confirm(confirmText)) return;
+    const text = JSON.stringify(req);
+    if (text !== lastText) key = newKey();
+    lastText = text;
+    button.disabled = true;
+    try {
+      const result = await state.conn.act(req.op, req.args, key);
+      key = null;
+      lastText = null;
+      const shown = onDone ? onDone(result, form) : null;
+      out.replaceChildren(shown instanceof Node ? shown : h("span", { class: "ok" }, "Done."));
+      if (opts.reset !== false) {
+        for (const el of form.querySelectorAll("textarea, input[type=text], input[type=number]")) el.value = "";
+        for (const el of form.querySelectorAll("input[type=checkbox]:checked")) {
+          el.checked = false;
+          el.dispatchEvent(new Event("change"));
+        }
+      }
+      scheduleRefresh();
+    } catch (e) {
+      out.replaceChildren(rejectionView(e));
+    } finally {
+      button.disabled = false;
+    }
+  });
+  return form;
+}
+
+function scheduleRefresh() {
+  clearTimeout(scheduleRefresh.t);
+  scheduleRefresh.t = setTimeout(() => {
+    if (state.refresh) state.refresh().catch(showError);
+    refreshTurnCount();
+  }, 150);
+}
+function showError(e) {
+  notice(rejectionView(e), "error");
+}
+
+async function refreshTurnCount() {
+  if (!state.conn) return;
+  try {
+    const page = await state.conn.read("turn", { limit: 100 });
+    $("#turn-count").textContent = page.items.length ? `${page.items.length}${page.cursor ? "+" : ""}` : "";
+  } catch {
+    /* shown on the page itself */
+  }
+}
+
+export { KEY_SLOT, state, readAll, pool, TITLED, contents, cachedContent, readEntry, recentEntries, agentLabel, actionForm, scheduleRefresh, showError, refreshTurnCount };
