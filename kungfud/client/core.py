@@ -32,7 +32,7 @@ import msgspec
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
-from .wire import ACTION_OPS
+from ..wire import ACTION_OPS
 
 __all__ = ["Client", "Rejected", "Response", "Result", "Subscription", "new_key"]
 
