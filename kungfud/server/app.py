@@ -93,6 +93,9 @@ class Server:
         # agent -> when this daemon last saw it (ms): it authenticated or sent a
         # request. In memory only, not a fact (docs/decisions.md).
         self.last_seen: dict[str, int] = {}
+        # Set when a connection's in-flight count drops to zero or a connection
+        # with requests in flight goes: stop() waits on it instead of polling.
+        self._settled = asyncio.Event()
 
     # --- lifecycle ---------------------------------------------------------
 
@@ -132,8 +135,17 @@ class Server:
         # In-flight actions get most of the budget; their replies, a flush of
         # every outbox, and the close handshakes share the rest.
         answer_by = deadline - min(3.0, grace_s / 2)
-        while any(c.in_flight for c in self.connections) and loop.time() < answer_by:
-            await asyncio.sleep(0.01)
+        while any(c.in_flight for c in self.connections):
+            left = answer_by - loop.time()
+            if left <= 0:
+                break
+            # Cleared after the check with no await between (one loop): a reply
+            # that lands from here on sets it, so none is missed.
+            self._settled.clear()
+            try:
+                await asyncio.wait_for(self._settled.wait(), left)
+            except asyncio.TimeoutError:
+                break
         flush_by = min(deadline - min(2.0, grace_s / 4), loop.time() + 1.0)
         await asyncio.gather(*(c.flush(flush_by) for c in list(self.connections)))
         for c in list(self.connections):
@@ -216,6 +228,8 @@ class Server:
         finally:
             conn.drop()
             self.connections.discard(conn)
+            if conn.in_flight:
+                self._settled.set()  # its requests no longer hold stop() back
             sender.cancel()
 
     # --- frames: the protocol front door -------------------------------------------
@@ -345,6 +359,8 @@ class Server:
         """An action's outcome, on the event loop (bridge)."""
         conn, req_id, op, caller = ticket.conn, ticket.req_id, ticket.op, ticket.caller
         conn.in_flight -= 1
+        if conn.in_flight == 0:
+            self._settled.set()
         if not isinstance(outcome, Replayed):  # the histogram is of actions decided
             self.metrics.latency((time.perf_counter() - ticket.started) * 1000)
         if ticket.admitted is not None:

@@ -11,7 +11,6 @@ import asyncio
 import os
 import shutil
 import tempfile
-import time
 import urllib.request
 from pathlib import Path
 
@@ -128,7 +127,10 @@ class Console:
             self.d.execute_script("arguments[0].scrollIntoView({block: 'center'})", at)
         if phone:
             self.viewport(*PHONE)
-            time.sleep(0.3)  # layout settles; screenshots only, no assertion depends on it
+            # The marker that the layout settled: the page sees the phone width,
+            # then a frame is painted after it (two animation frames).
+            self.wait(lambda: self.d.execute_script("return window.innerWidth") == PHONE[0], 10, "the phone viewport")
+            self.d.execute_async_script("const done = arguments[0]; requestAnimationFrame(() => requestAnimationFrame(done))")
         self.d.save_screenshot(str(SHOTS / f"{name}.png"))
         if phone:
             self.viewport(*DESKTOP)

@@ -307,6 +307,7 @@ async def test_L1_1_check_beside_a_live_daemon_reports_no_differences_on_a_consi
         clients.append(await Client.connect(d.url, r["key"]))
     acks = 0
     stop = asyncio.Event()
+    enough = asyncio.Event()  # set at 1,500 acks: enough facts that a check takes a few milliseconds
 
     async def load(c: Client, lane: int) -> None:
         nonlocal acks
@@ -315,11 +316,16 @@ async def test_L1_1_check_beside_a_live_daemon_reports_no_differences_on_a_consi
             n += 1
             await c.act("memory.create", {"content": {"n": n}}, key=f"l{lane}-{n}")
             acks += 1
+            if acks >= 1500:
+                enough.set()
 
     tasks = [asyncio.create_task(load(c, i)) for i, c in enumerate(clients)]
     try:
-        while acks < 1500:  # enough facts that a check takes a few milliseconds
-            await asyncio.sleep(0.05)
+        # Until 1,500 acks — or a lane fails (the gather below raises its error).
+        reached = asyncio.ensure_future(enough.wait())
+        await asyncio.wait({reached, *tasks}, return_when=asyncio.FIRST_COMPLETED)
+        reached.cancel()
+        assert enough.is_set(), "a load lane stopped before 1,500 acks"
         results = []
         for _ in range(5):
             seen = acks
