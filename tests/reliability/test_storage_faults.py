@@ -51,6 +51,7 @@ async def _workload(url: str, hits: list) -> None:
         assert (await cb.read("turn", {}))["items"] == []
 
 
+@pytest.mark.timeout_s(900)  # one daemon start per write point (~116)
 @pytest.mark.rules("L2-1", "L2-3", "L1-4", "L3-2")
 async def test_L2_1_a_storage_fault_at_any_write_is_all_or_nothing_and_the_daemon_keeps_serving(tmp_path):
     hit_ops: list[str] = []
