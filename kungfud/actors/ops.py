@@ -109,18 +109,22 @@ def _post(a: wire.PostArgs) -> Any:
     return entry.Post(a.thread, _pin("thread.post", "", a.memory, a.content), a.reply_to, a.ask, a.task, assign)
 
 
+def _delivered_with(op: str, deliver: wire.PinArgs | None) -> Pin | None:
+    """A take's optional delivery in the same action (L2-2)."""
+    return None if deliver is None else _pin(op, ".deliver", deliver.memory, deliver.content)
+
+
+def _reason(op: str, content: dict | None) -> bytes | None:
+    """A judgment's optional reason (a rejection's, R6.4-26, R7.3-17)."""
+    return None if content is None else _shape(op, "content", content, wire.ReasonContent)
+
+
 def _take(a: wire.TakeArgs) -> Any:
-    deliver = None
-    if a.deliver is not None:
-        deliver = _pin("assignment.take", ".deliver", a.deliver.memory, a.deliver.content)
-    return assignment.Take(a.assignment, deliver)
+    return assignment.Take(a.assignment, _delivered_with("assignment.take", a.deliver))
 
 
 def _judge(a: wire.JudgeArgs) -> Any:
-    reason = None
-    if a.content is not None:
-        reason = _shape("assignment.judge", "content", a.content, wire.ReasonContent)
-    return assignment.Judge(a.assignment, a.verdict, reason)
+    return assignment.Judge(a.assignment, a.verdict, _reason("assignment.judge", a.content))
 
 
 def _handle(a: wire.HandleArgs) -> Any:
@@ -143,15 +147,11 @@ def _contract(op: str, c: wire.ContractArgs) -> task.ContractSpec:
 
 
 def _task_take(a: wire.TaskTakeArgs) -> Any:
-    deliver = None
-    if a.deliver is not None:
-        deliver = _pin("task.take", ".deliver", a.deliver.memory, a.deliver.content)
-    return engagement.TakeTask(a.task, deliver)
+    return engagement.TakeTask(a.task, _delivered_with("task.take", a.deliver))
 
 
 def _task_judge(a: wire.TaskJudgeArgs) -> Any:
-    reason = _shape("task.judge", "content", a.content, wire.ReasonContent) if a.content is not None else None
-    return engagement.JudgeTask(a.engagement, a.verdict, reason)
+    return engagement.JudgeTask(a.engagement, a.verdict, _reason("task.judge", a.content))
 
 
 # --- routes ---------------------------------------------------------------------

@@ -95,8 +95,8 @@ def _my_obligations(view: View, t: ThreadState, me: str, now: int) -> list[dict[
     for (n, _), _src in view.query("pending", t.thread, party=me):
         entry = entry_obj(t.thread, n)
         obs += held_obligations(entry, view.state(entry), me, now)
-    for (asg, lv), _src in view.query("live", t.thread, party=me):
-        if lv.state in ("taken", "delivered") and me in (lv.taker, lv.creator):
+    for (asg, lv), _src in view.query("live", t.thread, party=me):  # those it took or created
+        if lv.state in ("taken", "delivered"):
             obs += held_obligations(asg, view.state(asg), me, now)
     obs.sort(key=lambda o: o["created_at"])
     return obs
@@ -122,7 +122,8 @@ def _actions(view: View, t: ThreadState, me: str, role: str) -> list[str]:
 
 def thread_get(view: View, me: str, thread: str, now: int) -> dict | Rejection:
     t: ThreadState | None = view.state(thread)
-    if (r := readable_thread(t, thread, view.state(member_obj(thread, me)))) is not None:
+    mine = view.state(member_obj(thread, me))
+    if (r := readable_thread(t, thread, mine)) is not None:
         return r
     assert t is not None
     # R6.2-16: each membership shows the grant it came through (null: the creator) and when.
@@ -130,7 +131,7 @@ def thread_get(view: View, me: str, thread: str, now: int) -> dict | Rejection:
         {"agent": m.agent, "role": m.role, "joined_at": rfc3339(m.joined_at), "admission": m.admission}
         for m in (view.state(member_obj(thread, a)) for a in view.members_listed(thread, MAX_MEMBERS))
     ]
-    role = view.state(member_obj(thread, me)).role
+    role = mine.role
     recent = []
     for n in range(max(1, t.entries - RECENT + 1), t.entries + 1):
         recent.append(entry_digest(view, view.state(entry_obj(thread, n)), me, False))
