@@ -45,9 +45,10 @@ class _Frame(msgspec.Struct):
     id: int | str
 
 
-def echo_main() -> None:
+def echo_main(port: int = 0, reuse_port: bool = False) -> None:
     """Reply to every frame with a success response shaped like kungfud's reply
-    to ``memory.create`` (same fields, same size)."""
+    to ``memory.create`` (same fields, same size). With ``reuse_port``, several
+    echo processes share one port (SO_REUSEPORT), as ``--workers`` does."""
     from websockets.asyncio.server import serve
 
     frame_dec = msgspec.json.Decoder(_Frame)
@@ -59,9 +60,9 @@ def echo_main() -> None:
             await ws.send(_enc.encode({"id": req.id, "ok": True, "replayed": False, "result": result}).decode())
 
     async def main() -> None:
-        async with serve(handler, HOST, 0, compression=None, max_size=1 << 20) as server:
-            port = next(iter(server.sockets)).getsockname()[1]
-            print(f"echo listening on ws://{HOST}:{port}/v1", flush=True)
+        async with serve(handler, HOST, port, compression=None, max_size=1 << 20, reuse_port=reuse_port or None) as server:
+            bound = next(iter(server.sockets)).getsockname()[1]
+            print(f"echo listening on ws://{HOST}:{bound}/v1", flush=True)
             stop = asyncio.Event()
             loop = asyncio.get_running_loop()
             loop.add_signal_handler(signal.SIGTERM, stop.set)
@@ -195,7 +196,7 @@ def _create_args(c: int, n: int) -> dict:
 
 
 async def measure(
-    url: str,
+    url: str | list[str],
     keys: list[str | None],
     seconds: float,
     warmup: float,
@@ -205,10 +206,12 @@ async def measure(
 ) -> dict:
     """Each connection sends ``op`` (args from ``args_for(connection, n)``)
     sequentially; round trips that start within [warmup, warmup + seconds) are
-    counted."""
+    counted. With several URLs (nodes), connection i goes to ``url[i % n]``."""
+    urls = [url] if isinstance(url, str) else url
     conns = [
-        await connect(url, compression=None, max_size=None, additional_headers={"Authorization": f"Bearer {k}"} if k else None)
-        for k in keys
+        await connect(urls[i % len(urls)], compression=None, max_size=None,
+                      additional_headers={"Authorization": f"Bearer {k}"} if k else None)
+        for i, k in enumerate(keys)
     ]
     latencies: list[float] = []
     errors = 0
@@ -287,9 +290,11 @@ def main() -> None:
         help="comma-separated connection counts (default 1,64)",
     )
     p.add_argument("--echo-server", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--echo-port", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--echo-reuse-port", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.echo_server:
-        echo_main()
+        echo_main(args.echo_port, args.echo_reuse_port)
         return
     if not 0 < args.seconds <= 600 or not 0 <= args.warmup <= 60 or not all(0 < c <= 1000 for c in args.connections):
         p.error("--seconds must be in (0, 600], --warmup in [0, 60], connection counts in 1..1000")

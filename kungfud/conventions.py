@@ -6,8 +6,9 @@ secrets.
 from __future__ import annotations
 
 import datetime as _dt
+from typing import Literal
 
-__all__ = ["rfc3339", "SECRET_FIELDS"]
+__all__ = ["rfc3339", "SECRET_FIELDS", "Role"]
 
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 
@@ -15,6 +16,10 @@ _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 #: once in the first reply, nulled in the stored receipt (DECISIONS.md B4) and
 #: never written to the audit log.
 SECRET_FIELDS = ("key", "token")
+
+#: A member's role in a Thread (WIRE.md "Thread"; spec §6): the facts, the
+#: member objects and the wire's args all name it from here.
+Role = Literal["observer", "speaker", "governor"]
 
 
 def rfc3339(ms: int) -> str:

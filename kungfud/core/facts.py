@@ -22,6 +22,8 @@ from typing import ClassVar, Literal, Union
 
 import msgspec
 
+from ..conventions import Role
+
 __all__ = [
     "Fact", "AgentRegistered", "AgentStatusSet", "AgentKeySet", "MemoryCreated", "MemoryUpdated",
     "MemoryVisibilitySet", "MemoryWithdrawn", "ThreadCreated", "AdmissionIssued", "AdmissionVoided",
@@ -32,7 +34,6 @@ __all__ = [
     "EngagementConfirmed", "EngagementDelivered", "EngagementJudged", "EngagementDropped", "EngagementExpired",
 ]
 
-Role = Literal["observer", "speaker", "governor"]
 
 
 def entry_obj(thread: str, entry: int) -> str:

@@ -12,11 +12,12 @@ whose size does not grow with a Thread's members or an agent's memberships
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from ..errors import Rejection
+from ..conventions import Role
 from .facts import Fact, MemberJoined, MembershipEnded, RoleSet, ThreadCreated, entry_obj, member_obj
 
 if TYPE_CHECKING:
@@ -38,7 +39,6 @@ __all__ = [
     "apply_agent_threads",
 ]
 
-Role = Literal["observer", "speaker", "governor"]
 SPEAKING: frozenset[str] = frozenset({"speaker", "governor"})
 
 

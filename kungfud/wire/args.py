@@ -12,6 +12,8 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from ..conventions import Role
+
 __all__ = [
     "HelloArgs",
     "NameContent",
@@ -106,7 +108,7 @@ MemoryId = _id("me_")
 ThreadId = _id("th_")
 AssignmentId = _id("as_")
 TaskId = _id("tk_")
-RoleName = Literal["observer", "speaker", "governor"]
+RoleName = Role  # one definition (conventions.py), shared with the core
 # Every integer arg has a range and every cursor a format, so a value the daemon
 # cannot use is `bad_request` naming the field at the wire, never a failure deeper
 # in (an integer too large to store, a cursor `int()` cannot read). 2^53 is the
