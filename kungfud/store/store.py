@@ -158,6 +158,13 @@ class Store:
         self.env.close()
         self._unlock()
 
+    def hold_lock(self) -> int:
+        """A second descriptor of the data-dir lock, for the caller to keep: the
+        directory stays locked, after close() too, while it is open in any
+        process (a flock belongs to the open file; kungfud.supervisor)."""
+        assert self._lock_fd is not None, "opened without the lock"
+        return os.dup(self._lock_fd)
+
     def _unlock(self) -> None:
         if self._lock_fd is not None:
             os.close(self._lock_fd)
