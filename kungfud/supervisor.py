@@ -58,6 +58,10 @@ def _status(code: int) -> str:
     return f"exited with status {code}"
 
 
+def _why(w: "_Worker") -> str:
+    return f": {w.failure}" if w.failure else ""
+
+
 class _Worker:
     def __init__(self, index: int):
         self.index = index
@@ -68,6 +72,7 @@ class _Worker:
         self.deaths = 0  # in a row, before it listened
         self.restart_at: float | None = None
         self.announce = False  # a replacement: print its line once it listens
+        self.failure = ""  # why it could not start, as it said
 
 
 class Supervisor:
@@ -92,7 +97,7 @@ class Supervisor:
         finally:
             sock.close()  # the worker holds it now: a dead worker's socket leaves the port
             theirs.close()
-        w.control, w.ready, w.url, w.restart_at = ours, False, "", None
+        w.control, w.ready, w.url, w.restart_at, w.failure = ours, False, "", None, ""
         w.control.setblocking(False)
 
     def _read_ready(self, w: _Worker) -> None:
@@ -110,6 +115,8 @@ class Supervisor:
         if line.startswith("ready"):
             w.ready, w.deaths = True, 0
             w.url = line[len("ready") :].strip()
+        elif line.startswith("failed "):
+            w.failure = line[len("failed ") :]
 
     def _wait_ready(self, timeout: float) -> None:
         waiting = [w.control for w in self.workers if w.control is not None and not w.ready]
@@ -136,7 +143,8 @@ class Supervisor:
             for w in self.workers:
                 assert w.proc is not None
                 if not w.ready and w.proc.poll() is not None:
-                    return self._fail(f"worker {w.index} {_status(w.proc.returncode)} before it was listening")
+                    self._read_ready(w)  # its last words, if any
+                    return self._fail(f"worker {w.index} {_status(w.proc.returncode)} before it was listening{_why(w)}")
             if time.monotonic() > deadline:
                 return self._fail(f"workers not listening within {START_WITHIN_S:.0f} s")
             self._wait_ready(0.1)
@@ -154,11 +162,12 @@ class Supervisor:
                 assert w.proc is not None
                 if w.restart_at is None and w.proc.poll() is not None:
                     if not w.ready:
+                        self._read_ready(w)  # its last words, if any
                         w.deaths += 1
                         if w.deaths >= START_FAILURES:
                             return self._fail(
                                 f"worker {w.index} {_status(w.proc.returncode)} before it was listening, "
-                                f"{w.deaths} times in a row"
+                                f"{w.deaths} times in a row{_why(w)}"
                             )
                     delay = min(BACKOFF_S[1], BACKOFF_S[0] * 2**w.deaths)
                     log.warning("worker %d (pid %d) %s; restarting it in %.1f s", w.index, w.proc.pid, _status(w.proc.returncode), delay)

@@ -87,6 +87,10 @@ def run(spec_text: str) -> int:
         store = checked_store(cfg, lock=False)
     except (ConfigError, Exception) as e:  # StoreDamaged, permissions, lmdb errors, a private port
         print(f"kungfud: worker {spec.index}: {e}", file=sys.stderr)
+        try:  # the supervisor repeats it if it stops for it
+            control.sendall(f"failed {e}".replace("\n", " ").encode(errors="replace") + b"\n")
+        except OSError:
+            pass
         return 2
     rt = new_runtime(store, cfg, worker=spec.index, workers=spec.workers)
     rt.start()

@@ -122,6 +122,10 @@ class Store:
         )
         try:
             check_env(self.env, data_dir)  # before any transaction reads a page
+            if not readonly:
+                # Free the reader slots of processes that died holding one (a
+                # killed worker of --workers N): they would pin old pages.
+                self.env.reader_check()
             self.dbs: dict[str, Any] = {}
             # An older storage format is migrated once, right after opening (D92).
             self.migrate_from: bytes | None = None

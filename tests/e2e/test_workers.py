@@ -339,3 +339,27 @@ def test_a_bad_worker_count_in_the_config_names_the_key(tmp_path):
 def test_the_worker_hooks_are_not_in_help():
     r = _run("serve", "--help")
     assert "--workers" in r.stdout and "--worker " not in r.stdout and "WORKER_PORTS" not in r.stdout
+
+
+@pytest.mark.rules("L2-4")
+async def test_a_worker_that_keeps_dying_at_start_stops_the_supervisor_with_its_message(workers):
+    """Worker 1 killed, and its store gone before its replacement opens it: each
+    replacement refuses to start (exit 2, saying why); after three in a row the
+    supervisor stops every worker and exits 2."""
+    w = workers(2)
+    store = w.data_dir / "lmdb" / "data.mdb"
+    os.kill(w.pids[1], signal.SIGKILL)
+    store.rename(w.data_dir / "moved-away.mdb")
+    assert w.proc.wait(60) == 2
+    err = w.stderr()
+    said = f"{store} is missing, but {w.data_dir} is not a new data directory"
+    assert f"kungfud: worker 1: {said}" in err, err  # the worker's own message
+    last = err.strip().splitlines()
+    stop_line = next(x for x in last if x.startswith("kungfud: worker 1 exited"))
+    assert stop_line.startswith("kungfud: worker 1 exited with status 2 before it was listening, 3 times in a row: "), err
+    assert said in stop_line and stop_line.endswith("; stopping"), stop_line
+    assert "Traceback" not in err
+    deadline = time.monotonic() + 20
+    while _alive(w.pids[2]):
+        assert time.monotonic() < deadline, "worker 2 outlived its supervisor"
+        await asyncio.sleep(0.1)
