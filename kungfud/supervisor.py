@@ -157,6 +157,8 @@ class Supervisor:
         """Until SIGTERM/SIGINT: replace the workers that die."""
         while not self.stopping:
             self._wait_ready(0.1)
+            if self.stopping:  # a signal while waiting: a worker it stopped is not replaced
+                break
             now = time.monotonic()
             for w in self.workers:
                 assert w.proc is not None

@@ -21,6 +21,7 @@ import pytest
 
 from kungfud.client import Client, new_key
 from kungfud.store import Store
+from kungfud.supervisor import worker_count
 from tests.conftest import DAEMON_LOGS, ROOT
 from tests.e2e.helpers import call, register
 
@@ -48,13 +49,13 @@ def _alive(pid: int) -> bool:
 class Workers:
     """``kungfud serve --workers N`` with per-worker ports; stdout read line by line."""
 
-    def __init__(self, data_dir: Path, n: int = 2, *extra: str):
+    def __init__(self, data_dir: Path, n: int = 2, *extra: str, flag: bool = True):
         self.data_dir, self.n = data_dir, n
         self.stderr_path = data_dir.parent / f"{data_dir.name}-workers.log"
         DAEMON_LOGS.append(self.stderr_path)
         self._err = open(self.stderr_path, "ab")
         self.proc = subprocess.Popen(
-            _kungfud("serve", "--workers", str(n), "--data-dir", str(data_dir), "--listen", "127.0.0.1:0", *extra),
+            _kungfud("serve", *(["--workers", str(n)] if flag else []), "--data-dir", str(data_dir), "--listen", "127.0.0.1:0", *extra),
             cwd=ROOT,
             stdout=subprocess.PIPE,
             stderr=self._err,
@@ -118,8 +119,8 @@ class Workers:
 def workers(tmp_path):
     started: list[Workers] = []
 
-    def start(n: int = 2, *extra: str, name: str = "data") -> Workers:
-        w = Workers(tmp_path / name, n, *extra)
+    def start(n: int = 2, *extra: str, name: str = "data", flag: bool = True) -> Workers:
+        w = Workers(tmp_path / name, n, *extra, flag=flag)
         started.append(w)
         return w
 
@@ -363,3 +364,24 @@ async def test_a_worker_that_keeps_dying_at_start_stops_the_supervisor_with_its_
     while _alive(w.pids[2]):
         assert time.monotonic() < deadline, "worker 2 outlived its supervisor"
         await asyncio.sleep(0.1)
+
+
+async def test_sigterm_to_every_process_at_once_stops_cleanly_without_restarts(workers):
+    """As systemd's default stop does (SIGTERM to the whole control group)."""
+    w = workers(2)
+    _, key = await register(w.url, "alice")
+    for pid in (w.proc.pid, *w.pids.values()):
+        os.kill(pid, signal.SIGTERM)
+    assert w.proc.wait(30) == 0
+    assert "restarting" not in w.stderr()
+    for pid in w.pids.values():
+        assert not _alive(pid)
+    assert w.proc.stdout.read() == b""  # no replacement was announced
+
+
+async def test_the_worker_count_comes_from_the_config_file_and_auto_is_one_per_core(workers, tmp_path):
+    cfg = tmp_path / "k.toml"
+    cfg.write_text("[server]\nworkers = 3\n")
+    w = workers(3, "--config", str(cfg), flag=False)
+    assert w.terminate() == 0
+    assert worker_count("auto") == os.cpu_count() and worker_count(2) == 2
