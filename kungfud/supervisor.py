@@ -117,7 +117,7 @@ class Supervisor:
             return
         except OSError:
             data = b""
-        if not data:  # EOF: it is dying; its exit is handled by _reap
+        if not data:  # EOF: it is dying; watch() or start() sees its exit
             return
         line = data.decode(errors="replace").strip()
         if line.startswith("ready"):
