@@ -393,3 +393,12 @@ async def test_the_worker_count_comes_from_the_config_file_and_auto_is_one_per_c
     w = workers(3, "--config", str(cfg), flag=False)
     assert w.terminate() == 0
     assert worker_count("auto") == os.cpu_count() and worker_count(2) == 2
+
+
+async def test_sigint_to_the_supervisor_stops_every_worker_with_exit_0(workers):
+    w = workers(2)
+    w.proc.send_signal(signal.SIGINT)
+    assert w.proc.wait(30) == 0
+    for pid in w.pids.values():
+        assert not _alive(pid)
+    assert "restarting" not in w.stderr()
