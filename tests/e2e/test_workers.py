@@ -6,6 +6,7 @@ is also reachable on a port of its own and a test can choose the worker."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import select
@@ -180,8 +181,9 @@ async def test_admin_is_bootstrapped_once_with_a_0600_key(workers):
 @pytest.mark.rules("L3-1", "L3-2")
 async def test_keyed_creates_retried_across_workers_take_effect_once(workers):
     """200 keyed creates, each sent to both workers at once: one takes effect,
-    the other replays its receipt; `kungfud check` passes after the stop."""
-    w = workers(2)
+    the other replays its receipt; `kungfud check` passes after the stop. Both
+    workers append audit lines to one stderr, never mixing two within a line."""
+    w = workers(2, "--log-format", "json")
     agents = [await register(w.url, f"a{i}") for i in range(4)]
     results: dict[str, list[dict]] = {}
 
@@ -209,6 +211,9 @@ async def test_keyed_creates_retried_across_workers_take_effect_once(workers):
     assert w.terminate() == 0
     r = _run("check", "--data-dir", str(w.data_dir))
     assert r.returncode == 0, r.stdout + r.stderr
+    lines = [json.loads(line) for line in w.stderr().splitlines()]  # every line whole
+    creates = [x for x in lines if x["logger"] == "kungfud.audit" and x["op"] == "memory.create"]
+    assert len(creates) == 400 and sum(x["replayed"] for x in creates) == 200, len(creates)
 
 
 @pytest.mark.rules("L1-4")
