@@ -102,7 +102,7 @@ class Server:
     async def start(self, sock: socket.socket | None = None) -> tuple[str, int]:
         """Serve on ``sock`` (already bound) or bind the configured address."""
         self.loop = asyncio.get_running_loop()
-        self.bridge.start(self.loop, self.feed.publish)
+        self.bridge.start(self.loop, self.feed.publish, self.feed.wake)
         host, port = (None, None) if sock is not None else self.cfg.listen_addr()
         self._server = await serve(
             self._handler,
