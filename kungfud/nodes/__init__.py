@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Protocol, Sequence
 
-__all__ = ["Bus", "Lease", "Nodes", "OnRemote", "single", "MAX_AGENTS"]
+__all__ = ["Bus", "Lease", "Nodes", "OnRemote", "single", "open_nodes", "MAX_AGENTS"]
 
 # on_remote(last_seq, agents with new events or None = "maybe anyone", deadlines added?)
 OnRemote = Callable[[int, "list[str] | None", bool], None]
@@ -90,3 +90,19 @@ class Nodes:
 def single() -> Nodes:
     """The default: one process owns the store (no extra work on any path)."""
     return Nodes(NoBus(), SoleLease(), shared=False)
+
+
+def open_nodes(store_url: str | None, data_dir: str, workers: int = 1) -> Nodes:
+    """A node's mechanisms for its store: PostgreSQL (``postgresql://…``) always
+    shares its store (another host may join at any time); LMDB shares it only
+    among ``workers`` > 1 sibling processes on ``data_dir``; one LMDB process
+    gets :func:`single`."""
+    if store_url and store_url.split("://", 1)[0] in ("postgresql", "postgres"):
+        from .pg import pg_nodes
+
+        return pg_nodes(store_url)
+    if workers > 1:
+        from .lmdb import lmdb_nodes
+
+        return lmdb_nodes(data_dir)
+    return single()
