@@ -178,3 +178,28 @@ async def test_a_replay_answers_from_any_node(tmp_path):
     finally:
         for n in nodes:
             n.stop()
+
+
+@pytest.mark.rules("L5-1")
+async def test_an_actor_decides_on_the_store_not_on_what_it_saw_before_another_node_moved_it(tmp_path):
+    nodes = start_nodes(tmp_path, 2)
+    clients: list[Client] = []
+    try:
+        gov_id, gov_key, gov_a = await _agent(nodes[0].url, "gov")
+        p_id, _, p_a = await _agent(nodes[0].url, "p")
+        clients += [gov_a, p_a]
+        t = await _thread(gov_a, p_a)
+        await p_a.act("thread.post", {"thread": t, "content": {"n": 1}, "ask": []})  # A's actor of t is live
+        gov_b = await Client.connect(nodes[1].url, gov_key)
+        clients.append(gov_b)
+        await gov_b.act("thread.set_role", {"thread": t, "agent": p_id, "role": "observer"})  # through B
+        r = await p_a.request("thread.post", {"thread": t, "content": {"n": 2}, "ask": []}, key="after-demotion")
+        assert not r.get("ok") and r["error"]["code"] == "forbidden", r  # A saw B's commit
+        await gov_b.act("thread.close", {"thread": t})
+        r = await gov_a.request("thread.post", {"thread": t, "content": {"n": 3}, "ask": []}, key="after-close")
+        assert not r.get("ok") and r["error"]["code"] in ("conflict", "forbidden"), r
+    finally:
+        for c in clients:
+            await c.close()
+        for n in nodes:
+            n.stop()
