@@ -1,4 +1,4 @@
-"""One busy Thread, its posters spread over two LMDB nodes (issue 16: cross-node
+"""One busy Thread, its posters spread over two LMDB workers (``--workers``, each on its own port) (issue 16: cross-node
 contention; docs/scaling.md). Every poster sends ``thread.post`` one at a time
 (no client retries: each rejection is counted as the daemon gave it) for
 ``--seconds``; reports posts/s, p50/p99 and the rejections by code. A
@@ -23,14 +23,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kungfud.client import Client, new_key  # noqa: E402
-from tests.nodes.procs import start_nodes  # noqa: E402
+from tests.nodes.procs import Cluster
 
 
 async def main(args: argparse.Namespace) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="kf-contention-"))
-    nodes = start_nodes(tmp, args.nodes)
+    cluster = Cluster(tmp, args.nodes)
+    nodes = cluster.nodes
     try:
-        admin = await Client.connect(nodes[0].url, nodes[0].admin_key)
+        admin = await Client.connect(nodes[0].url, cluster.admin_key)
         t = (await admin.act("thread.create", {"content": {"title": "busy"}}))["thread"]
         posters = []
         for i in range(args.posters):
@@ -70,8 +71,7 @@ async def main(args: argparse.Namespace) -> None:
             await c.close()
         await admin.close()
     finally:
-        for n in nodes:
-            n.stop()
+        cluster.stop()
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from .config import Config, ConfigError
 from .core import agent
 from .core.context import Ctx, Limits
 from .core.facts import Decision
+from .nodes import open_nodes
 from .server import Server
 from .testing import faults
 from .store import Committed, Item, Store, StoreDamaged
@@ -154,7 +155,8 @@ def new_runtime(store: Store, cfg: Config, *, worker: int = 0, workers: int = 1)
     ``--workers N`` (1..N; 0 when it serves alone), ``rt.workers``: N (1 alone),
     for the node mechanisms (kungfud/nodes)."""
     test_clock = OffsetClock.from_env()  # tests only: KUNGFUD_TEST_CLOCK (kungfud/testing/clock.py)
-    rt = Runtime(store, limits_of(cfg), clock=test_clock or wall_ms)
+    nodes = open_nodes(getattr(cfg.storage, "url", None), cfg.data_dir, workers)  # issue 16: the other nodes
+    rt = Runtime(store, limits_of(cfg), clock=test_clock or wall_ms, nodes=nodes)
     rt.worker, rt.workers = worker, workers  # type: ignore[attr-defined]
     if test_clock is not None:
         test_clock.on_advance = rt.clock_thread.wake

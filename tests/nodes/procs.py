@@ -1,49 +1,107 @@
-"""Test helpers: several node processes on one LMDB data directory, each on its
-own port (tests/nodes/node.py), so a test reaches and kills each by itself."""
+"""Test helpers: ``kungfud serve --workers N`` on one LMDB data directory, each
+worker also on a port of its own (the test-only ``KUNGFUD_WORKER_PORTS=1``),
+so a test reaches and kills each node by itself."""
 
 from __future__ import annotations
 
 import os
+import re
+import select
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from tests.conftest import DAEMON_LOGS, ROOT, Daemon
+from tests.conftest import DAEMON_LOGS, ROOT
+
+WORKER = re.compile(r"kungfud worker (\d+) pid (\d+) (ws://127\.0\.0\.1:\d+/v1)\n")
 
 
-class Node(Daemon):
-    """One node (its own process and port) on a shared LMDB data directory."""
+class Node:
+    """One worker: its url and pid."""
 
-    def __init__(self, data_dir: Path, name: str, env: dict | None = None):
-        super().__init__(data_dir, env=env)
-        self.stderr_path = data_dir.parent / f"{name}.stderr"
+    def __init__(self, index: int, pid: int, url: str):
+        self.index, self.pid, self.url = index, pid, url
+
+    def kill(self) -> None:
+        """SIGKILL: no cleanup at all (its supervisor starts a replacement)."""
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+class Cluster:
+    """``kungfud serve --workers n`` with per-worker ports."""
+
+    def __init__(self, tmp_path: Path, n: int, env: dict | None = None):
+        self.data_dir = tmp_path / "data"
+        self.stderr_path = tmp_path / "workers.stderr"
         DAEMON_LOGS.append(self.stderr_path)
-
-    def start(self, listen: str = "127.0.0.1:0", timeout: float = 20.0) -> "Node":
-        cmd = [sys.executable, "-m", "tests.nodes.node", str(self.data_dir)]
-        self._stderr = open(self.stderr_path, "ab")
+        self._err = open(self.stderr_path, "ab")
         self.proc = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=self._stderr, cwd=ROOT, text=True,
-            env={**os.environ, **(self.env or {})},
+            [sys.executable, "-m", "kungfud", "serve", "--workers", str(n), "--data-dir", str(self.data_dir),
+             "--listen", "127.0.0.1:0"],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=self._err,
+            env={**os.environ, "KUNGFUD_WORKER_PORTS": "1", **(env or {})},
         )
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        if not line.startswith("kungfud listening on "):
-            self.proc.kill()
-            raise RuntimeError(f"node did not start: {line!r}; stderr: {self.stderr_path.read_text()[-2000:]}")
-        self.url = line.split()[-1]
-        return self
+        self._buf = b""
+        self.nodes: list[Node] = []
+        first = self._line()
+        assert first.startswith("kungfud listening on "), (first, self.stderr())
+        for _ in range(n):
+            m = WORKER.fullmatch(self._line())
+            assert m, self.stderr()
+            self.nodes.append(Node(int(m.group(1)), int(m.group(2)), m.group(3)))
+        self.nodes.sort(key=lambda node: node.index)
 
+    def _line(self, timeout: float = 30.0) -> str:
+        deadline = time.monotonic() + timeout
+        fd = self.proc.stdout.fileno()  # type: ignore[union-attr]
+        while b"\n" not in self._buf:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise AssertionError(f"no line on stdout within {timeout} s; stderr: {self.stderr()}")
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                raise AssertionError(f"stdout closed (exit {self.proc.poll()}); stderr: {self.stderr()}")
+            self._buf += chunk
+        line, _, self._buf = self._buf.partition(b"\n")
+        return line.decode() + "\n"
 
-def start_nodes(tmp_path: Path, n: int) -> list[Node]:
-    """``n`` nodes on one new data directory; the first creates the store and admin."""
-    data = tmp_path / "data"
-    nodes = [Node(data, f"node{i}") for i in range(n)]
-    nodes[0].start()
-    for node in nodes[1:]:
-        node.start()
-    return nodes
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(errors="replace")
+
+    @property
+    def admin_key(self) -> str:
+        return (self.data_dir / "admin.key").read_text().strip()
+
+    def lease_holder(self) -> Node | None:
+        """The worker whose flock holds ``deadlines.lock`` (from /proc/locks)."""
+        try:
+            ino = os.stat(self.data_dir / "deadlines.lock").st_ino
+        except FileNotFoundError:
+            return None
+        with open("/proc/locks") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) > 5 and parts[1] == "FLOCK" and parts[5].rsplit(":", 1)[-1] == str(ino):
+                    pid = int(parts[4])
+                    return next((n for n in self.nodes if n.pid == pid), None)
+        return None
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        for node in self.nodes:
+            node.kill()  # a worker left behind by a failed stop
+        self._err.close()
 
 
 def wait_for(pred, timeout: float, step: float = 0.05) -> bool:

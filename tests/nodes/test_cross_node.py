@@ -15,7 +15,7 @@ import pytest
 
 from kungfud.client import Client
 from tests.e2e.helpers import register
-from tests.nodes.procs import start_nodes
+from tests.nodes.procs import Cluster, wait_for
 
 
 async def _agent(url: str, name: str) -> tuple[str, str, Client]:
@@ -47,7 +47,8 @@ async def _collect(c: Client, until, timeout: float) -> list[dict]:
 
 @pytest.mark.rules("R8-20", "L5-1", "L1-4")
 async def test_two_nodes_commit_concurrently_and_a_third_nodes_subscriber_gets_every_seq_once_in_order(tmp_path):
-    nodes = start_nodes(tmp_path, 3)
+    cluster = Cluster(tmp_path, 3)
+    nodes = cluster.nodes
     clients: list[Client] = []
     try:
         gov_id, _, gov = await _agent(nodes[0].url, "gov")
@@ -99,8 +100,7 @@ async def test_two_nodes_commit_concurrently_and_a_third_nodes_subscriber_gets_e
     finally:
         for c in clients:
             await c.close()
-        for n in nodes:
-            n.stop()
+        cluster.stop()
 
 
 async def _outcome(c: Client, state: str, timeout: float) -> dict:
@@ -120,11 +120,13 @@ async def _taken_assignment(a: Client, x: Client, t: str, x_id: str, within_s: i
 
 @pytest.mark.rules("L4-1", "L4-2", "L5-2")
 async def test_a_deadline_set_through_one_node_fires_and_after_its_kill_9_fires_from_the_survivor_within_5_s(tmp_path):
-    nodes = start_nodes(tmp_path, 2)  # node 0 started first: it holds the deadline lease
-    a_node, b_node = nodes
+    cluster = Cluster(tmp_path, 2)
+    assert wait_for(lambda: cluster.lease_holder() is not None, 5)
+    a_node = cluster.lease_holder()  # A runs the deadline clock
+    (b_node,) = [n for n in cluster.nodes if n is not a_node]
     clients: list[Client] = []
     try:
-        _, a_key, a = await _agent(a_node.url, "a")
+        _, a_key, a = await _agent(a_node.url, "a")  # type: ignore[union-attr]
         x_id, x_key, x = await _agent(a_node.url, "x")
         clients += [a, x]
         t = await _thread(a, x)
@@ -137,7 +139,8 @@ async def test_a_deadline_set_through_one_node_fires_and_after_its_kill_9_fires_
         ev = await _outcome(watch, "timed_out", 10)
         assert ev["event"] == "outcome"
 
-        # Set through A, then A dies before it is due: B takes the lease and fires it.
+        # Set through A, then A dies before it is due: a survivor (B, or the worker
+        # the supervisor starts in its place) takes the lease and fires it.
         asg = await _taken_assignment(a, x, t, x_id, 2)
         set_at = time.monotonic()
         a_node.kill()
@@ -159,13 +162,13 @@ async def test_a_deadline_set_through_one_node_fires_and_after_its_kill_9_fires_
                 await c.close()
             except Exception:
                 pass
-        for n in nodes:
-            n.stop()
+        cluster.stop()
 
 
 @pytest.mark.rules("L3-2")
 async def test_a_replay_answers_from_any_node(tmp_path):
-    nodes = start_nodes(tmp_path, 2)
+    cluster = Cluster(tmp_path, 2)
+    nodes = cluster.nodes
     try:
         _, key = await register(nodes[0].url, "a")
         c0 = await Client.connect(nodes[0].url, key)
@@ -176,13 +179,13 @@ async def test_a_replay_answers_from_any_node(tmp_path):
         await c0.close()
         await c1.close()
     finally:
-        for n in nodes:
-            n.stop()
+        cluster.stop()
 
 
 @pytest.mark.rules("L5-1")
 async def test_an_actor_decides_on_the_store_not_on_what_it_saw_before_another_node_moved_it(tmp_path):
-    nodes = start_nodes(tmp_path, 2)
+    cluster = Cluster(tmp_path, 2)
+    nodes = cluster.nodes
     clients: list[Client] = []
     try:
         gov_id, gov_key, gov_a = await _agent(nodes[0].url, "gov")
@@ -201,5 +204,4 @@ async def test_an_actor_decides_on_the_store_not_on_what_it_saw_before_another_n
     finally:
         for c in clients:
             await c.close()
-        for n in nodes:
-            n.stop()
+        cluster.stop()
