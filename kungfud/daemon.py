@@ -19,7 +19,8 @@ from .core.context import Ctx, Limits
 from .core.facts import Decision
 from .server import Server
 from .testing import faults
-from .store import Committed, Item, Store, StoreDamaged
+from .store import Committed, Item, StoreDamaged
+from .store.open import open_store
 
 __all__ = ["run", "limits_of", "bootstrap_admin"]
 
@@ -63,7 +64,17 @@ def bootstrap_admin(rt: Runtime) -> str | None:
     key to ``DIR/admin.key`` (0600). The key file is written before the agent is
     committed, so a crash in between leaves no admin whose key is lost. A store
     with facts never gets another admin, and an existing ``admin.key`` is never
-    overwritten: a store with no facts beside one is refused (StoreDamaged)."""
+    overwritten: a store with no facts beside one is refused (StoreDamaged).
+    On a store shared by nodes (PostgreSQL) the check and the write hold the
+    store's bootstrap lock, so nodes starting together create one admin (D112)."""
+    lock = getattr(rt.store, "bootstrap_lock", None)
+    if lock is not None:
+        with lock():
+            return _bootstrap_admin(rt)
+    return _bootstrap_admin(rt)
+
+
+def _bootstrap_admin(rt: Runtime) -> str | None:
     if rt.store.last_seq() != 0:
         return None
     key_path = os.path.join(rt.store.data_dir, "admin.key")
@@ -136,8 +147,8 @@ def run(cfg: Config) -> int:
         print(f"kungfud: cannot listen on {cfg.server.listen}: {e.strerror or e}", file=sys.stderr)
         return 2
     try:
-        store = Store(cfg.data_dir, map_size_mb=cfg.storage.map_size_mb)
-    except Exception as e:  # StoreLocked, StoreDamaged, permissions, lmdb errors
+        store = open_store(cfg, cfg.data_dir, map_size_mb=cfg.storage.map_size_mb)
+    except Exception as e:  # StoreLocked, StoreDamaged, permissions, storage errors
         listener.close()
         print(f"kungfud: {e}", file=sys.stderr)
         return 2

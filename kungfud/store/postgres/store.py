@@ -30,6 +30,7 @@ import psycopg
 
 from ...errors import StoreUnavailable
 from ..integrity import StoreDamaged
+from ..open import is_pg_url
 from .kv import PgSnapshot, PgWriteTxn
 from .schema import LOCK_BOOTSTRAP, ensure_schema
 
@@ -40,10 +41,6 @@ log = logging.getLogger("kungfud.store")
 _POOL_MAX = 32  # connections reading at once; more readers wait for one
 _IDLE_MAX = 8  # idle read connections kept
 _CONNECT_TIMEOUT_S = 5
-
-
-def is_pg_url(url: str | None) -> bool:
-    return bool(url) and url.split("://", 1)[0] in ("postgresql", "postgres")  # type: ignore[union-attr]
 
 
 def redact_url(url: str) -> str:
@@ -103,6 +100,16 @@ class PgStore:
             self._unlock()
             raise
         self._wconn = conn
+        if self.migrate_from is not None and not readonly:
+            # An older storage format is migrated once, on open, as LMDB's is (D92).
+            from ..check import migrate
+
+            try:
+                migrate(self, self.migrate_from)
+            except BaseException:
+                self.close()
+                raise
+            self.migrate_from = None
 
     # --- node-local lock ------------------------------------------------------------
 
@@ -232,7 +239,11 @@ class PgStore:
     def storage_error(e: BaseException) -> bool:
         """An expected storage failure: the server or connection failed, the
         disk is full, the server refused connections (answered ``unavailable``)."""
-        return _lost(e) or isinstance(e, (StoreUnavailable, psycopg.errors.InsufficientResources))
+        return (
+            _lost(e)
+            or isinstance(e, (StoreUnavailable, psycopg.errors.InsufficientResources))
+            or getattr(e, "injected", False)  # a test's injected fault (testing/faults.py)
+        )
 
     def usage(self) -> tuple[int, int] | None:
         """None: the database has no size limit of ours to report against."""
@@ -257,7 +268,7 @@ class PgStore:
         from ..integrity import log_problems
 
         with self.read() as view:
-            return log_problems(view.snapshot)
+            return log_problems(view.kv)
 
     def require_consistent_log(self) -> None:
         problems = self.log_problems()
