@@ -129,7 +129,7 @@ class PgWriteTxn:
         self._conn = conn
         self._depth = depth
         self._savepoint = f"kf_sp{depth}" if depth else None
-        self._release = release  # top level: hand the connection back (ok?)
+        self._release = release  # at the top level's end: store's hook (the connection, whether it ended cleanly)
         self._done = False
         self.tx = PgTx(conn.cursor())
 

@@ -159,6 +159,12 @@ class PgStore:
                 return
         conn.close()
 
+    def _drop_idle(self) -> None:
+        with self._pool_lock:
+            idle, self._pool = self._pool, []
+        for conn in idle:
+            conn.close()
+
     @contextmanager
     def read(self) -> Iterator[Any]:
         """One consistent snapshot (a REPEATABLE READ, READ ONLY transaction)
@@ -173,6 +179,7 @@ class PgStore:
             except BaseException as e:
                 if _lost(e) or conn.broken:
                     conn.close()
+                    self._drop_idle()  # a server that went away took them all
                     if _lost(e):
                         raise StoreUnavailable(f"lost the connection to PostgreSQL at {self.where}") from e
                     raise
@@ -215,11 +222,27 @@ class PgStore:
                     conn.close()
                 self._wconn = None
                 conn = self._wconn = self._connect(write=True)
-            return PgWriteTxn.begin(conn, self._end_write)
-        except BaseException as e:
-            if self._wconn is not None and (self._wconn.broken or _lost(e)):
-                self._wconn.close()
+            try:
+                return PgWriteTxn.begin(conn, self._end_write)
+            except psycopg.Error as e:
+                if not _lost(e):
+                    raise
+                # A connection the server dropped while idle (a restart): nothing
+                # was written yet, so connect again once and begin there.
+                conn.close()
                 self._wconn = None
+                conn = self._wconn = self._connect(write=True)
+                return PgWriteTxn.begin(conn, self._end_write)
+        except BaseException as e:
+            conn = self._wconn
+            if conn is not None:
+                try:
+                    if conn.broken or _lost(e):
+                        raise e
+                    conn.rollback()  # whatever failed, leave no transaction open
+                except BaseException:
+                    conn.close()
+                    self._wconn = None
             self._wlock.release()
             raise
 
