@@ -31,7 +31,7 @@ import pykka
 
 from ..core.kinds import kind_of
 from ..core.queries import KEYED_BY_AGENT, answers, order
-from ..errors import Rejection
+from ..errors import Rejection, StoreUnavailable
 from ..store import Committed, Failed, Item, Outcome, Replayed, Stale
 from ..store.layout import encode_object
 from ..store.store import View
@@ -235,12 +235,19 @@ class ObjectActor(pykka.ThreadingActor):
                 self.deferred.append(message if isinstance(message, (Expire, _Run)) else _Run(message))
             else:
                 self._dispatch(message)
-        except Exception:
-            log.exception("actor %s failed on %s", self.key, getattr(message, "op", message))
+        except Exception as e:
+            unreachable = isinstance(e, StoreUnavailable)  # a store down or restarting: retry, not a bug
+            if unreachable:
+                log.warning("actor %s: %s", self.key, e)
+            else:
+                log.exception("actor %s failed on %s", self.key, getattr(message, "op", message))
             job = message.job if isinstance(message, _Run) else message if hasattr(message, "reply") else None
             if job is not None and job.reply is not None:
                 try:
-                    job.reply(Failed(Rejection("internal", "the daemon failed on this request; nothing was written", "retry")))
+                    job.reply(Failed(
+                        e.rejection() if unreachable
+                        else Rejection("internal", "the daemon failed on this request; nothing was written", "retry")
+                    ))
                 except Exception:
                     log.exception("reply failed")
         finally:

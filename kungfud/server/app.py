@@ -29,7 +29,7 @@ from websockets.exceptions import ConnectionClosed
 from .. import wire
 from ..actors import Committed, Failed, Job, Outcome, Replayed, Runtime
 from ..config import Config
-from ..errors import Hint, Rejection
+from ..errors import Hint, Rejection, StoreUnavailable
 from . import audit
 from .bridge import Bridge
 from .connection import Conn
@@ -288,6 +288,9 @@ class Server:
                     self._read(conn, req_id, op, args)
         except wire.FrameError as e:
             self._reject(conn, req_id, Rejection.bad_request(e.reason), op)
+        except StoreUnavailable as e:  # the store's server is down or restarting: retry, not a bug
+            log.warning("request %r: %s", req_id, e)
+            self._reject(conn, req_id, e.rejection(), op)
         except Exception:
             log.exception("request %r failed", req_id)
             self._reject(
