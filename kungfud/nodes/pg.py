@@ -42,7 +42,10 @@ CONNECT_TIMEOUT_S = 3
 
 
 def _connect(url: str) -> psycopg.Connection:
-    return psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S, application_name="kungfud-node")
+    # The pid in the session's name lets an operator (and the tests) see which node holds the lease.
+    return psycopg.connect(
+        url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S, application_name=f"kungfud-node-{os.getpid()}"
+    )
 
 
 def payload(node: str, seq: int, agents: Sequence[str] | None, dues: bool) -> str:

@@ -92,6 +92,8 @@ class Cluster:
         return None
 
     def stop(self) -> None:
+        """SIGTERM to the supervisor, which stops its workers; if it does not
+        stop in time, kill it and the workers it was running."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -99,9 +101,10 @@ class Cluster:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(10)
-        for node in self.nodes:
-            node.kill()  # a worker left behind by a failed stop
-        self._err.close()
+                for node in self.nodes:
+                    node.kill()
+        if not self._err.closed:
+            self._err.close()
 
 
 def wait_for(pred, timeout: float, step: float = 0.05) -> bool:
@@ -111,3 +114,45 @@ def wait_for(pred, timeout: float, step: float = 0.05) -> bool:
             return True
         time.sleep(step)
     return pred()
+
+
+class PgCluster:
+    """``n`` nodes ``kungfud serve --store URL``, each a process on its own port
+    and node-local data directory, on one PostgreSQL database; the same
+    interface as :class:`Cluster`."""
+
+    def __init__(self, tmp_path: Path, n: int, url: str):
+        from tests.conftest import Daemon
+
+        self.url = url
+        self.daemons = [Daemon(tmp_path / f"node{i}", extra=["--store", url]) for i in range(n)]
+        self.nodes: list[Node] = []
+        for i, d in enumerate(self.daemons):
+            d.start()
+            self.nodes.append(Node(i + 1, d.proc.pid, d.url))  # type: ignore[union-attr]
+        self.data_dir = self.daemons[0].data_dir  # the first node bootstrapped the admin
+
+    @property
+    def admin_key(self) -> str:
+        return (self.data_dir / "admin.key").read_text().strip()
+
+    def lease_holder(self) -> Node | None:
+        """The node whose session holds the deadline lease (its pid is in the session's name)."""
+        import psycopg
+
+        from kungfud.nodes.pg import LOCK_DEADLINES
+
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
+                " WHERE l.locktype = 'advisory' AND l.granted AND l.classid = %s AND l.objid = %s",
+                (LOCK_DEADLINES >> 32, LOCK_DEADLINES & 0xFFFFFFFF),
+            ).fetchone()
+        if row is None:
+            return None
+        pid = int(row[0].rsplit("-", 1)[1])
+        return next((n for n in self.nodes if n.pid == pid), None)
+
+    def stop(self) -> None:
+        for d in self.daemons:
+            d.stop()

@@ -15,7 +15,26 @@ import pytest
 
 from kungfud.client import Client
 from tests.e2e.helpers import register
-from tests.nodes.procs import Cluster, wait_for
+from tests.nodes.procs import Cluster, PgCluster, wait_for
+from tests.pg import pg_server  # noqa: F401 (fixture)
+
+
+@pytest.fixture(params=["lmdb", "pg"])
+def cluster_of(request, tmp_path):
+    """A factory of ``n`` nodes on one store: LMDB workers, or PostgreSQL nodes."""
+    made = []
+
+    def make(n: int):
+        if request.param == "lmdb":
+            c = Cluster(tmp_path, n)
+        else:
+            c = PgCluster(tmp_path, n, request.getfixturevalue("pg_server").new_database())
+        made.append(c)
+        return c
+
+    yield make
+    for c in made:
+        c.stop()
 
 
 async def _agent(url: str, name: str) -> tuple[str, str, Client]:
@@ -46,8 +65,8 @@ async def _collect(c: Client, until, timeout: float) -> list[dict]:
 
 
 @pytest.mark.rules("R8-20", "L5-1", "L1-4")
-async def test_two_nodes_commit_concurrently_and_a_third_nodes_subscriber_gets_every_seq_once_in_order(tmp_path):
-    cluster = Cluster(tmp_path, 3)
+async def test_two_nodes_commit_concurrently_and_a_third_nodes_subscriber_gets_every_seq_once_in_order(cluster_of):
+    cluster = cluster_of(3)
     nodes = cluster.nodes
     clients: list[Client] = []
     try:
@@ -100,7 +119,6 @@ async def test_two_nodes_commit_concurrently_and_a_third_nodes_subscriber_gets_e
     finally:
         for c in clients:
             await c.close()
-        cluster.stop()
 
 
 async def _outcome(c: Client, state: str, timeout: float) -> dict:
@@ -119,8 +137,8 @@ async def _taken_assignment(a: Client, x: Client, t: str, x_id: str, within_s: i
 
 
 @pytest.mark.rules("L4-1", "L4-2", "L5-2")
-async def test_a_deadline_set_through_one_node_fires_and_after_its_kill_9_fires_from_the_survivor_within_5_s(tmp_path):
-    cluster = Cluster(tmp_path, 2)
+async def test_a_deadline_set_through_one_node_fires_and_after_its_kill_9_fires_from_the_survivor_within_5_s(cluster_of):
+    cluster = cluster_of(2)
     assert wait_for(lambda: cluster.lease_holder() is not None, 5)
     a_node = cluster.lease_holder()  # A runs the deadline clock
     (b_node,) = [n for n in cluster.nodes if n is not a_node]
@@ -162,29 +180,25 @@ async def test_a_deadline_set_through_one_node_fires_and_after_its_kill_9_fires_
                 await c.close()
             except Exception:
                 pass
-        cluster.stop()
 
 
 @pytest.mark.rules("L3-2")
-async def test_a_replay_answers_from_any_node(tmp_path):
-    cluster = Cluster(tmp_path, 2)
+async def test_a_replay_answers_from_any_node(cluster_of):
+    cluster = cluster_of(2)
     nodes = cluster.nodes
-    try:
-        _, key = await register(nodes[0].url, "a")
-        c0 = await Client.connect(nodes[0].url, key)
-        c1 = await Client.connect(nodes[1].url, key)
-        first = await c0.act("memory.create", {"content": {"n": 1}}, key="k-1")
-        again = await c1.act("memory.create", {"content": {"n": 1}}, key="k-1")
-        assert again.replayed and dict(again) == dict(first)
-        await c0.close()
-        await c1.close()
-    finally:
-        cluster.stop()
+    _, key = await register(nodes[0].url, "a")
+    c0 = await Client.connect(nodes[0].url, key)
+    c1 = await Client.connect(nodes[1].url, key)
+    first = await c0.act("memory.create", {"content": {"n": 1}}, key="k-1")
+    again = await c1.act("memory.create", {"content": {"n": 1}}, key="k-1")
+    assert again.replayed and dict(again) == dict(first)
+    await c0.close()
+    await c1.close()
 
 
 @pytest.mark.rules("L5-1")
-async def test_an_actor_decides_on_the_store_not_on_what_it_saw_before_another_node_moved_it(tmp_path):
-    cluster = Cluster(tmp_path, 2)
+async def test_an_actor_decides_on_the_store_not_on_what_it_saw_before_another_node_moved_it(cluster_of):
+    cluster = cluster_of(2)
     nodes = cluster.nodes
     clients: list[Client] = []
     try:
@@ -204,4 +218,3 @@ async def test_an_actor_decides_on_the_store_not_on_what_it_saw_before_another_n
     finally:
         for c in clients:
             await c.close()
-        cluster.stop()
