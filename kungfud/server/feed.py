@@ -27,6 +27,7 @@ import logging
 from typing import Any
 
 from .. import wire
+from ..errors import StoreUnavailable
 from ..actors import Runtime
 from .connection import Conn
 
@@ -93,7 +94,10 @@ class Feed:
                 await conn.until_closed(asyncio.sleep(0.01))  # the client is behind: let it read
             if conn.closed:
                 return
-            after = self._replay_page(conn, agent, after)
+            try:
+                after = self._replay_page(conn, agent, after)
+            except StoreUnavailable:  # the store's server is down: the same page again shortly
+                await conn.until_closed(asyncio.sleep(0.5))
 
     def unsubscribe(self, conn: Conn) -> None:
         if conn.replay is not None:
@@ -157,7 +161,9 @@ class Feed:
             return
         try:
             top, pages = self.rt.events_after(floors, LIVE_PAGE)
-        except Exception:  # the store is unavailable: the safety poll wakes us again
+        except StoreUnavailable:  # the store's server is down: the safety poll wakes us again
+            return
+        except Exception:
             log.exception("reading the event feed failed")
             return
         for agent, (page, more) in pages.items():
