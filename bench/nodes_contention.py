@@ -6,7 +6,7 @@ rejection ``unavailable`` "changed concurrently too often" is an action whose
 re-decisions (MAX_ATTEMPTS) ran out under contention; ``internal`` must never
 appear.
 
-    python bench/nodes_contention.py [--nodes 2] [--posters 32] [--seconds 5]
+    python bench/nodes_contention.py [--nodes 2] [--posters 32] [--seconds 5] [--store postgresql://…]
 """
 
 from __future__ import annotations
@@ -23,12 +23,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kungfud.client import Client, new_key  # noqa: E402
-from tests.nodes.procs import Cluster
+from tests.nodes.procs import Cluster, PgCluster  # noqa: E402
 
 
 async def main(args: argparse.Namespace) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="kf-contention-"))
-    cluster = Cluster(tmp, args.nodes)
+    cluster = PgCluster(tmp, args.nodes, args.store) if args.store else Cluster(tmp, args.nodes)
     nodes = cluster.nodes
     try:
         admin = await Client.connect(nodes[0].url, cluster.admin_key)
@@ -77,6 +77,7 @@ async def main(args: argparse.Namespace) -> None:
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--nodes", type=int, default=2)
+    ap.add_argument("--store", help="postgresql://… of an empty database: nodes on PostgreSQL instead of LMDB workers")
     ap.add_argument("--posters", type=int, default=32)
     ap.add_argument("--seconds", type=float, default=5)
     asyncio.run(main(ap.parse_args()))

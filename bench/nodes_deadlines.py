@@ -6,7 +6,7 @@ only the lease holder runs the clock. Lateness of each = when its
 + 1 s): an upper bound (the deadline is counted from the take's decision,
 which comes after the send), and it includes the event's delivery.
 
-    python bench/nodes_deadlines.py [--workers 2] [--deadlines 200]
+    python bench/nodes_deadlines.py [--workers 2] [--deadlines 200] [--store postgresql://…]
 """
 
 from __future__ import annotations
@@ -23,11 +23,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kungfud.client import Client  # noqa: E402
 from kungfud.core.clock import parse_rfc3339  # noqa: E402
-from tests.nodes.procs import Cluster  # noqa: E402
+from tests.nodes.procs import Cluster, PgCluster  # noqa: E402
 
 
 async def main(args: argparse.Namespace) -> None:
-    cluster = Cluster(Path(tempfile.mkdtemp(prefix="kf-deadlines-")), args.workers)
+    tmp = Path(tempfile.mkdtemp(prefix="kf-deadlines-"))
+    cluster = PgCluster(tmp, args.workers, args.store) if args.store else Cluster(tmp, args.workers)
     nodes = cluster.nodes
     try:
         admin = await Client.connect(nodes[0].url, cluster.admin_key)
@@ -47,10 +48,13 @@ async def main(args: argparse.Namespace) -> None:
             asgs.append((await admin.act("thread.post", a))["assignment"])
         sent: dict[str, float] = {}
 
+        gates = [asyncio.Semaphore(32) for _ in xs]  # under the per-connection in-flight limit (64)
+
         async def take(i: int, asg: str) -> None:
             await asyncio.sleep(i * args.spread / args.deadlines)
-            sent[asg] = time.monotonic()
-            await xs[i % len(xs)].act("assignment.take", {"assignment": asg})
+            async with gates[i % len(xs)]:
+                sent[asg] = time.monotonic()
+                await xs[i % len(xs)].act("assignment.take", {"assignment": asg})
 
         late: list[float] = []
         seen: set[str] = set()
@@ -90,7 +94,8 @@ async def main(args: argparse.Namespace) -> None:
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
-    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--workers", type=int, default=2, help="LMDB workers, or PostgreSQL nodes with --store")
+    ap.add_argument("--store", help="postgresql://… of an empty database: nodes on PostgreSQL instead of LMDB workers")
     ap.add_argument("--deadlines", type=int, default=200)
     ap.add_argument("--spread", type=float, default=2.0, help="seconds over which the takes are sent")
     asyncio.run(main(ap.parse_args()))
