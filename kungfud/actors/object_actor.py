@@ -50,11 +50,11 @@ MAX_ATTEMPTS = 16
 # action Stale too, and two nodes' actors of one busy object can collide again
 # and again; a larger budget, and a short jittered pause before deciding again.
 SHARED_MAX_ATTEMPTS = 64
-
-# A decision that failed on an overlay another node overtook (D145): held, like
-# a rejection decided on the overlay, until this actor's writes in flight are
-# done, then decided again on what the store holds then.
-_BEHIND = Rejection("internal", "the daemon failed on this request; nothing was written", "retry")
+# On a shared store an actor does not pipeline (D145): it decides a job only
+# when none of its writes is in flight, so every decision rests on committed
+# state alone. Its overlay could otherwise be overtaken by another node's
+# commit that left the same bytes (a Thread whose member count two joins moved
+# alike), and a decision could mix the overlay with the store unnoticed.
 
 
 class Expire:
@@ -207,6 +207,7 @@ class ObjectActor(pykka.ThreadingActor):
         self.owns_deadlines = _owns_deadlines(key)
         self.shared = getattr(getattr(runtime, "nodes", None), "shared", False)
         self.max_attempts = SHARED_MAX_ATTEMPTS if self.shared else MAX_ATTEMPTS
+        self.serial = self.shared  # no pipelining on a shared store (D145)
         # Pipelining state; touched only on this actor's thread.
         self.overlay: dict[str, tuple[int, Any, bytes]] = {}  # obj -> (version, state, stored form)
         self.inflight = 0
@@ -236,7 +237,7 @@ class ObjectActor(pykka.ThreadingActor):
                     self._done_told = False
                 for d in box:
                     self._on_done(d)
-            elif self.draining:
+            elif self.draining or (self.serial and self.inflight > 0):
                 self.deferred.append(message if isinstance(message, (Expire, _Run)) else _Run(message))
             else:
                 self._dispatch(message)
@@ -284,7 +285,8 @@ class ObjectActor(pykka.ThreadingActor):
         if self.draining and self.inflight == 0:
             self.overlay.clear()
             self.draining = False
-            while self.deferred and not self.draining:
+        if not self.draining and not (self.serial and self.inflight > 0):
+            while self.deferred and not self.draining and not (self.serial and self.inflight > 0):
                 self._dispatch(self.deferred.popleft())
 
     def _start_drain(self) -> None:
@@ -298,35 +300,12 @@ class ObjectActor(pykka.ThreadingActor):
 
     def _release_held(self) -> None:
         keep = []
-        again = []
         for barrier, epoch, run, rejection in self.held:
             if self.done >= barrier and epoch == self.epoch:
-                if rejection is _BEHIND:
-                    again.append(_Run(run.job, run.attempt + 1))
-                else:
-                    self._reply(run, self._held_outcome(run, rejection))
+                self._reply(run, self._held_outcome(run, rejection))
             else:
                 keep.append((barrier, epoch, run, rejection))
         self.held = keep
-        for run in again:
-            if self.draining:
-                self.deferred.append(run)
-            else:
-                self._dispatch(run)
-
-    def _decide(self, decide: Any, reads: "_Reads") -> Any:
-        """``decide()``, except that on a shared store a failure of a decision
-        that read this actor's overlay of in-flight writes is taken for what it
-        most likely is: another node's commit overtook an overlay entry, and the
-        decision mixed it with the store (D145). It returns ``_BEHIND`` then,
-        for the caller to hold and decide again."""
-        try:
-            return decide()
-        except Exception:
-            if self.shared and reads.used_overlay and self.inflight > 0:
-                log.debug("actor %s: a decision on an overtaken overlay failed; deciding again", self.key, exc_info=True)
-                return _BEHIND
-            raise
 
     def _held_outcome(self, run: _Run, rejection: Rejection) -> Outcome:
         """A held rejection may have been decided while the first attempt of the
@@ -347,23 +326,17 @@ class ObjectActor(pykka.ThreadingActor):
 
     # --- deciding --------------------------------------------------------------
 
-    def _expire_own(self, now: int) -> bool:
-        """Record (pipelined) every expiry of this actor's object due at ``now``.
-        True when that could not be decided yet (``_BEHIND``: a sweep is held)."""
+    def _expire_own(self, now: int) -> None:
+        """Record (pipelined) every expiry of this actor's object due at ``now``."""
         command, op = _expiry(self.key)
         with self.runtime.store.read() as view:
             reads = _Reads(view, self.overlay)
             state = reads.get(self.key)
             if state is None or not _is_due(reads, self.key, state, now):
-                return False
-            ctx = self.runtime.ctx(None, now, reads.get, reads.query)
-            decision = self._decide(lambda: ACTIONS[op].decide(command(self.key), ctx), reads)
-        if decision is _BEHIND:
-            self.held.append((self.submitted, self.epoch, _Run(None), _BEHIND))
-            return True
+                return
+            decision = ACTIONS[op].decide(command(self.key), self.runtime.ctx(None, now, reads.get, reads.query))
         if not isinstance(decision, Rejection):
             self._submit(_Run(None), None, b"", decision, reads, None)
-        return False
 
     def _run(self, run: _Run) -> None:
         job = run.job
@@ -380,17 +353,18 @@ class ObjectActor(pykka.ThreadingActor):
         rt = self.runtime
         while True:
             now = rt.clock()
-            if self.owns_deadlines and self._expire_own(now):  # L4-3: the deadline wins over this action
-                self.held.append((self.submitted, self.epoch, run, _BEHIND))  # after the held sweep
-                return
+            if self.owns_deadlines:
+                self._expire_own(now)  # L4-3: the deadline wins over this action
+                if self.serial and self.inflight > 0:  # decided after that write (D145)
+                    self.deferred.appendleft(run)
+                    return
             with rt.store.read() as view:
                 if job.scope is not None and (rec := view.receipt(job.scope)) is not None:
                     self._reply(run, Replayed(rec.result) if rec.req_hash == job.req_hash else Failed(mismatch()))
                     return
                 reads = _Reads(view, self.overlay)
                 caller = reads.get(job.caller) if job.caller is not None else None
-                ctx = rt.ctx(caller, now, reads.get, reads.query)
-                decision = self._decide(lambda: spec.decide(job.command, ctx), reads)
+                decision = spec.decide(job.command, rt.ctx(caller, now, reads.get, reads.query))
             if reads.valid_until is not None and reads.valid_until <= now:
                 # The decision read another Thread or Task with a deadline due
                 # (e.g. a deactivation): record those expiries, then decide again.
@@ -403,9 +377,6 @@ class ObjectActor(pykka.ThreadingActor):
                 run = _Run(job, run.attempt + 1)
                 continue
             break
-        if decision is _BEHIND:
-            self.held.append((self.submitted, self.epoch, run, _BEHIND))
-            return
         if isinstance(decision, Rejection):
             if reads.used_overlay and self.inflight > 0:
                 self.held.append((self.submitted, self.epoch, run, decision))
