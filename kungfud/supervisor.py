@@ -84,18 +84,26 @@ class Supervisor:
     def _on_signal(self, signum: int, _frame: object) -> None:
         self.stopping = True
 
-    def spawn(self, w: _Worker, sock: socket.socket) -> None:
+    def spawn(self, w: _Worker, sock: socket.socket | None) -> None:
+        """Start worker ``w`` on ``sock``, or (a replacement: None) on a socket
+        it joins to the port itself once it can serve."""
         ours, theirs = socket.socketpair()
-        spec = Spec(w.index, self.n, sock.fileno(), self.lock_fd, theirs.fileno(), self.cfg)
+        fds = (theirs.fileno(), self.lock_fd) + ((sock.fileno(),) if sock is not None else ())
+        listen_fd = sock.fileno() if sock is not None else -1
+        spec = Spec(
+            index=w.index, workers=self.n, listen_fd=listen_fd, host=self.addr[0], port=self.addr[1],
+            lock_fd=self.lock_fd, control_fd=theirs.fileno(), config=self.cfg,
+        )
         try:
             w.proc = subprocess.Popen(
                 [sys.executable, "-m", "kungfud", "serve", *self.log_args, "--worker", msgspec.json.encode(spec).decode()],
-                pass_fds=(sock.fileno(), self.lock_fd, theirs.fileno()),
+                pass_fds=fds,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,  # stdout is the supervisor's: its readiness lines only
             )
         finally:
-            sock.close()  # the worker holds it now: a dead worker's socket leaves the port
+            if sock is not None:
+                sock.close()  # the worker holds it now: a dead worker's socket leaves the port
             theirs.close()
         w.control, w.ready, w.url, w.restart_at, w.failure = ours, False, "", None, ""
         w.control.setblocking(False)
@@ -109,7 +117,7 @@ class Supervisor:
             return
         except OSError:
             data = b""
-        if not data:  # EOF: it is dying; its exit is handled by _reap
+        if not data:  # EOF: it is dying; watch() or start() sees its exit
             return
         line = data.decode(errors="replace").strip()
         if line.startswith("ready"):
@@ -157,6 +165,8 @@ class Supervisor:
         """Until SIGTERM/SIGINT: replace the workers that die."""
         while not self.stopping:
             self._wait_ready(0.1)
+            if self.stopping:  # a signal while waiting: a worker it stopped is not replaced
+                break
             now = time.monotonic()
             for w in self.workers:
                 assert w.proc is not None
@@ -176,16 +186,7 @@ class Supervisor:
                         w.control = None
                     w.ready, w.restart_at = False, now + delay
                 elif w.restart_at is not None and now >= w.restart_at:
-                    try:
-                        sock = bind_listener(self.addr[0], self.addr[1], reuse_port="join")
-                    except OSError as e:
-                        log.warning("worker %d: cannot listen on %s again: %s", w.index, self.cfg.server.listen, e.strerror or e)
-                        w.deaths += 1
-                        if w.deaths >= START_FAILURES:
-                            return self._fail(f"cannot listen on {self.cfg.server.listen} again for worker {w.index}")
-                        w.restart_at = now + min(BACKOFF_S[1], BACKOFF_S[0] * 2**w.deaths)
-                        continue
-                    self.spawn(w, sock)
+                    self.spawn(w, None)
                     w.announce = True
                 elif w.ready and w.announce:
                     w.announce = False

@@ -20,7 +20,7 @@ import sys
 
 import msgspec
 
-from .config import Config, ConfigError
+from .config import Config
 from .daemon import _loop_factory, bind_listener, checked_store, new_runtime, serve
 from .testing import faults
 
@@ -37,7 +37,9 @@ class Spec(msgspec.Struct, frozen=True):
 
     index: int  # 1..workers
     workers: int
-    listen_fd: int
+    listen_fd: int  # its listening socket; -1: a replacement, which joins host:port itself
+    host: str
+    port: int
     lock_fd: int
     control_fd: int
     config: Config
@@ -78,26 +80,44 @@ def run(spec_text: str) -> int:
     whole_lines()
     cfg = spec.config
     control = socket.socket(fileno=spec.control_fd)
-    listener = socket.socket(fileno=spec.listen_fd)
-    listener.setblocking(False)
     # spec.lock_fd stays open, untouched, for this process's whole life.
+    store = None
     try:
         factory, _ = _loop_factory(cfg.server.event_loop)
-        private = bind_listener(listener.getsockname()[0], 0) if os.environ.get(PORTS_ENV) == "1" else None
+        private = bind_listener(spec.host, 0) if os.environ.get(PORTS_ENV) == "1" else None
         store = checked_store(cfg, lock=False)
-    except (ConfigError, Exception) as e:  # StoreDamaged, permissions, lmdb errors, a private port
-        print(f"kungfud: worker {spec.index}: {e}", file=sys.stderr)
-        try:  # the supervisor repeats it if it stops for it
-            control.sendall(f"failed {e}".replace("\n", " ").encode(errors="replace") + b"\n")
-        except OSError:
-            pass
-        return 2
-    rt = new_runtime(store, cfg, worker=spec.index, workers=spec.workers)
-    rt.start()
+        rt = new_runtime(store, cfg, worker=spec.index, workers=spec.workers)
+        rt.start()
+    except Exception as e:  # ConfigError, StoreDamaged, permissions, lmdb errors, a private port
+        if store is not None:
+            store.close()
+        return _failed(spec, control, e)
     try:
         faults.install_from_env(rt.writer)  # tests only (KUNGFUD_FAULT_NTH)
+        if spec.listen_fd >= 0:
+            listener = socket.socket(fileno=spec.listen_fd)
+            listener.setblocking(False)
+        else:
+            # A replacement joins the port itself, only now that it can serve:
+            # no connection waits on its socket while it starts.
+            try:
+                listener = bind_listener(spec.host, spec.port, reuse_port="join")
+            except OSError as e:
+                return _failed(spec, control, e)
         with asyncio.Runner(loop_factory=factory) as runner:
             return runner.run(serve(rt, cfg, listener, private=private, control=control))
     finally:
         rt.stop()
         store.close()
+
+
+def _failed(spec: Spec, control: socket.socket, e: BaseException) -> int:
+    """Say why it cannot start, on stderr and to the supervisor (which repeats
+    it if it stops for it); exit status 2."""
+    why = f"{e.strerror or e}" if isinstance(e, OSError) and e.strerror else f"{e}"
+    print(f"kungfud: worker {spec.index}: {why}", file=sys.stderr)
+    try:
+        control.sendall(f"failed {why}".replace("\n", " ").encode(errors="replace") + b"\n")
+    except OSError:
+        pass
+    return 2
