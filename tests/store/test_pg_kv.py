@@ -195,3 +195,20 @@ def test_a_newer_schema_or_format_is_refused_with_a_message(pg_server, tmp_path)
 def test_an_unreachable_server_is_a_clear_error_at_start(tmp_path):
     with pytest.raises(StoreDamaged, match="cannot connect to PostgreSQL at postgresql://u:\\*\\*\\*@127.0.0.1:1/x"):
         PgStore("postgresql://u:secret@127.0.0.1:1/x", str(tmp_path / "n"))
+
+
+def test_a_write_transaction_with_a_failed_statement_never_reports_a_commit(store):
+    """PostgreSQL answers COMMIT of a failed transaction by rolling back without
+    an error; the backend must raise instead, so nothing is acknowledged (L1-4)."""
+    _write(store, lambda tx: tx.put("log", b"1", b"f"))
+    w = store.begin_write()
+    w.tx.put("objects", b"k", b"1")
+    with pytest.raises(psycopg.errors.UniqueViolation):
+        w.tx.put("log", b"1", b"again")
+    with pytest.raises(RuntimeError, match="nothing was written"):
+        w.commit()
+    w = store.begin_write()  # the store writes on afterwards
+    try:
+        assert w.tx.get("objects", b"k") is None
+    finally:
+        w.abort()

@@ -14,9 +14,15 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterator
 
+from psycopg.pq import TransactionStatus
+
 from .schema import LOCK_WRITER, table
 
-__all__ = ["PgSnapshot", "PgTx", "PgWriteTxn"]
+__all__ = ["PgSnapshot", "PgTx", "PgWriteTxn", "WriteFailed"]
+
+
+class WriteFailed(RuntimeError):
+    """The write transaction cannot commit: one of its statements failed."""
 
 _FIRST_PAGE = 16
 _MAX_PAGE = 1000
@@ -156,6 +162,10 @@ class PgWriteTxn:
             return
         ok = False
         try:
+            if self._conn.info.transaction_status != TransactionStatus.INTRANS:
+                # PostgreSQL answers COMMIT of a failed transaction by rolling
+                # it back without an error: nothing may be reported committed.
+                raise WriteFailed("a statement of this write transaction failed; it was rolled back, nothing was written")
             self._conn.commit()
             ok = True
         finally:
