@@ -86,8 +86,12 @@ def test_put_replaces_delete_and_clear_remove_and_a_log_row_is_never_replaced(st
     _write(store, lambda tx: (tx.put("objects", b"k", b"1"), tx.put("objects", b"k", b"2"), tx.put("log", b"1", b"f")))
     w = store.begin_write()
     assert w.tx.get("objects", b"k") == b"2"
-    with pytest.raises(psycopg.errors.UniqueViolation):
-        w.tx.put("log", b"1", b"other")
+    w.tx.put("log", b"1", b"other")
+    with pytest.raises(psycopg.errors.UniqueViolation):  # raised when the write is sent (at the next read)
+        w.tx.get("log", b"1")
+    w.abort()
+    w = store.begin_write()
+    assert w.tx.get("log", b"1") == b"f"
     w.abort()
     _write(store, lambda tx: tx.delete("objects", b"k"))
     _write(store, lambda tx: tx.clear("log"))
@@ -109,6 +113,40 @@ def test_a_nested_transaction_is_a_savepoint(store):
     w = store.begin_write()
     try:
         assert [k for k, _ in w.tx.scan("objects")] == [b"kept", b"outer"]
+    finally:
+        w.abort()
+
+
+def test_a_failed_write_inside_a_savepoint_is_undone_by_its_abort(store):
+    _write(store, lambda tx: tx.put("log", b"1", b"f"))
+    w = store.begin_write()
+    w.tx.put("objects", b"before", b"1")
+    a = w.nested()
+    a.tx.put("objects", b"inside", b"1")
+    a.tx.put("log", b"1", b"again")  # fails when sent
+    with pytest.raises(psycopg.errors.UniqueViolation):
+        a.commit()
+    a.abort()
+    w.tx.put("objects", b"after", b"1")
+    w.commit()
+    w = store.begin_write()
+    try:
+        assert [k for k, _ in w.tx.scan("objects")] == [b"after", b"before"]
+    finally:
+        w.abort()
+
+
+def test_writes_are_read_back_inside_their_transaction(store):
+    w = store.begin_write()
+    try:
+        w.tx.put("objects", b"a", b"1")
+        assert w.tx.get("objects", b"a") == b"1"
+        w.tx.delete("objects", b"a")
+        assert list(w.tx.scan("objects")) == []
+        w.tx.put("objects", b"b", b"2")
+        assert w.tx.count("objects") == 1
+        w.tx.clear("objects")
+        assert w.tx.get("objects", b"b") is None
     finally:
         w.abort()
 
@@ -203,8 +241,9 @@ def test_a_write_transaction_with_a_failed_statement_never_reports_a_commit(stor
     _write(store, lambda tx: tx.put("log", b"1", b"f"))
     w = store.begin_write()
     w.tx.put("objects", b"k", b"1")
+    w.tx.put("log", b"1", b"again")
     with pytest.raises(psycopg.errors.UniqueViolation):
-        w.tx.put("log", b"1", b"again")
+        w.tx.count("log")
     with pytest.raises(RuntimeError, match="nothing was written"):
         w.commit()
     w = store.begin_write()  # the store writes on afterwards
