@@ -105,7 +105,9 @@ def test_a_nested_transaction_is_a_savepoint(store):
     w.tx.put("objects", b"outer", b"1")
     a = w.nested()
     a.tx.put("objects", b"aborted", b"1")
+    assert a.tx.get("objects", b"aborted") == b"1"
     a.abort()
+    assert w.tx.get("objects", b"aborted") is None  # read again after the savepoint's abort
     b = w.nested()
     b.tx.put("objects", b"kept", b"1")
     b.commit()

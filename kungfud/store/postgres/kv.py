@@ -123,11 +123,23 @@ class PgTx(PgSnapshot):
     log, a lost connection) raises there; the transaction is then failed and
     cannot commit (:class:`PgWriteTxn`), so nothing of it is acknowledged."""
 
-    __slots__ = ("_pending",)
+    __slots__ = ("_pending", "_known")
 
-    def __init__(self, cursor: Any, pending: list):
+    def __init__(self, cursor: Any, pending: list, known: dict):
         super().__init__(cursor)
         self._pending = pending  # shared by the transaction and its savepoints
+        # (table, key) -> value or None, as this transaction last read or wrote
+        # it: exact, since the writer lock keeps every other writer out until
+        # the end (a savepoint's abort forgets it all).
+        self._known = known
+
+    def get(self, table: str, key: bytes) -> bytes | None:
+        known = self._known
+        k = (table, key)
+        if k in known:
+            return known[k]
+        value = known[k] = PgSnapshot.get(self, table, key)
+        return value
 
     def _flush(self) -> None:
         pending = self._pending
@@ -148,12 +160,21 @@ class PgTx(PgSnapshot):
         # The log is append only: a fact is never replaced — a second write of
         # one seq fails (unique violation), it does not overwrite.
         self._pending.append((s.insert if table == "log" else s.put, (key, value)))
+        k = (table, key)
+        if table == "log" and self._known.get(k, b"") is not None:
+            self._known.pop(k, None)  # not known absent: the insert may fail when sent, the first fact stays
+            return
+        self._known[k] = value
 
     def delete(self, table: str, key: bytes) -> None:
         self._pending.append((_sql(table).delete, (key,)))
+        self._known[(table, key)] = None
 
     def clear(self, table: str) -> None:
         self._pending.append((_sql(table).clear, None))
+        known = self._known
+        for k in [k for k in known if k[0] == table]:
+            del known[k]
 
 
 class PgWriteTxn:
@@ -161,13 +182,17 @@ class PgWriteTxn:
 
     __slots__ = ("tx", "_conn", "_depth", "_savepoint", "_done", "_release")
 
-    def __init__(self, conn: Any, release: Callable[[Any, bool], None], depth: int = 0, pending: list | None = None):
+    def __init__(
+        self, conn: Any, release: Callable[[Any, bool], None], depth: int = 0, parent: "PgTx | None" = None
+    ):
         self._conn = conn
         self._depth = depth
         self._savepoint = f"kf_sp{depth}" if depth else None
         self._release = release  # at the top level's end: store's hook (the connection, whether it ended cleanly)
         self._done = False
-        self.tx = PgTx(conn.cursor(binary=True), [] if pending is None else pending)
+        self.tx = PgTx(conn.cursor(binary=True), [], {}) if parent is None else PgTx(
+            parent._cur, parent._pending, parent._known
+        )
 
     @classmethod
     def begin(cls, conn: Any, release: Callable[[Any, bool], None]) -> "PgWriteTxn":
@@ -178,7 +203,7 @@ class PgWriteTxn:
         return txn
 
     def nested(self) -> "PgWriteTxn":
-        child = PgWriteTxn(self._conn, self._release, self._depth + 1, self.tx._pending)
+        child = PgWriteTxn(self._conn, self._release, self._depth + 1, self.tx)
         child.tx._pending.append((f"SAVEPOINT {child._savepoint}", None))  # sent with the next writes
         return child
 
@@ -209,6 +234,7 @@ class PgWriteTxn:
             return
         self._done = True
         if self._savepoint is not None:
+            self.tx._known.clear()  # what it wrote is undone
             try:
                 self.tx._flush()  # the savepoint itself may still be queued
             except Exception:
