@@ -90,7 +90,8 @@ def _modules(outside: str) -> list[Path]:
 
 def test_nothing_outside_the_store_opens_lmdb_or_reaches_into_a_view():
     """Only ``kungfud/store/`` knows LMDB: no other module imports ``lmdb`` or
-    touches a View's transaction or databases (``.txn``/``.dbs``, public or not);
+    touches a View's transaction, databases or snapshot (``.txn``/``.dbs``/``.kv``,
+    public or not);
     it asks the View's named queries (docs/storage.md "Reads"), which a second
     backend can answer too."""
     found = []
@@ -102,20 +103,32 @@ def test_nothing_outside_the_store_opens_lmdb_or_reaches_into_a_view():
                 found.append(f"{where}:{node.lineno} imports lmdb")
             elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "lmdb" and node.level == 0:
                 found.append(f"{where}:{node.lineno} imports from lmdb")
-            elif isinstance(node, ast.Attribute) and node.attr in ("txn", "dbs", "_txn", "_dbs"):
+            elif isinstance(node, ast.Attribute) and node.attr in ("txn", "dbs", "_txn", "_dbs", "kv"):
                 found.append(f"{where}:{node.lineno} uses .{node.attr}")
     assert not found, "LMDB outside kungfud/store/:\n" + "\n".join(found)
 
 
-def test_only_the_postgresql_backend_and_the_node_mechanisms_import_psycopg():
-    """psycopg is the PostgreSQL backend's (``kungfud/store/postgres/``) and the
-    node mechanisms' (``kungfud/nodes/``): everything else reaches PostgreSQL
-    through the store interface, so a daemon on LMDB never imports it."""
-    allowed = (PKG / "store" / "postgres", PKG / "nodes")
-    found = []
-    for path in sorted(PKG.rglob("*.py")):
-        if any(path.is_relative_to(a) for a in allowed):
-            continue
-        if any(m == "psycopg" or m.startswith("psycopg.") for m in _imports(path)):
-            found.append(str(path.relative_to(PKG.parent)))
-    assert found == [], "psycopg outside the PostgreSQL backend and the node mechanisms: " + ", ".join(found)
+STORAGE_LIBRARIES = ("lmdb", "psycopg", "psycopg2", "psycopg_pool")
+
+
+def test_psycopg_is_imported_only_by_the_postgresql_backend_and_the_node_mechanisms():
+    """PostgreSQL is known to ``kungfud/store/postgres/`` (the backend) and
+    ``kungfud/nodes/`` (LISTEN/NOTIFY, advisory-lock leases) only."""
+    files = [
+        p for p in sorted(PKG.rglob("*.py"))
+        if p.relative_to(PKG).parts[:2] != ("store", "postgres") and p.relative_to(PKG).parts[:1] != ("nodes",)
+    ]
+    assert len(files) > 50
+    assert _offenders(files, ("psycopg", "psycopg2", "psycopg_pool")) == {}
+
+
+def test_the_shared_store_modules_import_no_storage_library():
+    """The kv layer, the interface, the planner, the write engine, the index
+    rows, check/migration and the integrity check are written once for every
+    backend (docs/storage.md "The store interface", D101): none imports a
+    storage library; LMDB is ``store.py``, ``lmdb_kv.py`` and ``failures.py``'s
+    classification."""
+    shared = ("kv", "interface", "plan", "writer", "indexes", "check", "integrity", "events", "layout")
+    files = _files(*(f"store/{m}" for m in shared))
+    assert len(files) == len(shared)
+    assert _offenders(files, STORAGE_LIBRARIES) == {}

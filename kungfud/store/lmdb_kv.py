@@ -30,11 +30,16 @@ class LmdbSnapshot:
             if not reverse:
                 if not cur.set_range(start):
                     return
-                for row in cur.iternext(keys=True, values=values):
-                    key, value = row if values else (row, b"")
-                    if stop is not None and key >= stop:
-                        return
-                    yield key, value
+                if values:  # one loop per case: this is every read's inner loop
+                    for key, value in cur.iternext(keys=True, values=True):
+                        if stop is not None and key >= stop:
+                            return
+                        yield key, value
+                else:
+                    for key in cur.iternext(keys=True, values=False):
+                        if stop is not None and key >= stop:
+                            return
+                        yield key, b""
                 return
             # The first key at or past ``stop``, then one back; the table's last
             # key when nothing is past it.

@@ -3,11 +3,25 @@
 backend").
 
 A backend runs it by subclassing :class:`StoreContract` in a test module that
-defines a ``backend`` fixture yielding a :class:`Backend` (LMDB:
-``tests/store/test_lmdb_contract.py``). The tests use only the interface
-(``Recorder``, ``Committer``, the ``View`` queries the actors use) plus what the
-fixture offers to look underneath: every row of every table, the rebuild check,
-and a restart.
+defines a ``backend`` fixture (LMDB: ``tests/store/test_lmdb_contract.py``).
+
+The fixture's contract: each test gets a fresh, empty store. The fixture yields
+an object with (see :class:`Backend` below)
+- ``store``: the backend under test, a :class:`kungfud.store.interface.Backend`
+  (``read()``, ``events_for``, ``last_seq``, ``begin_write()``, ``storage_error``,
+  ``usage``, ``close``); after ``reopen()`` the attribute names the new one;
+- ``writer(**hooks)``: a new ``kungfud.store.writer.Writer`` over ``store``, not
+  started (hooks: ``fault``, ``clock``, ``on_events``, ``on_deadline``);
+- ``reopen()``: close the store and open the same data again (a restart);
+- ``rows()``: every row of every table of ``layout.DBS``;
+- ``check()``: the derived rows compared with their rebuild from the log
+  (``check.compare(store, check.expected_indexes(store))`` works for any backend);
+and closes the store (and drops its data) when the test ends.
+
+The tests use only that: the interface (``Backend``, ``Committer``, the ``View``
+queries the actors use, the kv layer of ``view.kv`` and ``begin_write().tx``)
+plus the fixture's rows, rebuild check and restart. The kv layer's own tests
+are ``tests/store/kv_contract.py`` (mixed in).
 
 Guarantees covered: an acknowledged commit is durable and visible (L1-4); one
 action is all or nothing and never takes its batch-mates down, a failed commit
@@ -15,7 +29,8 @@ acknowledges nothing (L2-1); a storage failure at any write point is
 ``unavailable`` with nothing written; versions are checked at commit (L5-1);
 receipts (L3-2, L3-3, L3-6); the stored state is the fold of the facts (L1-1);
 index and deadline rows follow the state; the per-agent event feed is gap-free
-and ordered; read views are snapshots (R9-5).
+and ordered; read views are snapshots (R9-5); the kv layer (get/scan/count,
+put/delete/clear, nested transactions, snapshot isolation).
 """
 
 from __future__ import annotations
@@ -27,9 +42,11 @@ from typing import Any, Callable, Iterator, Protocol
 import msgspec
 import pytest
 
-from kungfud.store import Committed, Committer, Failed, Item, Outcome, Recorder, Replayed, Stale
+from kungfud.store import Committed, Committer, Failed, Item, Outcome, Replayed, Stale
+from kungfud.store.interface import Backend as StoreBackend
 from kungfud.store.layout import encode_object
 from kungfud.testing.faults import NthCallFault
+from tests.store.kv_contract import KvContract
 from tests.store.helpers import (
     T0,
     FaultPlan,
@@ -50,7 +67,7 @@ __all__ = ["Backend", "StoreContract"]
 class Backend(Protocol):
     """What a backend's ``backend`` fixture yields to the contract suite."""
 
-    store: Recorder
+    store: StoreBackend
 
     def writer(self, **hooks: Any) -> Committer:
         """A new committer over ``store``, not started. ``hooks``: ``fault``,
@@ -126,8 +143,9 @@ def unavailable(out: Outcome | None) -> None:
     assert "nothing was written" in out.rejection.reason, out
 
 
-class StoreContract:
-    """Subclass in a module that defines the ``backend`` fixture."""
+class StoreContract(KvContract):
+    """Subclass in a module that defines the ``backend`` fixture (the kv
+    layer's tests, tests/store/kv_contract.py, come with it)."""
 
     # --- L1-4: acknowledged means durable and visible ---------------------------------
 
