@@ -38,7 +38,7 @@ class _Sql:
         self.get = f"SELECT value FROM {t} WHERE key = %s"
         self.count = f"SELECT count(*) FROM {t}"
         self.put = f"INSERT INTO {t} (key, value) VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value"
-        self.insert = f"INSERT INTO {t} (key, value) VALUES (%s, %s)"
+        self.insert = f"INSERT INTO {t} (key, value) VALUES (%s, %s) ON CONFLICT (key) DO NOTHING"
         self.delete = f"DELETE FROM {t} WHERE key = %s"
         self.clear = f"DELETE FROM {t}"
         # (reverse, values, lower op, has upper bound) -> a page query
@@ -158,11 +158,11 @@ class PgTx(PgSnapshot):
     def put(self, table: str, key: bytes, value: bytes) -> None:
         s = _sql(table)
         # The log is append only: a fact is never replaced — a second write of
-        # one seq fails (unique violation), it does not overwrite.
+        # one seq leaves the first (as LMDB's overwrite=False; the kv contract).
         self._pending.append((s.insert if table == "log" else s.put, (key, value)))
         k = (table, key)
         if table == "log" and self._known.get(k, b"") is not None:
-            self._known.pop(k, None)  # not known absent: the insert may fail when sent, the first fact stays
+            self._known.pop(k, None)  # not known absent: the first fact may be there and stays
             return
         self._known[k] = value
 
