@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Any
 
 __all__ = ["open_store", "is_pg_url"]
@@ -22,6 +23,12 @@ def open_store(url: Any, data_dir: str, *, map_size_mb: int = 10240, readonly: b
     if hasattr(url, "storage"):  # a Config
         url = url.storage.url
     if is_pg_url(url):
+        if importlib.util.find_spec("psycopg") is None:
+            from .integrity import StoreDamaged
+
+            raise StoreDamaged(
+                "a PostgreSQL store needs psycopg 3, which is not installed: pip install 'kungfud[postgresql]'"
+            ) from None
         from .postgres import PgStore
 
         return PgStore(url, data_dir, readonly=readonly, lock=lock)

@@ -1,6 +1,6 @@
 """The PostgreSQL backend's key-value layer and schema (docs/storage.md
 "PostgreSQL"): key order is unsigned byte order, scans page lazily and both
-ways, the log is never replaced, savepoints nest, one writer at a time across
+ways, the log is never replaced (the first fact stays), savepoints nest, one writer at a time across
 stores, the schema is created once and a newer one refused."""
 
 from __future__ import annotations
@@ -86,8 +86,11 @@ def test_put_replaces_delete_and_clear_remove_and_a_log_row_is_never_replaced(st
     _write(store, lambda tx: (tx.put("objects", b"k", b"1"), tx.put("objects", b"k", b"2"), tx.put("log", b"1", b"f")))
     w = store.begin_write()
     assert w.tx.get("objects", b"k") == b"2"
-    with pytest.raises(psycopg.errors.UniqueViolation):
-        w.tx.put("log", b"1", b"other")
+    w.tx.put("log", b"1", b"other")  # the first fact stays (the kv contract, as LMDB)
+    assert w.tx.get("log", b"1") == b"f"
+    w.commit()
+    w = store.begin_write()
+    assert w.tx.get("log", b"1") == b"f"
     w.abort()
     _write(store, lambda tx: tx.delete("objects", b"k"))
     _write(store, lambda tx: tx.clear("log"))
@@ -101,7 +104,9 @@ def test_a_nested_transaction_is_a_savepoint(store):
     w.tx.put("objects", b"outer", b"1")
     a = w.nested()
     a.tx.put("objects", b"aborted", b"1")
+    assert a.tx.get("objects", b"aborted") == b"1"
     a.abort()
+    assert w.tx.get("objects", b"aborted") is None  # read again after the savepoint's abort
     b = w.nested()
     b.tx.put("objects", b"kept", b"1")
     b.commit()
@@ -109,6 +114,39 @@ def test_a_nested_transaction_is_a_savepoint(store):
     w = store.begin_write()
     try:
         assert [k for k, _ in w.tx.scan("objects")] == [b"kept", b"outer"]
+    finally:
+        w.abort()
+
+
+def test_a_failed_write_inside_a_savepoint_is_undone_by_its_abort(store):
+    w = store.begin_write()
+    w.tx.put("objects", b"before", b"1")
+    a = w.nested()
+    a.tx.put("objects", b"inside", b"1")
+    a.tx.put("objects", b"bad", None)  # type: ignore[arg-type] — a statement that fails when sent
+    with pytest.raises(psycopg.errors.NotNullViolation):
+        a.commit()
+    a.abort()
+    w.tx.put("objects", b"after", b"1")
+    w.commit()
+    w = store.begin_write()
+    try:
+        assert [k for k, _ in w.tx.scan("objects")] == [b"after", b"before"]
+    finally:
+        w.abort()
+
+
+def test_writes_are_read_back_inside_their_transaction(store):
+    w = store.begin_write()
+    try:
+        w.tx.put("objects", b"a", b"1")
+        assert w.tx.get("objects", b"a") == b"1"
+        w.tx.delete("objects", b"a")
+        assert list(w.tx.scan("objects")) == []
+        w.tx.put("objects", b"b", b"2")
+        assert w.tx.count("objects") == 1
+        w.tx.clear("objects")
+        assert w.tx.get("objects", b"b") is None
     finally:
         w.abort()
 
@@ -195,3 +233,20 @@ def test_a_newer_schema_or_format_is_refused_with_a_message(pg_server, tmp_path)
 def test_an_unreachable_server_is_a_clear_error_at_start(tmp_path):
     with pytest.raises(StoreDamaged, match="cannot connect to PostgreSQL at postgresql://u:\\*\\*\\*@127.0.0.1:1/x"):
         PgStore("postgresql://u:secret@127.0.0.1:1/x", str(tmp_path / "n"))
+
+
+def test_a_write_transaction_with_a_failed_statement_never_reports_a_commit(store):
+    """PostgreSQL answers COMMIT of a failed transaction by rolling back without
+    an error; the backend must raise instead, so nothing is acknowledged (L1-4)."""
+    w = store.begin_write()
+    w.tx.put("objects", b"k", b"1")
+    w.tx.put("objects", b"bad", None)  # type: ignore[arg-type] — a statement that fails when sent
+    with pytest.raises(psycopg.errors.NotNullViolation):
+        w.tx.count("log")
+    with pytest.raises(RuntimeError, match="nothing was written"):
+        w.commit()
+    w = store.begin_write()  # the store writes on afterwards
+    try:
+        assert w.tx.get("objects", b"k") is None
+    finally:
+        w.abort()

@@ -174,3 +174,14 @@ def test_backup_of_a_postgresql_store_says_to_use_pg_dump(pg_server, tmp_path):
     assert "pg_dump -Fc" in out.stderr and "pg_restore" in out.stderr
     assert "secret" not in out.stderr
     assert not (tmp_path / "b").exists()
+
+
+def test_serve_and_check_on_an_unreachable_postgresql_exit_2_with_a_message_and_no_password(tmp_path):
+    url = "postgresql://kf:secret@127.0.0.1:1/kungfu"
+    out = kungfud("serve", "--store", url, "--data-dir", str(tmp_path / "n"), "--listen", "127.0.0.1:0", timeout=60)
+    assert out.returncode == 2
+    assert "cannot connect to PostgreSQL at postgresql://kf:***@127.0.0.1:1/kungfu" in out.stderr
+    out = kungfud("check", "--store", url, "--data-dir", str(tmp_path / "n"))
+    assert out.returncode == 2 and "cannot connect to PostgreSQL" in out.stderr
+    assert "secret" not in out.stderr + out.stdout
+    assert "Traceback" not in out.stderr

@@ -14,9 +14,15 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterator
 
+from psycopg.pq import TransactionStatus
+
 from .schema import LOCK_WRITER, table
 
-__all__ = ["PgSnapshot", "PgTx", "PgWriteTxn"]
+__all__ = ["PgSnapshot", "PgTx", "PgWriteTxn", "WriteFailed"]
+
+
+class WriteFailed(RuntimeError):
+    """The write transaction cannot commit: one of its statements failed."""
 
 _FIRST_PAGE = 16
 _MAX_PAGE = 1000
@@ -32,7 +38,7 @@ class _Sql:
         self.get = f"SELECT value FROM {t} WHERE key = %s"
         self.count = f"SELECT count(*) FROM {t}"
         self.put = f"INSERT INTO {t} (key, value) VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value"
-        self.insert = f"INSERT INTO {t} (key, value) VALUES (%s, %s)"
+        self.insert = f"INSERT INTO {t} (key, value) VALUES (%s, %s) ON CONFLICT (key) DO NOTHING"
         self.delete = f"DELETE FROM {t} WHERE key = %s"
         self.clear = f"DELETE FROM {t}"
         # (reverse, values, lower op, has upper bound) -> a page query
@@ -67,13 +73,18 @@ class PgSnapshot:
     def __init__(self, cursor: Any):
         self._cur = cursor
 
+    def _flush(self) -> None:
+        """Send the writes not sent yet (a write transaction's; none here)."""
+
     def get(self, table: str, key: bytes) -> bytes | None:
+        self._flush()
         cur = self._cur
         cur.execute(_sql(table).get, (key,))
         row = cur.fetchone()
         return None if row is None else row[0]
 
     def count(self, table: str) -> int:
+        self._flush()
         cur = self._cur
         cur.execute(_sql(table).count)
         return cur.fetchone()[0]
@@ -89,6 +100,7 @@ class PgSnapshot:
         low, lo, hi = ">=", start, stop
         while True:
             params: tuple = (lo,) if hi is None else (lo, hi)
+            self._flush()
             cur.execute(pages[(reverse, values, low, hi is not None)], (*params, n))
             rows = cur.fetchall()
             for row in rows:
@@ -103,21 +115,66 @@ class PgSnapshot:
 
 
 class PgTx(PgSnapshot):
-    """The planner's and the engine's Tx over the open write transaction."""
+    """The planner's and the engine's Tx over the open write transaction.
 
-    __slots__ = ()
+    Writes are queued and sent together (one pipeline, one round trip) before
+    the next read, savepoint release or commit, so an action's rows cost one
+    round trip, not one each. A write that fails (a unique violation on the
+    log, a lost connection) raises there; the transaction is then failed and
+    cannot commit (:class:`PgWriteTxn`), so nothing of it is acknowledged."""
+
+    __slots__ = ("_pending", "_known")
+
+    def __init__(self, cursor: Any, pending: list, known: dict):
+        super().__init__(cursor)
+        self._pending = pending  # shared by the transaction and its savepoints
+        # (table, key) -> value or None, as this transaction last read or wrote
+        # it: exact, since the writer lock keeps every other writer out until
+        # the end (a savepoint's abort forgets it all).
+        self._known = known
+
+    def get(self, table: str, key: bytes) -> bytes | None:
+        known = self._known
+        k = (table, key)
+        if k in known:
+            return known[k]
+        value = known[k] = PgSnapshot.get(self, table, key)
+        return value
+
+    def _flush(self) -> None:
+        pending = self._pending
+        if not pending:
+            return
+        ops = pending[:]
+        pending.clear()
+        cur = self._cur
+        if len(ops) == 1:
+            cur.execute(*ops[0])
+            return
+        with cur.connection.pipeline():
+            for sql, params in ops:
+                cur.execute(sql, params)
 
     def put(self, table: str, key: bytes, value: bytes) -> None:
         s = _sql(table)
         # The log is append only: a fact is never replaced — a second write of
-        # one seq fails (unique violation), it does not overwrite.
-        self._cur.execute(s.insert if table == "log" else s.put, (key, value))
+        # one seq leaves the first (as LMDB's overwrite=False; the kv contract).
+        self._pending.append((s.insert if table == "log" else s.put, (key, value)))
+        k = (table, key)
+        if table == "log" and self._known.get(k, b"") is not None:
+            self._known.pop(k, None)  # not known absent: the first fact may be there and stays
+            return
+        self._known[k] = value
 
     def delete(self, table: str, key: bytes) -> None:
-        self._cur.execute(_sql(table).delete, (key,))
+        self._pending.append((_sql(table).delete, (key,)))
+        self._known[(table, key)] = None
 
     def clear(self, table: str) -> None:
-        self._cur.execute(_sql(table).clear)
+        self._pending.append((_sql(table).clear, None))
+        known = self._known
+        for k in [k for k in known if k[0] == table]:
+            del known[k]
 
 
 class PgWriteTxn:
@@ -125,13 +182,17 @@ class PgWriteTxn:
 
     __slots__ = ("tx", "_conn", "_depth", "_savepoint", "_done", "_release")
 
-    def __init__(self, conn: Any, release: Callable[[Any, bool], None], depth: int = 0):
+    def __init__(
+        self, conn: Any, release: Callable[[Any, bool], None], depth: int = 0, parent: "PgTx | None" = None
+    ):
         self._conn = conn
         self._depth = depth
         self._savepoint = f"kf_sp{depth}" if depth else None
         self._release = release  # at the top level's end: store's hook (the connection, whether it ended cleanly)
         self._done = False
-        self.tx = PgTx(conn.cursor())
+        self.tx = PgTx(conn.cursor(binary=True), [], {}) if parent is None else PgTx(
+            parent._cur, parent._pending, parent._known
+        )
 
     @classmethod
     def begin(cls, conn: Any, release: Callable[[Any, bool], None]) -> "PgWriteTxn":
@@ -142,20 +203,27 @@ class PgWriteTxn:
         return txn
 
     def nested(self) -> "PgWriteTxn":
-        child = PgWriteTxn(self._conn, self._release, self._depth + 1)
-        child.tx._cur.execute(f"SAVEPOINT {child._savepoint}")
+        child = PgWriteTxn(self._conn, self._release, self._depth + 1, self.tx)
+        child.tx._pending.append((f"SAVEPOINT {child._savepoint}", None))  # sent with the next writes
         return child
 
     def commit(self) -> None:
         """Durable when it returns (top level; ``synchronous_commit = on``)."""
         if self._done:
             raise RuntimeError("the transaction is already finished")
-        self._done = True
         if self._savepoint is not None:
-            self.tx._cur.execute(f"RELEASE SAVEPOINT {self._savepoint}")
+            self.tx._pending.append((f"RELEASE SAVEPOINT {self._savepoint}", None))
+            self.tx._flush()  # its writes fail here (then abort() rolls back to it)
+            self._done = True
             return
+        self._done = True
         ok = False
         try:
+            self.tx._flush()
+            if self._conn.info.transaction_status != TransactionStatus.INTRANS:
+                # PostgreSQL answers COMMIT of a failed transaction by rolling
+                # it back without an error: nothing may be reported committed.
+                raise WriteFailed("a statement of this write transaction failed; it was rolled back, nothing was written")
             self._conn.commit()
             ok = True
         finally:
@@ -166,9 +234,15 @@ class PgWriteTxn:
             return
         self._done = True
         if self._savepoint is not None:
+            self.tx._known.clear()  # what it wrote is undone
+            try:
+                self.tx._flush()  # the savepoint itself may still be queued
+            except Exception:
+                pass  # a failed write: rolling back to the savepoint undoes it
             self.tx._cur.execute(f"ROLLBACK TO SAVEPOINT {self._savepoint}")
             self.tx._cur.execute(f"RELEASE SAVEPOINT {self._savepoint}")
             return
+        self.tx._pending.clear()
         ok = False
         try:
             self._conn.rollback()
