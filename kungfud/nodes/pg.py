@@ -67,11 +67,10 @@ class NotifyBus:
         self._dues = False
         self._pending = False
         self._closed = False
-        self._sender = threading.Thread(target=self._send_loop, name="kungfud-notify", daemon=True)
+        self._sender: threading.Thread | None = None  # started with the listener: a bus never started sends nothing
         self._listener: threading.Thread | None = None
         self._listen_conn: psycopg.Connection | None = None
         self.sent = self.received = self.reconnects = 0
-        self._sender.start()
 
     # --- announcing -------------------------------------------------------------------
 
@@ -114,6 +113,8 @@ class NotifyBus:
     # --- listening --------------------------------------------------------------------
 
     def start(self, on_remote: OnRemote) -> None:
+        self._sender = threading.Thread(target=self._send_loop, name="kungfud-notify", daemon=True)
+        self._sender.start()
         self._listener = threading.Thread(target=self._listen_loop, args=(on_remote,), name="kungfud-listen", daemon=True)
         self._listener.start()
 
@@ -158,7 +159,8 @@ class NotifyBus:
         with self._cond:
             self._closed = True
             self._cond.notify_all()
-        self._sender.join(timeout=5)
+        if self._sender is not None:
+            self._sender.join(timeout=5)
         if self._listener is not None:
             self._listener.join(timeout=5)
 
