@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import random
 import threading
 import time
 from typing import TYPE_CHECKING, Any
@@ -30,7 +31,7 @@ import pykka
 
 from ..core.kinds import kind_of
 from ..core.queries import KEYED_BY_AGENT, answers, order
-from ..errors import Rejection
+from ..errors import Rejection, StoreUnavailable
 from ..store import Committed, Failed, Item, Outcome, Replayed, Stale
 from ..store.layout import encode_object
 from ..store.store import View
@@ -45,6 +46,15 @@ __all__ = ["ObjectActor", "Slot", "MAX_ATTEMPTS", "Expire"]
 log = logging.getLogger("kungfud.actors")
 
 MAX_ATTEMPTS = 16
+# Several nodes on one store (issue 16, D140): another node's commits make an
+# action Stale too, and two nodes' actors of one busy object can collide again
+# and again; a larger budget, and a short jittered pause before deciding again.
+SHARED_MAX_ATTEMPTS = 64
+
+# A decision that failed on an overlay another node overtook (D145): held, like
+# a rejection decided on the overlay, until this actor's writes in flight are
+# done, then decided again on what the store holds then.
+_BEHIND = Rejection("internal", "the daemon failed on this request; nothing was written", "retry")
 
 
 class Expire:
@@ -110,9 +120,9 @@ class _Reads:
     """``ctx.get`` over one view and the actor's overlay, recording every version
     read (L5) and the earliest deadline among the Threads and Tasks read (B5)."""
 
-    __slots__ = ("view", "overlay", "expect", "assumed", "states", "valid_until", "owners", "used_overlay")
+    __slots__ = ("view", "overlay", "expect", "assumed", "states", "valid_until", "owners", "used_overlay", "after")
 
-    def __init__(self, view: View, overlay: dict[str, tuple[int, Any, bytes]] | None = None):
+    def __init__(self, view: View, overlay: "dict[str, tuple[int, Any, bytes, Item]] | None" = None):
         self.view = view
         self.overlay = overlay or {}
         self.expect: dict[str, int] = {}
@@ -124,13 +134,19 @@ class _Reads:
         self.valid_until: int | None = None
         self.owners: list[str] = []  # Threads and Tasks read that have a running deadline
         self.used_overlay = False
+        # The in-flight items whose overlay states this decision read (D145).
+        self.after: dict[int, Item] = {}
 
     def query(self, name: str, key: str, limit: int | None = None, party: str | None = None) -> list[Any]:
         """A named query (Ctx.query, core/queries.py): the view's index rows,
         with the overlay's in-flight objects answering for themselves. It
         records no version: the decision's read of the Thread (or
         ``ag_….threads``) guards it (D90, D93)."""
-        mine = [(obj, entry[1]) for obj, entry in self.overlay.items() if _may_answer(obj, name, key)]
+        mine = []
+        for obj, entry in self.overlay.items():
+            if _may_answer(obj, name, key):
+                mine.append((obj, entry[1]))
+                self.after[id(entry[3])] = entry[3]
         rows = self.view.query(name, key, limit, party, {obj for obj, _ in mine})
         if not mine:
             return [answer for answer, _ in rows]
@@ -151,6 +167,7 @@ class _Reads:
             entry = self.overlay[obj]
             version, state = entry[0], entry[1]
             self.assumed[obj] = entry[2]
+            self.after[id(entry[3])] = entry[3]
             self.used_overlay = True
         else:
             try:
@@ -195,8 +212,11 @@ class ObjectActor(pykka.ThreadingActor):
         self.key = key
         self.slot = slot
         self.owns_deadlines = _owns_deadlines(key)
+        self.shared = getattr(getattr(runtime, "nodes", None), "shared", False)
+        self.max_attempts = SHARED_MAX_ATTEMPTS if self.shared else MAX_ATTEMPTS
         # Pipelining state; touched only on this actor's thread.
-        self.overlay: dict[str, tuple[int, Any, bytes]] = {}  # obj -> (version, state, stored form)
+        # obj -> (version, state, stored form, the in-flight item that writes it)
+        self.overlay: dict[str, tuple[int, Any, bytes, Item]] = {}
         self.inflight = 0
         self.submitted = 0
         self.done = 0
@@ -228,12 +248,19 @@ class ObjectActor(pykka.ThreadingActor):
                 self.deferred.append(message if isinstance(message, (Expire, _Run)) else _Run(message))
             else:
                 self._dispatch(message)
-        except Exception:
-            log.exception("actor %s failed on %s", self.key, getattr(message, "op", message))
+        except Exception as e:
+            unreachable = isinstance(e, StoreUnavailable)  # a store down or restarting: retry, not a bug
+            if unreachable:
+                log.warning("actor %s: %s", self.key, e)
+            else:
+                log.exception("actor %s failed on %s", self.key, getattr(message, "op", message))
             job = message.job if isinstance(message, _Run) else message if hasattr(message, "reply") else None
             if job is not None and job.reply is not None:
                 try:
-                    job.reply(Failed(Rejection("internal", "the daemon failed on this request; nothing was written", "retry")))
+                    job.reply(Failed(
+                        e.rejection() if unreachable
+                        else Rejection("internal", "the daemon failed on this request; nothing was written", "retry")
+                    ))
                 except Exception:
                     log.exception("reply failed")
         finally:
@@ -279,12 +306,35 @@ class ObjectActor(pykka.ThreadingActor):
 
     def _release_held(self) -> None:
         keep = []
+        again = []
         for barrier, epoch, run, rejection in self.held:
             if self.done >= barrier and epoch == self.epoch:
-                self._reply(run, self._held_outcome(run, rejection))
+                if rejection is _BEHIND:
+                    again.append(_Run(run.job, run.attempt + 1))
+                else:
+                    self._reply(run, self._held_outcome(run, rejection))
             else:
                 keep.append((barrier, epoch, run, rejection))
         self.held = keep
+        for run in again:
+            if self.draining:
+                self.deferred.append(run)
+            else:
+                self._dispatch(run)
+
+    def _decide(self, decide: Any, reads: "_Reads") -> Any:
+        """``decide()``, except that on a shared store a failure of a decision
+        that read this actor's overlay of in-flight writes is taken for what it
+        most likely is: another node's commit overtook an overlay entry, and the
+        decision mixed it with the store (D145). It returns ``_BEHIND`` then,
+        for the caller to hold and decide again."""
+        try:
+            return decide()
+        except Exception:
+            if self.shared and reads.used_overlay and self.inflight > 0:
+                log.debug("actor %s: a decision on an overtaken overlay failed; deciding again", self.key, exc_info=True)
+                return _BEHIND
+            raise
 
     def _held_outcome(self, run: _Run, rejection: Rejection) -> Outcome:
         """A held rejection may have been decided while the first attempt of the
@@ -305,17 +355,23 @@ class ObjectActor(pykka.ThreadingActor):
 
     # --- deciding --------------------------------------------------------------
 
-    def _expire_own(self, now: int) -> None:
-        """Record (pipelined) every expiry of this actor's object due at ``now``."""
+    def _expire_own(self, now: int) -> bool:
+        """Record (pipelined) every expiry of this actor's object due at ``now``.
+        True when that could not be decided yet (``_BEHIND``: a sweep is held)."""
         command, op = _expiry(self.key)
         with self.runtime.store.read() as view:
             reads = _Reads(view, self.overlay)
             state = reads.get(self.key)
             if state is None or not _is_due(reads, self.key, state, now):
-                return
-            decision = ACTIONS[op].decide(command(self.key), self.runtime.ctx(None, now, reads.get, reads.query))
+                return False
+            ctx = self.runtime.ctx(None, now, reads.get, reads.query)
+            decision = self._decide(lambda: ACTIONS[op].decide(command(self.key), ctx), reads)
+        if decision is _BEHIND:
+            self.held.append((self.submitted, self.epoch, _Run(None), _BEHIND))
+            return True
         if not isinstance(decision, Rejection):
             self._submit(_Run(None), None, b"", decision, reads, None)
+        return False
 
     def _run(self, run: _Run) -> None:
         job = run.job
@@ -323,22 +379,26 @@ class ObjectActor(pykka.ThreadingActor):
             if self.owns_deadlines and run.attempt < MAX_ATTEMPTS:
                 self._expire_own(self.runtime.clock())
             return
-        if run.attempt >= MAX_ATTEMPTS:
+        if run.attempt >= self.max_attempts:
             self._reply(run, _unavailable("the object changed concurrently too often; retry"))
             return
+        if self.shared and run.attempt >= 2:  # D140: let the other node's writes pass
+            time.sleep(random.uniform(0, min(run.attempt, 8)) / 1000)
         spec = ACTIONS[job.op]
         rt = self.runtime
         while True:
             now = rt.clock()
-            if self.owns_deadlines:
-                self._expire_own(now)  # L4-3: the deadline wins over this action
+            if self.owns_deadlines and self._expire_own(now):  # L4-3: the deadline wins over this action
+                self.held.append((self.submitted, self.epoch, run, _BEHIND))  # after the held sweep
+                return
             with rt.store.read() as view:
                 if job.scope is not None and (rec := view.receipt(job.scope)) is not None:
                     self._reply(run, Replayed(rec.result) if rec.req_hash == job.req_hash else Failed(mismatch()))
                     return
                 reads = _Reads(view, self.overlay)
                 caller = reads.get(job.caller) if job.caller is not None else None
-                decision = spec.decide(job.command, rt.ctx(caller, now, reads.get, reads.query))
+                ctx = rt.ctx(caller, now, reads.get, reads.query)
+                decision = self._decide(lambda: spec.decide(job.command, ctx), reads)
             if reads.valid_until is not None and reads.valid_until <= now:
                 # The decision read another Thread or Task with a deadline due
                 # (e.g. a deactivation): record those expiries, then decide again.
@@ -351,6 +411,9 @@ class ObjectActor(pykka.ThreadingActor):
                 run = _Run(job, run.attempt + 1)
                 continue
             break
+        if decision is _BEHIND:
+            self.held.append((self.submitted, self.epoch, run, _BEHIND))
+            return
         if isinstance(decision, Rejection):
             if reads.used_overlay and self.inflight > 0:
                 self.held.append((self.submitted, self.epoch, run, decision))
@@ -370,33 +433,32 @@ class ObjectActor(pykka.ThreadingActor):
             for obj in fact.objects():
                 counts[obj] = counts.get(obj, 0) + 1
         versions = {obj: expect[obj] + n for obj, n in counts.items()}
-        encoded = {}
-        for obj, version in versions.items():
-            state = decision.states[obj]
-            encoded[obj] = stored = encode_object(version, state)
-            self.overlay[obj] = (version, state, stored)
-        self.inflight += 1
-        self.submitted += 1
+        encoded = {obj: encode_object(version, decision.states[obj]) for obj, version in versions.items()}
 
         def finished(outcome: Outcome) -> None:  # on the writer thread
             if not isinstance(outcome, Stale):
                 self._reply(run, outcome)  # the commit is durable: answer now
             self._post_done(_Done(run, outcome, versions))
 
-        self.runtime.writer.submit(
-            Item(
-                scope=scope,
-                req_hash=req_hash,
-                facts=decision.facts,
-                states=decision.states,
-                expect=expect,
-                result=decision.result,
-                done=finished,
-                valid_until=valid_until,
-                assumed=reads.assumed or None,
-                encoded=encoded,
-            )
+        item = Item(
+            scope=scope,
+            req_hash=req_hash,
+            facts=decision.facts,
+            states=decision.states,
+            expect=expect,
+            result=decision.result,
+            done=finished,
+            valid_until=valid_until,
+            assumed=reads.assumed or None,
+            encoded=encoded,
+            # Another node may write what this decision read from the overlay (D145).
+            after=list(reads.after.values()) if self.shared and reads.after else None,
         )
+        for obj, version in versions.items():
+            self.overlay[obj] = (version, decision.states[obj], encoded[obj], item)
+        self.inflight += 1
+        self.submitted += 1
+        self.runtime.writer.submit(item)
 
     def _post_done(self, d: _Done) -> None:
         """Hand an outcome to this actor (writer thread): one wake-up message

@@ -139,21 +139,25 @@ def migrate(store: Backend, old: bytes) -> None:
     )
 
 
-def run_check(data_dir: str, *, rebuild: bool = False, map_size_mb: int = 10240) -> int:
+def run_check(data_dir: str, *, rebuild: bool = False, map_size_mb: int = 10240, url: str = "lmdb") -> int:
     """Exit status: 0 consistent (or rebuilt), 1 differences or a damaged fact
     log, 2 no store or a store that is not whole (integrity.py). Never a
-    traceback: every failure is a message."""
+    traceback: every failure is a message. ``url``: the store (open.py)."""
+    from .open import is_pg_url, open_store
+
     do_rebuild = rebuild
-    if not os.path.isdir(os.path.join(data_dir, "lmdb")):
+    pg = is_pg_url(url)
+    if not pg and not os.path.isdir(os.path.join(data_dir, "lmdb")):
         print(f"kungfud check: no kungfud data in {data_dir}", file=sys.stderr)
         return 2
     try:
         # Without --rebuild, open read-only and take no lock: it can run beside a
         # live daemon, reading one consistent snapshot. Either way the store is
-        # checked whole before any page is read (Store, integrity.py).
-        from .store import Store  # the LMDB backend
-
-        store = Store(data_dir, map_size_mb=map_size_mb, lock=do_rebuild, readonly=not do_rebuild)
+        # checked whole before any page is read (Store, integrity.py). On
+        # PostgreSQL no node-local lock: --rebuild wants every node stopped.
+        store = open_store(
+            url, data_dir, map_size_mb=map_size_mb, lock=do_rebuild and not pg, readonly=not do_rebuild
+        )
     except Exception as e:
         print(f"kungfud check: {e}", file=sys.stderr)
         return 2

@@ -87,6 +87,12 @@ class Item:
     # The stored form of each new state as the decider encoded it (version
     # included), if it did: equal bytes prove the fold check cheaply.
     encoded: dict[str, bytes] | None = None
+    # The in-flight items whose states this decision read from its actor's
+    # overlay: it is written only after each of them was (else Stale). Bytes
+    # equal to the assumed ones are not proof when another node writes too
+    # (D145). Dropped once the outcome is reported.
+    after: list["Item"] | None = None
+    written: bool = False  # set by the writer once this item's batch committed
 
     def __post_init__(self) -> None:
         if self.assumed is None:  # callers pass None for "read nothing from an overlay"

@@ -113,13 +113,14 @@ class BatchState:
     every object written so far (so later actions of the batch need not read
     them)."""
 
-    __slots__ = ("first_seq", "seq", "written", "decoded")
+    __slots__ = ("first_seq", "seq", "written", "decoded", "items")
 
     def __init__(self, seq: int):
         self.first_seq = seq
         self.seq = seq
         self.written: dict[str, bytes] = {}
         self.decoded: dict[str, tuple[int, Any]] = {}  # the same objects, decoded
+        self.items: set[int] = set()  # id() of the items written so far in this batch
 
     @classmethod
     def open(cls, tx: Tx) -> "BatchState":
@@ -134,6 +135,7 @@ class BatchState:
         """Record a written action (after its writes succeeded)."""
         if plan.facts:
             self.seq = plan.seq
+        self.items.add(id(plan.item))
         for o in plan.objects:
             self.written[o.id] = o.stored
             self.decoded[o.id] = (o.version, o.state)
@@ -150,6 +152,8 @@ def plan(batch: BatchState, tx: Tx, item: Item, now: Callable[[], int]) -> Plan 
             return Replayed(rec.result) if rec.req_hash == item.req_hash else Failed(mismatch())
     if item.valid_until is not None and now() >= item.valid_until:
         return Stale("deadline")  # B5: a deadline the decision did not apply has come due; decide again
+    if item.after and not all(p.written or id(p) in batch.items for p in item.after):
+        return Stale("overlay")  # decided on an in-flight write that was not written (D145)
     old = _read_expected(batch, tx, item)
     if isinstance(old, Stale):
         return old

@@ -220,6 +220,8 @@ class Writer:
     def _finish_batch(self, batch: list[Item], outcomes: list[Outcome], written: list[Plan]) -> None:
         self.batches += 1
         self.items += len(batch)
+        for p in written:
+            p.item.written = True
         events = [e for p in written for e in p.events()]
         dues = [d for p in written for d in p.dues]
         if events and self.on_events is not None:
@@ -248,6 +250,7 @@ class Writer:
 
     @staticmethod
     def _report(item: Item, outcome: Outcome) -> None:
+        item.after = None  # needed only to plan it: no chain of items is kept alive
         try:
             item.done(outcome)  # type: ignore[misc]
         except Exception:  # a reply path must never take the writer down
