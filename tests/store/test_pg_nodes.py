@@ -111,3 +111,48 @@ def test_two_nodes_commit_concurrently_and_a_reader_on_a_third_never_sees_a_seq_
             w.stop()
         for s in nodes:
             s.close()
+
+
+@pytest.mark.rules("L1-4", "L2-1")
+def test_postgresql_going_down_in_the_middle_of_a_batch_fails_it_unavailable_never_internal(pg_server, tmp_path):
+    """A crash of the server while the writer plans a batch: every action of it
+    is answered ``unavailable`` (nothing acknowledged, nothing half-written),
+    none ``internal``; once the server is back the next batch commits."""
+    from kungfud.store import Failed
+
+    store = PgStore(pg_server.new_database(), str(tmp_path / "n"))
+    try:
+        ids = Ids()
+        reg = register_item(ids, "reg")
+        box: list = []
+        reg.done = box.append
+        Writer(store).write_batch([reg])  # on this thread (no writer thread runs)
+        agent = msgspec.json.decode(box[0].result)["agent"]
+        items = [create_item(store, agent, ids, f"c{i}", b'{"i":%d}' % i) for i in range(6)]
+        outcomes: list = [None] * len(items)
+        for i, item in enumerate(items):
+            item.done = lambda o, i=i: outcomes.__setitem__(i, o)
+        seen = []
+
+        def on_item(item, tx):
+            seen.append(item)
+            if len(seen) == 3:
+                pg_server.stop()  # a crash (-m immediate) with two actions of the batch written
+
+        try:
+            Writer(store, on_item=on_item).write_batch(items)
+        finally:
+            if not pg_server.running():
+                pg_server.start()
+        assert all(isinstance(o, Failed) and o.rejection.code == "unavailable" for o in outcomes), outcomes
+        with store.read() as view:
+            assert view.last_seq() == 1 and sum(1 for _ in view.memories_of(agent, None)) == 0
+        again = [create_item(store, agent, ids, f"d{i}", b'{"i":%d}' % i) for i in range(3)]
+        got: list = [None] * 3
+        for i, item in enumerate(again):
+            item.done = lambda o, i=i: got.__setitem__(i, o)
+        Writer(store).write_batch(again)
+        assert all(isinstance(o, Committed) for o in got), got
+        assert compare(store, expected_indexes(store)) == []
+    finally:
+        store.close()

@@ -21,6 +21,7 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import select
 import threading
 from contextlib import contextmanager
 from typing import Any, Iterator
@@ -54,6 +55,19 @@ def redact_url(url: str) -> str:
     netloc = parts.netloc.rsplit("@", 1)
     user = (parts.username or "") + ":***"
     return urlunsplit(parts._replace(netloc=f"{user}@{netloc[-1]}"))
+
+
+def _idle_ok(conn: psycopg.Connection) -> bool:
+    """Whether an idle connection still looks usable: nothing to read on its
+    socket (a server that shut down or restarted left an error or end of file
+    there). One poll, no round trip."""
+    if conn.closed or conn.broken:
+        return False
+    try:
+        readable, _, _ = select.select([conn.pgconn.socket], [], [], 0)
+    except (OSError, ValueError, psycopg.Error):
+        return False
+    return not readable
 
 
 def _lost(e: BaseException) -> bool:
@@ -147,9 +161,14 @@ class PgStore:
         return conn
 
     def _take(self) -> psycopg.Connection:
-        with self._pool_lock:
-            if self._pool:
-                return self._pool.pop()
+        while True:
+            with self._pool_lock:
+                if not self._pool:
+                    break
+                conn = self._pool.pop()
+            if _idle_ok(conn):
+                return conn
+            conn.close()  # the server closed it (a restart): connect anew
         return self._connect(write=False)
 
     def _give(self, conn: psycopg.Connection) -> None:
