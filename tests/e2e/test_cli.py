@@ -521,6 +521,7 @@ async def test_wire_cli_lost_connection_twice_exits_13_and_prints_the_key_to_ret
 
 
 @pytest.mark.rules("R8-20")
+@pytest.mark.single_node("restarts the daemon on the same port for a client that reconnects (across nodes: tests/reliability/test_nodes_crash.py)")
 def test_wire_subscribe_cli_watch_resubscribes_with_since_after_the_daemon_restarts(cli, daemon):
     alice, alice_key = cli.register("alice")
     bob, bob_key = cli.register("bob")
