@@ -11,6 +11,14 @@ from .config import ConfigError, load
 __all__ = ["main"]
 
 
+def _workers(text: str) -> int | str:
+    if text == "auto":
+        return text
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of processes, 1 or more, or auto; not {text[:40]!r}")
+    return int(text)
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kungfud", description="Kungfu protocol daemon")
     p.add_argument("--version", action="version", version=f"kungfud {__version__}")
@@ -21,6 +29,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--listen", help="HOST:PORT to listen on; port 0 picks a free one")
     s.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR")
     s.add_argument("--log-format", choices=("text", "json"), default="text", help="text for people, json for collectors")
+    s.add_argument("--workers", type=_workers, help="processes serving the data directory on one port (default 1; auto: one per core)")
+    s.add_argument("--worker", help=argparse.SUPPRESS)  # internal: a worker of --workers N (kungfud.worker)
     c = sub.add_parser("check", help="rebuild every derived index from the facts and report differences")
     c.add_argument("--config")
     c.add_argument("--data-dir")
@@ -53,7 +63,15 @@ def main(argv: list[str] | None = None) -> int:
         from .logs import setup
 
         setup(str(args.log_level), args.log_format)
+        if args.worker is not None:
+            from .worker import run as run_worker
 
+            return run_worker(args.worker)
+        from .supervisor import run as supervise, worker_count
+
+        n = worker_count(args.workers if args.workers is not None else cfg.server.workers)
+        if n > 1:
+            return supervise(cfg, n, ["--log-level", str(args.log_level), "--log-format", args.log_format])
         return run(cfg)
     if args.cmd == "backup":
         from .backup import run_backup

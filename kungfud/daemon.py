@@ -21,7 +21,7 @@ from .server import Server
 from .testing import faults
 from .store import Committed, Item, Store, StoreDamaged
 
-__all__ = ["run", "limits_of", "bootstrap_admin"]
+__all__ = ["run", "serve", "limits_of", "bootstrap_admin", "bind_listener", "checked_store", "new_runtime", "ws_url"]
 
 log = logging.getLogger("kungfud")
 
@@ -103,25 +103,62 @@ def _loop_factory(choice: str) -> tuple[Callable[[], asyncio.AbstractEventLoop] 
     return None, "asyncio"
 
 
-def _bind(cfg: Config) -> socket.socket:
-    """The listening socket, bound before anything is created on disk: a daemon
-    that cannot listen leaves no data directory and no admin key behind. The
-    first address the host resolves to (a numeric host, the documented form,
-    resolves to itself)."""
-    host, port = cfg.listen_addr()
+def bind_listener(host: str, port: int, *, reuse_port: str = "") -> socket.socket:
+    """A listening socket on ``host:port`` (the first address the host resolves
+    to; a numeric host, the documented form, resolves to itself).
+
+    ``reuse_port``: "" binds it alone; "open" binds it alone too (so an address
+    any other socket holds is refused), then lets later sockets join it;
+    "join" joins such a socket (SO_REUSEPORT: the kernel spreads connections
+    over every joined socket; kungfud.supervisor)."""
     family, kind, proto, _, addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
     sock = socket.socket(family, kind, proto)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as asyncio does
         if family == socket.AF_INET6:
             sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        if reuse_port == "join":
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         sock.bind(addr)
+        if reuse_port == "open":
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         sock.listen(100)
         sock.setblocking(False)
     except BaseException:
         sock.close()
         raise
     return sock
+
+
+def _bind(cfg: Config) -> socket.socket:
+    """The listening socket, bound before anything is created on disk: a daemon
+    that cannot listen leaves no data directory and no admin key behind."""
+    return bind_listener(*cfg.listen_addr())
+
+
+def checked_store(cfg: Config, *, lock: bool = True) -> Store:
+    """The store, its log checked; raises what it refuses with (StoreLocked,
+    StoreDamaged, OSError, lmdb errors). ``lock=False``: a worker, which holds
+    the data-dir lock its supervisor took (kungfud.supervisor)."""
+    store = Store(cfg.data_dir, map_size_mb=cfg.storage.map_size_mb, lock=lock)
+    try:
+        store.require_consistent_log()
+    except BaseException:
+        store.close()
+        raise
+    return store
+
+
+def new_runtime(store: Store, cfg: Config, *, worker: int = 0, workers: int = 1) -> Runtime:
+    """The runtime over ``store``. ``rt.worker``: this process's index under
+    ``--workers N`` (1..N; 0 when it serves alone), ``rt.workers``: N (1 alone),
+    for the node mechanisms (kungfud/nodes)."""
+    test_clock = OffsetClock.from_env()  # tests only: KUNGFUD_TEST_CLOCK (kungfud/testing/clock.py)
+    rt = Runtime(store, limits_of(cfg), clock=test_clock or wall_ms)
+    rt.worker, rt.workers = worker, workers  # type: ignore[attr-defined]
+    if test_clock is not None:
+        test_clock.on_advance = rt.clock_thread.wake
+    return rt
 
 
 def run(cfg: Config) -> int:
@@ -136,22 +173,12 @@ def run(cfg: Config) -> int:
         print(f"kungfud: cannot listen on {cfg.server.listen}: {e.strerror or e}", file=sys.stderr)
         return 2
     try:
-        store = Store(cfg.data_dir, map_size_mb=cfg.storage.map_size_mb)
+        store = checked_store(cfg)
     except Exception as e:  # StoreLocked, StoreDamaged, permissions, lmdb errors
         listener.close()
         print(f"kungfud: {e}", file=sys.stderr)
         return 2
-    try:
-        store.require_consistent_log()
-    except StoreDamaged as e:
-        listener.close()
-        store.close()
-        print(f"kungfud: {e}", file=sys.stderr)
-        return 2
-    test_clock = OffsetClock.from_env()  # tests only: KUNGFUD_TEST_CLOCK (kungfud/testing/clock.py)
-    rt = Runtime(store, limits_of(cfg), clock=test_clock or wall_ms)
-    if test_clock is not None:
-        test_clock.on_advance = rt.clock_thread.wake
+    rt = new_runtime(store, cfg)
     rt.start()
     try:
         try:
@@ -165,16 +192,27 @@ def run(cfg: Config) -> int:
             log.info("created admin agent %s; its key is in %s", admin, os.path.join(cfg.data_dir, "admin.key"))
         log.info("event loop: %s", loop_name)
         with asyncio.Runner(loop_factory=factory) as runner:
-            return runner.run(_serve(rt, cfg, listener))
+            return runner.run(serve(rt, cfg, listener))
     finally:
         rt.stop()
         store.close()
 
 
-async def _serve(rt: Runtime, cfg: Config, listener: socket.socket) -> int:
+async def serve(
+    rt: Runtime,
+    cfg: Config,
+    listener: socket.socket,
+    *,
+    private: socket.socket | None = None,
+    control: socket.socket | None = None,
+) -> int:
+    """Serve until SIGTERM/SIGINT. Alone it prints the readiness line on
+    stdout; a worker (``control``: its channel to the supervisor) reports
+    ``ready [URL of private]`` there instead, and stops when the channel
+    reaches EOF (its supervisor is gone)."""
     server = Server(rt, cfg)
     try:
-        host, port = await server.start(sock=listener)
+        host, port = await server.start(sock=listener, private=private)
     except OSError as e:
         listener.close()
         print(f"kungfud: cannot listen on {cfg.server.listen}: {e.strerror or e}", file=sys.stderr)
@@ -183,9 +221,33 @@ async def _serve(rt: Runtime, cfg: Config, listener: socket.socket) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    shown = f"[{host}]" if ":" in host else host
-    print(f"kungfud listening on ws://{shown}:{port}{cfg.server.path}", flush=True)
+    if control is None:
+        print(f"kungfud listening on {ws_url(host, port, cfg)}", flush=True)
+    else:
+        extra = "" if private is None else " " + ws_url(*private.getsockname()[:2], cfg)
+        control.setblocking(True)
+        control.sendall(f"ready{extra}\n".encode())
+        control.setblocking(False)
+
+        def _supervisor_gone() -> None:
+            try:
+                if control.recv(64):
+                    return  # nothing is sent this way; ignored
+            except BlockingIOError:
+                return
+            except OSError:
+                pass
+            loop.remove_reader(control.fileno())
+            log.warning("the supervisor is gone: stopping")
+            stop.set()
+
+        loop.add_reader(control.fileno(), _supervisor_gone)
     await stop.wait()
     log.info("stopping: finishing in-flight requests")
     await server.stop()
     return 0
+
+
+def ws_url(host: str, port: int, cfg: Config) -> str:
+    shown = f"[{host}]" if ":" in host else host
+    return f"ws://{shown}:{port}{cfg.server.path}"

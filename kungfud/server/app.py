@@ -86,6 +86,7 @@ class Server:
         self.intake = Intake(config.limits, time.monotonic)
         self.reads_limit = TokenBucket(config.limits.reads_per_minute, 60.0, time.monotonic)
         self._server: Any = None
+        self._private: Any = None  # a worker's own port (tests only)
         self.metrics = Metrics()
         self.feed = Feed(runtime, self.metrics, max_pending_events)
         self.subscribers = self.feed.subscribers  # agent -> its subscribed connections (metrics read it)
@@ -99,12 +100,21 @@ class Server:
 
     # --- lifecycle ---------------------------------------------------------
 
-    async def start(self, sock: socket.socket | None = None) -> tuple[str, int]:
-        """Serve on ``sock`` (already bound) or bind the configured address."""
+    async def start(self, sock: socket.socket | None = None, private: socket.socket | None = None) -> tuple[str, int]:
+        """Serve on ``sock`` (already bound) or bind the configured address;
+        also on ``private`` (a worker's own port, tests only: kungfud.supervisor)."""
         self.loop = asyncio.get_running_loop()
         self.bridge.start(self.loop, self.feed.publish)
         host, port = (None, None) if sock is not None else self.cfg.listen_addr()
-        self._server = await serve(
+        self._server = await self._listen(host, port, sock)
+        if private is not None:
+            self._private = await self._listen(None, None, private)
+        sock = next(iter(self._server.sockets))
+        addr = sock.getsockname()
+        return addr[0], addr[1]
+
+    async def _listen(self, host: str | None, port: int | None, sock: socket.socket | None) -> Any:
+        return await serve(
             self._handler,
             host,
             port,
@@ -118,9 +128,6 @@ class Server:
             ping_timeout=20,
             server_header="kungfud",
         )
-        sock = next(iter(self._server.sockets))
-        addr = sock.getsockname()
-        return addr[0], addr[1]
 
     async def stop(self, grace_s: float = STOP_WITHIN_S) -> None:
         """Stop accepting, let in-flight requests finish, flush and close every
@@ -132,6 +139,8 @@ class Server:
         # Close only the listening sockets first: websockets' own close() runs
         # once, so it is kept for the final close of every connection.
         self._server.server.close()
+        if self._private is not None:
+            self._private.server.close()
         # In-flight actions get most of the budget; their replies, a flush of
         # every outbox, and the close handshakes share the rest.
         answer_by = deadline - min(3.0, grace_s / 2)
@@ -153,6 +162,8 @@ class Server:
                 # It does not read: no close handshake can get through to it.
                 c.drop()
                 c.abort()
+        if self._private is not None:
+            self._private.close(close_connections=True)  # its connections are in self.connections too
         self._server.close(close_connections=True)
         try:
             await asyncio.wait_for(self._server.wait_closed(), max(0.0, deadline - loop.time()))

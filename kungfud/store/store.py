@@ -122,6 +122,10 @@ class Store:
         )
         try:
             check_env(self.env, data_dir)  # before any transaction reads a page
+            if not readonly:
+                # Free the reader slots of processes that died holding one (a
+                # killed worker of --workers N): they would pin old pages.
+                self.env.reader_check()
             self.dbs: dict[str, Any] = {}
             # An older storage format is migrated once, right after opening (D92).
             self.migrate_from: bytes | None = None
@@ -157,6 +161,13 @@ class Store:
     def close(self) -> None:
         self.env.close()
         self._unlock()
+
+    def hold_lock(self) -> int:
+        """A second descriptor of the data-dir lock, for the caller to keep: the
+        directory stays locked, after close() too, while it is open in any
+        process (a flock belongs to the open file; kungfud.supervisor)."""
+        assert self._lock_fd is not None, "opened without the lock"
+        return os.dup(self._lock_fd)
 
     def _unlock(self) -> None:
         if self._lock_fd is not None:
