@@ -213,7 +213,7 @@ class Cluster:
         self.n = nodes
         clock = data_dir.parent / f"{data_dir.name}.clock" if test_clock else None
         self._turn = 0
-        self._workers: dict[int, tuple[int, str]] = {}  # lmdb2: worker index -> (pid, url)
+        self._workers: dict[int, tuple[int, str]] = {}  # lmdb2: worker index (from 1) -> (pid, url)
         self._changed = threading.Condition()
         if mode == "lmdb2":
             env = {**(env or {}), "KUNGFUD_WORKER_PORTS": "1"}
@@ -260,10 +260,10 @@ class Cluster:
             pass
 
     def _wait_workers(self, timeout: float, gone: tuple[int, int] | None = None) -> None:
-        """Until every worker has announced itself (and worker ``gone``'s pid changed)."""
+        """Until every worker has announced itself (and node ``gone[0]``'s pid is no longer ``gone[1]``)."""
         deadline = time.monotonic() + timeout
         with self._changed:
-            while len(self._workers) < self.n or (gone is not None and self._workers[gone[0]][0] == gone[1]):
+            while len(self._workers) < self.n or (gone is not None and self._node_pid(gone[0]) == gone[1]):
                 left = deadline - time.monotonic()
                 if left <= 0 or self.nodes[0].proc.poll() is not None:
                     raise RuntimeError(
@@ -336,9 +336,13 @@ class Cluster:
             self.nodes[i].kill()
             return pid
         with self._changed:
-            pid = self._workers[i][0]
+            pid = self._node_pid(i)
         _kill9(pid)
         return pid
+
+    def _node_pid(self, i: int) -> int:
+        """lmdb2: the pid of node ``i`` (0-based: the i-th worker by index)."""
+        return self._workers[sorted(self._workers)[i]][0]
 
     def wait_node(self, i: int, old_pid: int, timeout: float = 30.0) -> None:
         """lmdb2: until the supervisor has replaced killed worker ``i``; pg2: start node ``i`` again."""
