@@ -17,7 +17,21 @@ from .store import Store
 __all__ = ["run_backup"]
 
 
-def run_backup(data_dir: str, dest: str) -> int:
+PG_DUMP = (
+    "kungfud backup copies an LMDB store; this store is in PostgreSQL ({where}): back it up with "
+    "PostgreSQL's own tools, e.g. `pg_dump -Fc URL > kungfud.dump` (restore into an empty database with "
+    "`pg_restore -d URL kungfud.dump`), or a replica (docs/operations.md \"Backup and restore\")"
+)
+
+
+def run_backup(data_dir: str, dest: str, *, url: str = "lmdb") -> int:
+    from .store.open import is_pg_url
+
+    if is_pg_url(url):
+        from .store.postgres import redact_url
+
+        print(f"kungfud backup: {PG_DUMP.format(where=redact_url(url))}", file=sys.stderr)
+        return 2
     src = os.path.join(data_dir, "lmdb")
     if not os.path.isfile(os.path.join(src, "data.mdb")):
         print(f"kungfud backup: no kungfud data in {data_dir}", file=sys.stderr)

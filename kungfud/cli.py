@@ -1,4 +1,4 @@
-"""``kungfud`` command line: ``serve``, ``check`` and ``mcp``."""
+"""``kungfud`` command line: ``serve``, ``check``, ``backup``, ``migrate`` and ``mcp``."""
 
 from __future__ import annotations
 
@@ -31,14 +31,21 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--log-format", choices=("text", "json"), default="text", help="text for people, json for collectors")
     s.add_argument("--workers", type=_workers, help="processes serving the data directory on one port (default 1; auto: one per core)")
     s.add_argument("--worker", help=argparse.SUPPRESS)  # internal: a worker of --workers N (kungfud.worker)
+    s.add_argument("--store", help="the store: lmdb (default, under --data-dir) or postgresql://USER@HOST:PORT/DB")
     c = sub.add_parser("check", help="rebuild every derived index from the facts and report differences")
     c.add_argument("--config")
     c.add_argument("--data-dir")
     c.add_argument("--rebuild", action="store_true", help="write the rebuilt indexes (daemon must be stopped)")
+    c.add_argument("--store", help="the store to check: lmdb (under --data-dir) or postgresql://…")
     b = sub.add_parser("backup", help="hot, consistent, compacted copy of the data directory's store")
     b.add_argument("dest", help="an empty directory to write the backup into")
     b.add_argument("--config")
     b.add_argument("--data-dir")
+    b.add_argument("--store", help=argparse.SUPPRESS)  # a PostgreSQL store is backed up with pg_dump
+    m = sub.add_parser("migrate", help="copy a stopped LMDB data directory's store into an empty PostgreSQL store")
+    m.add_argument("--to", required=True, metavar="URL", help="postgresql://USER@HOST:PORT/DB of an empty database")
+    m.add_argument("--config")
+    m.add_argument("--data-dir")
     # --- mcp: MCP server (stdio, or --http) bridging to a running daemon (optional extra `mcp`) ---
     from .mcp import add_arguments as mcp_arguments  # does not import the MCP SDK
 
@@ -54,7 +61,9 @@ def main(argv: list[str] | None = None) -> int:
 
         return mcp_main(args)
     try:
-        cfg = load(args.config, data_dir=args.data_dir, listen=getattr(args, "listen", None))
+        cfg = load(
+            args.config, data_dir=args.data_dir, listen=getattr(args, "listen", None), store=getattr(args, "store", None)
+        )
     except ConfigError as e:
         print(f"kungfud: {e}", file=sys.stderr)
         return 2
@@ -76,10 +85,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "backup":
         from .backup import run_backup
 
-        return run_backup(cfg.data_dir, args.dest)
+        return run_backup(cfg.data_dir, args.dest, url=cfg.storage.url)
+    if args.cmd == "migrate":
+        from .store.open import is_pg_url
+
+        if not is_pg_url(args.to):
+            print("kungfud migrate: --to must be a PostgreSQL URL postgresql://USER@HOST:PORT/DB", file=sys.stderr)
+            return 2
+        from .store.postgres.migrate import run_migrate
+
+        return run_migrate(cfg.data_dir, args.to, map_size_mb=cfg.storage.map_size_mb)
     from .store.check import run_check
 
-    return run_check(cfg.data_dir, rebuild=args.rebuild, map_size_mb=cfg.storage.map_size_mb)
+    return run_check(cfg.data_dir, rebuild=args.rebuild, map_size_mb=cfg.storage.map_size_mb, url=cfg.storage.url)
 
 
 if __name__ == "__main__":

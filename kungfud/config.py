@@ -48,6 +48,23 @@ def default_data_dir() -> str:
 class StorageConfig(_Section, frozen=True):
     data_dir: str = ""  # empty: the platform data directory (default_data_dir())
     map_size_mb: Pos = 10_240
+    # Where the store is: "lmdb" (LMDB under data_dir) or a PostgreSQL URL
+    # "postgresql://user@host:port/db" (docs/storage.md "PostgreSQL"); then
+    # data_dir holds only this node's own files.
+    url: str = "lmdb"
+
+
+def check_store_url(url: str) -> str:
+    """``url`` if it names a store kungfud can open, else ConfigError."""
+    from .errors import echo
+
+    if url == "lmdb" or url.startswith(("postgresql://", "postgres://")):
+        return url
+    shown = url.split("://", 1)[0] + "://…" if "://" in url else url  # never echo a password
+    raise ConfigError(
+        f"storage url {echo(shown)!r} is not a store kungfud can open: use \"lmdb\" (the default) "
+        "or a PostgreSQL URL postgresql://USER@HOST:PORT/DATABASE"
+    )
 
 
 class LimitsConfig(_Section, frozen=True):
@@ -114,7 +131,9 @@ def _unknown_key(raw: dict) -> str | None:
     return None
 
 
-def load(path: str | None = None, *, data_dir: str | None = None, listen: str | None = None) -> Config:
+def load(
+    path: str | None = None, *, data_dir: str | None = None, listen: str | None = None, store: str | None = None
+) -> Config:
     raw: dict = {}
     if path is not None:
         try:
@@ -134,5 +153,8 @@ def load(path: str | None = None, *, data_dir: str | None = None, listen: str | 
         cfg = msgspec.structs.replace(cfg, storage=msgspec.structs.replace(cfg.storage, data_dir=data_dir))
     if listen is not None:
         cfg = msgspec.structs.replace(cfg, server=msgspec.structs.replace(cfg.server, listen=listen))
+    if store is not None:
+        cfg = msgspec.structs.replace(cfg, storage=msgspec.structs.replace(cfg.storage, url=store))
     cfg.listen_addr()  # validate
+    check_store_url(cfg.storage.url)
     return cfg

@@ -17,9 +17,12 @@ from .config import Config, ConfigError
 from .core import agent
 from .core.context import Ctx, Limits
 from .core.facts import Decision
+from .nodes import open_nodes
 from .server import Server
 from .testing import faults
-from .store import Committed, Item, Store, StoreDamaged
+from .store import Committed, Item, StoreDamaged
+from .store.interface import Backend
+from .store.open import open_store
 
 __all__ = ["run", "serve", "limits_of", "bootstrap_admin", "bind_listener", "checked_store", "new_runtime", "ws_url"]
 
@@ -63,7 +66,17 @@ def bootstrap_admin(rt: Runtime) -> str | None:
     key to ``DIR/admin.key`` (0600). The key file is written before the agent is
     committed, so a crash in between leaves no admin whose key is lost. A store
     with facts never gets another admin, and an existing ``admin.key`` is never
-    overwritten: a store with no facts beside one is refused (StoreDamaged)."""
+    overwritten: a store with no facts beside one is refused (StoreDamaged).
+    On a store shared by nodes (PostgreSQL) the check and the write hold the
+    store's bootstrap lock, so nodes starting together create one admin (D112)."""
+    lock = getattr(rt.store, "bootstrap_lock", None)
+    if lock is not None:
+        with lock():
+            return _bootstrap_admin(rt)
+    return _bootstrap_admin(rt)
+
+
+def _bootstrap_admin(rt: Runtime) -> str | None:
     if rt.store.last_seq() != 0:
         return None
     key_path = os.path.join(rt.store.data_dir, "admin.key")
@@ -136,11 +149,11 @@ def _bind(cfg: Config) -> socket.socket:
     return bind_listener(*cfg.listen_addr())
 
 
-def checked_store(cfg: Config, *, lock: bool = True) -> Store:
+def checked_store(cfg: Config, *, lock: bool = True) -> Backend:
     """The store, its log checked; raises what it refuses with (StoreLocked,
-    StoreDamaged, OSError, lmdb errors). ``lock=False``: a worker, which holds
+    StoreDamaged, OSError, storage errors). ``lock=False``: a worker, which holds
     the data-dir lock its supervisor took (kungfud.supervisor)."""
-    store = Store(cfg.data_dir, map_size_mb=cfg.storage.map_size_mb, lock=lock)
+    store = open_store(cfg, cfg.data_dir, map_size_mb=cfg.storage.map_size_mb, lock=lock)
     try:
         store.require_consistent_log()
     except BaseException:
@@ -149,12 +162,13 @@ def checked_store(cfg: Config, *, lock: bool = True) -> Store:
     return store
 
 
-def new_runtime(store: Store, cfg: Config, *, worker: int = 0, workers: int = 1) -> Runtime:
+def new_runtime(store: Backend, cfg: Config, *, worker: int = 0, workers: int = 1) -> Runtime:
     """The runtime over ``store``. ``rt.worker``: this process's index under
     ``--workers N`` (1..N; 0 when it serves alone), ``rt.workers``: N (1 alone),
     for the node mechanisms (kungfud/nodes)."""
     test_clock = OffsetClock.from_env()  # tests only: KUNGFUD_TEST_CLOCK (kungfud/testing/clock.py)
-    rt = Runtime(store, limits_of(cfg), clock=test_clock or wall_ms)
+    nodes = open_nodes(cfg.storage.url, cfg.data_dir, workers)  # issue 16: the other nodes
+    rt = Runtime(store, limits_of(cfg), clock=test_clock or wall_ms, nodes=nodes)
     rt.worker, rt.workers = worker, workers  # type: ignore[attr-defined]
     if test_clock is not None:
         test_clock.on_advance = rt.clock_thread.wake
@@ -174,7 +188,7 @@ def run(cfg: Config) -> int:
         return 2
     try:
         store = checked_store(cfg)
-    except Exception as e:  # StoreLocked, StoreDamaged, permissions, lmdb errors
+    except Exception as e:  # StoreLocked, StoreDamaged, permissions, storage errors
         listener.close()
         print(f"kungfud: {e}", file=sys.stderr)
         return 2

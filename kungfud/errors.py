@@ -14,7 +14,7 @@ from typing import Any, Callable, Literal, ParamSpec, TypeVar
 import msgspec
 
 __all__ = [
-    "Code", "Next", "Hint", "Rejection", "Refused", "rejects", "must", "CODES", "NEXT_STEPS", "ECHO_CHARS", "echo",
+    "Code", "Next", "Hint", "Rejection", "Refused", "StoreUnavailable", "rejects", "must", "CODES", "NEXT_STEPS", "ECHO_CHARS", "echo",
 ]
 
 ECHO_CHARS = 64  # client text quoted in a reason is cut to this (WIRE.md "Additions in 1.1")
@@ -96,6 +96,18 @@ class Rejection(msgspec.Struct, frozen=True, omit_defaults=True):
     def too_large(cls, size: int, limit: int, what: str = "content") -> "Rejection":
         """Content over the configured size (L4-6): how big, and the limit."""
         return cls("too_large", f"{what} is {size} bytes encoded; the limit is {limit}", "revise")
+
+
+class StoreUnavailable(Exception):
+    """The store cannot be reached now (a PostgreSQL server down or
+    restarting): raised by a backend's reads, answered ``unavailable`` —
+    never ``internal`` — by whoever answers the request. The backend recovers
+    by itself (a new connection on the next read)."""
+
+    REASON = "the store is unreachable; retry"
+
+    def rejection(self) -> "Rejection":
+        return Rejection.unavailable(self.REASON)
 
 
 class Refused(Exception):

@@ -76,3 +76,16 @@ def test_event_loop_choice_falls_back_or_refuses_clearly_without_uvloop(monkeypa
     assert _loop_factory("auto") == (None, "asyncio")
     with pytest.raises(ConfigError, match="uvloop is not installed"):
         _loop_factory("uvloop")
+
+
+def test_the_storage_url_is_lmdb_or_postgresql_and_anything_else_is_a_clear_error(tmp_path):
+    assert load().storage.url == "lmdb"
+    assert load(store="postgresql://kf@db:5432/kungfu").storage.url == "postgresql://kf@db:5432/kungfu"
+    assert load(store="postgres://kf@db/kungfu").storage.url == "postgres://kf@db/kungfu"
+    f = tmp_path / "pg.toml"
+    f.write_text('[storage]\nurl = "postgresql://kf@db/k"\n')
+    assert load(str(f)).storage.url == "postgresql://kf@db/k"
+    assert load(str(f), store="lmdb").storage.url == "lmdb"  # the flag overrides the file
+    with pytest.raises(ConfigError, match=r"storage url 'mysql://…' is not a store kungfud can open") as e:
+        load(store="mysql://root:secret@db/x")
+    assert "secret" not in str(e.value)  # a password is never echoed

@@ -105,3 +105,17 @@ def test_nothing_outside_the_store_opens_lmdb_or_reaches_into_a_view():
             elif isinstance(node, ast.Attribute) and node.attr in ("txn", "dbs", "_txn", "_dbs"):
                 found.append(f"{where}:{node.lineno} uses .{node.attr}")
     assert not found, "LMDB outside kungfud/store/:\n" + "\n".join(found)
+
+
+def test_only_the_postgresql_backend_and_the_node_mechanisms_import_psycopg():
+    """psycopg is the PostgreSQL backend's (``kungfud/store/postgres/``) and the
+    node mechanisms' (``kungfud/nodes/``): everything else reaches PostgreSQL
+    through the store interface, so a daemon on LMDB never imports it."""
+    allowed = (PKG / "store" / "postgres", PKG / "nodes")
+    found = []
+    for path in sorted(PKG.rglob("*.py")):
+        if any(path.is_relative_to(a) for a in allowed):
+            continue
+        if any(m == "psycopg" or m.startswith("psycopg.") for m in _imports(path)):
+            found.append(str(path.relative_to(PKG.parent)))
+    assert found == [], "psycopg outside the PostgreSQL backend and the node mechanisms: " + ", ".join(found)

@@ -8,6 +8,12 @@ commit adds a deadline. Correctness never depends on it: actors apply due
 expiries before every command and readers never show an expired obligation; the
 clock only makes expiries visible promptly, and after a restart it re-arms
 everything from the index.
+
+With several nodes on one store (issue 16) the clock runs only while its node
+holds the deadline lease (``Runtime.nodes.lease``); the others try to take it
+every LEASE_RETRY_S, so a dead holder is replaced within a few seconds. A
+second clock would do no harm (a second expiry decision is Stale and decided
+again to nothing, L5), only double work.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ log = logging.getLogger("kungfud.clock")
 
 RESEND_MS = 1000  # re-tell an actor whose due deadline is still in the index after this long
 MAX_SLEEP_S = 5.0
+LEASE_RETRY_S = 1.0  # a node without the deadline lease tries to take it this often
 
 
 class DeadlineClock:
@@ -68,12 +75,29 @@ class DeadlineClock:
                     return due, now
         return due, None
 
+    def _hold_lease(self) -> bool:
+        """Whether this node runs the clock now; if not, wait LEASE_RETRY_S
+        (wakes do not shorten it) and say False."""
+        lease = self.rt.nodes.lease
+        try:
+            if lease.try_acquire():
+                return True
+        except Exception:
+            log.exception("taking the deadline lease failed")
+        self._told.clear()  # whoever holds it now tells its own actors
+        with self._cond:
+            if not self._stopped:
+                self._cond.wait_for(lambda: self._stopped, timeout=LEASE_RETRY_S)
+        return False
+
     def _run(self) -> None:
         while True:
             with self._cond:
                 if self._stopped:
                     return
                 self._woken = False  # a wake from here on is kept for the wait below
+            if not self._hold_lease():
+                continue
             now = self.rt.clock()
             try:
                 due, next_due = self._due_rows(now)

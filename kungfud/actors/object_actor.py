@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import random
 import threading
 import time
 from typing import TYPE_CHECKING, Any
@@ -30,7 +31,7 @@ import pykka
 
 from ..core.kinds import kind_of
 from ..core.queries import KEYED_BY_AGENT, answers, order
-from ..errors import Rejection
+from ..errors import Rejection, StoreUnavailable
 from ..store import Committed, Failed, Item, Outcome, Replayed, Stale
 from ..store.layout import encode_object
 from ..store.store import View
@@ -45,6 +46,15 @@ __all__ = ["ObjectActor", "Slot", "MAX_ATTEMPTS", "Expire"]
 log = logging.getLogger("kungfud.actors")
 
 MAX_ATTEMPTS = 16
+# Several nodes on one store (issue 16, D140): another node's commits make an
+# action Stale too, and two nodes' actors of one busy object can collide again
+# and again; a larger budget, and a short jittered pause before deciding again.
+SHARED_MAX_ATTEMPTS = 64
+
+# A decision that failed on an overlay another node overtook (D145): held, like
+# a rejection decided on the overlay, until this actor's writes in flight are
+# done, then decided again on what the store holds then.
+_BEHIND = Rejection("internal", "the daemon failed on this request; nothing was written", "retry")
 
 
 class Expire:
@@ -195,6 +205,8 @@ class ObjectActor(pykka.ThreadingActor):
         self.key = key
         self.slot = slot
         self.owns_deadlines = _owns_deadlines(key)
+        self.shared = getattr(getattr(runtime, "nodes", None), "shared", False)
+        self.max_attempts = SHARED_MAX_ATTEMPTS if self.shared else MAX_ATTEMPTS
         # Pipelining state; touched only on this actor's thread.
         self.overlay: dict[str, tuple[int, Any, bytes]] = {}  # obj -> (version, state, stored form)
         self.inflight = 0
@@ -228,12 +240,19 @@ class ObjectActor(pykka.ThreadingActor):
                 self.deferred.append(message if isinstance(message, (Expire, _Run)) else _Run(message))
             else:
                 self._dispatch(message)
-        except Exception:
-            log.exception("actor %s failed on %s", self.key, getattr(message, "op", message))
+        except Exception as e:
+            unreachable = isinstance(e, StoreUnavailable)  # a store down or restarting: retry, not a bug
+            if unreachable:
+                log.warning("actor %s: %s", self.key, e)
+            else:
+                log.exception("actor %s failed on %s", self.key, getattr(message, "op", message))
             job = message.job if isinstance(message, _Run) else message if hasattr(message, "reply") else None
             if job is not None and job.reply is not None:
                 try:
-                    job.reply(Failed(Rejection("internal", "the daemon failed on this request; nothing was written", "retry")))
+                    job.reply(Failed(
+                        e.rejection() if unreachable
+                        else Rejection("internal", "the daemon failed on this request; nothing was written", "retry")
+                    ))
                 except Exception:
                     log.exception("reply failed")
         finally:
@@ -279,12 +298,35 @@ class ObjectActor(pykka.ThreadingActor):
 
     def _release_held(self) -> None:
         keep = []
+        again = []
         for barrier, epoch, run, rejection in self.held:
             if self.done >= barrier and epoch == self.epoch:
-                self._reply(run, self._held_outcome(run, rejection))
+                if rejection is _BEHIND:
+                    again.append(_Run(run.job, run.attempt + 1))
+                else:
+                    self._reply(run, self._held_outcome(run, rejection))
             else:
                 keep.append((barrier, epoch, run, rejection))
         self.held = keep
+        for run in again:
+            if self.draining:
+                self.deferred.append(run)
+            else:
+                self._dispatch(run)
+
+    def _decide(self, decide: Any, reads: "_Reads") -> Any:
+        """``decide()``, except that on a shared store a failure of a decision
+        that read this actor's overlay of in-flight writes is taken for what it
+        most likely is: another node's commit overtook an overlay entry, and the
+        decision mixed it with the store (D145). It returns ``_BEHIND`` then,
+        for the caller to hold and decide again."""
+        try:
+            return decide()
+        except Exception:
+            if self.shared and reads.used_overlay and self.inflight > 0:
+                log.debug("actor %s: a decision on an overtaken overlay failed; deciding again", self.key, exc_info=True)
+                return _BEHIND
+            raise
 
     def _held_outcome(self, run: _Run, rejection: Rejection) -> Outcome:
         """A held rejection may have been decided while the first attempt of the
@@ -305,17 +347,23 @@ class ObjectActor(pykka.ThreadingActor):
 
     # --- deciding --------------------------------------------------------------
 
-    def _expire_own(self, now: int) -> None:
-        """Record (pipelined) every expiry of this actor's object due at ``now``."""
+    def _expire_own(self, now: int) -> bool:
+        """Record (pipelined) every expiry of this actor's object due at ``now``.
+        True when that could not be decided yet (``_BEHIND``: a sweep is held)."""
         command, op = _expiry(self.key)
         with self.runtime.store.read() as view:
             reads = _Reads(view, self.overlay)
             state = reads.get(self.key)
             if state is None or not _is_due(reads, self.key, state, now):
-                return
-            decision = ACTIONS[op].decide(command(self.key), self.runtime.ctx(None, now, reads.get, reads.query))
+                return False
+            ctx = self.runtime.ctx(None, now, reads.get, reads.query)
+            decision = self._decide(lambda: ACTIONS[op].decide(command(self.key), ctx), reads)
+        if decision is _BEHIND:
+            self.held.append((self.submitted, self.epoch, _Run(None), _BEHIND))
+            return True
         if not isinstance(decision, Rejection):
             self._submit(_Run(None), None, b"", decision, reads, None)
+        return False
 
     def _run(self, run: _Run) -> None:
         job = run.job
@@ -323,22 +371,26 @@ class ObjectActor(pykka.ThreadingActor):
             if self.owns_deadlines and run.attempt < MAX_ATTEMPTS:
                 self._expire_own(self.runtime.clock())
             return
-        if run.attempt >= MAX_ATTEMPTS:
+        if run.attempt >= self.max_attempts:
             self._reply(run, _unavailable("the object changed concurrently too often; retry"))
             return
+        if self.shared and run.attempt >= 2:  # D140: let the other node's writes pass
+            time.sleep(random.uniform(0, min(run.attempt, 8)) / 1000)
         spec = ACTIONS[job.op]
         rt = self.runtime
         while True:
             now = rt.clock()
-            if self.owns_deadlines:
-                self._expire_own(now)  # L4-3: the deadline wins over this action
+            if self.owns_deadlines and self._expire_own(now):  # L4-3: the deadline wins over this action
+                self.held.append((self.submitted, self.epoch, run, _BEHIND))  # after the held sweep
+                return
             with rt.store.read() as view:
                 if job.scope is not None and (rec := view.receipt(job.scope)) is not None:
                     self._reply(run, Replayed(rec.result) if rec.req_hash == job.req_hash else Failed(mismatch()))
                     return
                 reads = _Reads(view, self.overlay)
                 caller = reads.get(job.caller) if job.caller is not None else None
-                decision = spec.decide(job.command, rt.ctx(caller, now, reads.get, reads.query))
+                ctx = rt.ctx(caller, now, reads.get, reads.query)
+                decision = self._decide(lambda: spec.decide(job.command, ctx), reads)
             if reads.valid_until is not None and reads.valid_until <= now:
                 # The decision read another Thread or Task with a deadline due
                 # (e.g. a deactivation): record those expiries, then decide again.
@@ -351,6 +403,9 @@ class ObjectActor(pykka.ThreadingActor):
                 run = _Run(job, run.attempt + 1)
                 continue
             break
+        if decision is _BEHIND:
+            self.held.append((self.submitted, self.epoch, run, _BEHIND))
+            return
         if isinstance(decision, Rejection):
             if reads.used_overlay and self.inflight > 0:
                 self.held.append((self.submitted, self.epoch, run, decision))

@@ -26,6 +26,8 @@ from ..store.interface import Committer
 from ..store.layout import receipt_scope
 from ..store.writer import mismatch
 from ..errors import Rejection
+from ..nodes import Nodes, single
+from ..nodes.link import Link
 from .clock import DeadlineClock
 from .ops import ACTIONS, ROUTE_READS, SERVICE_ACTORS, agent_actor, to_command
 from ..reads import READS
@@ -69,8 +71,13 @@ class Runtime:
         idle_stop_s: float = 60.0,
         max_batch: int = 256,
         fault: Callable[[str], None] | None = None,
+        nodes: Nodes | None = None,
     ):
         self.store = store
+        # The other nodes on this store (issue 16): one by default (no work at all).
+        self.nodes = nodes or single()
+        self._shared = self.nodes.shared
+        self.link = Link(self.nodes, self.last_seq)
         self.limits = limits
         self.clock = clock
         self._id_lock = threading.Lock()
@@ -82,10 +89,11 @@ class Runtime:
             store,
             max_batch=max_batch,
             clock=clock,
-            on_deadline=lambda _due: self.clock_thread.wake(),  # the clock reads the index itself
+            on_deadline=self._on_deadline,
             on_events=self._publish,
             fault=fault,  # tests only (storage fault injection)
         )
+        self.link.clock = self.clock_thread.wake  # another node added a deadline
         # Set by the server: receives each commit's events (writer thread).
         self.event_sink: Callable[[list[tuple[str, int, bytes]]], None] | None = None
 
@@ -93,21 +101,35 @@ class Runtime:
         self.writer.start()
         self.registry.start()
         self.clock_thread.start()  # re-arms every stored deadline (after a restart too)
+        self.link.start()
 
     def stop(self) -> None:
-        """Stop the clock and actors (they finish queued jobs), then drain the writer."""
+        """Stop the clock and actors (they finish queued jobs), then drain the
+        writer; then leave the other nodes (the deadline lease too)."""
         self.clock_thread.stop()
         self.registry.stop()
         self.writer.stop()
+        self.link.stop()
 
     def stats(self) -> Stats:
         """Counts for ``/metrics``: the store's through named View queries."""
         return stats_of(self)
 
     def _publish(self, events: list[tuple[str, int, bytes]]) -> None:
+        """A commit's events (writer thread): to this node's feed, and
+        announced to the other nodes."""
         sink = self.event_sink
         if sink is not None:
             sink(events)
+        if self._shared:
+            self.link.committed(max(seq for _, seq, _ in events), list({agent: None for agent, _, _ in events}), False)
+
+    def _on_deadline(self, _due: int) -> None:
+        """A commit added a deadline (writer thread): the clock reads the index
+        itself; the node that holds the deadline lease may be another."""
+        self.clock_thread.wake()
+        if self._shared:
+            self.link.committed(self.link.known, (), True)
 
     def new_id(self, prefix: str) -> str:
         """Time-ordered and, within one millisecond, strictly increasing (like a
@@ -272,17 +294,30 @@ class Runtime:
         """(newest seq, up to ``limit`` of ``agent``'s events after seq ``after``,
         whether more follow) from one view. A page ends between seqs, so
         continuing after its last seq resumes exactly."""
-        page: list[tuple[int, bytes]] = []
-        more = False
         with self.store.read() as view:
-            top = view.last_seq()
-            feed = view.events_for(agent, after)
-            try:
-                for seq, event in feed:
-                    if len(page) >= limit and seq != page[-1][0]:
-                        more = True
-                        break
-                    page.append((seq, event))
-            finally:
-                feed.close()  # its cursor, before the read transaction ends
-        return top, page, more
+            return view.last_seq(), *_page(view, agent, after, limit)
+
+    def events_after(
+        self, floors: Mapping[str, int], limit: int
+    ) -> tuple[int, dict[str, tuple[list[tuple[int, bytes]], bool]]]:
+        """Several agents' pages (as :meth:`events_page`, each after its own
+        seq) and the newest seq, from one view: the feed's live delivery when
+        other nodes commit too. The view holds every seq up to the newest
+        (seqs are allocated in commit order under the writer exclusion)."""
+        with self.store.read() as view:
+            return view.last_seq(), {agent: _page(view, agent, after, limit) for agent, after in floors.items()}
+
+
+def _page(view: Any, agent: str, after: int, limit: int) -> tuple[list[tuple[int, bytes]], bool]:
+    page: list[tuple[int, bytes]] = []
+    more = False
+    feed = view.events_for(agent, after)
+    try:
+        for seq, event in feed:
+            if len(page) >= limit and seq != page[-1][0]:
+                more = True
+                break
+            page.append((seq, event))
+    finally:
+        feed.close()  # its cursor, before the read transaction ends
+    return page, more

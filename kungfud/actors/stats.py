@@ -14,8 +14,8 @@ __all__ = ["Stats", "stats_of"]
 
 
 class Stats(msgspec.Struct, frozen=True):
-    map_used_bytes: int  # of the store's map in use
-    map_size_bytes: int  # the configured map size
+    map_used_bytes: int | None  # of the store's map in use (None: a store without a size bound)
+    map_size_bytes: int | None  # the configured map size
     obligations_open: int  # respond, deliver, judge (the obligations index)
     deadlines_pending: int  # running deadlines (the deadlines index)
     expiry_wakeups: int  # times the deadline clock woke an owner
@@ -25,7 +25,7 @@ class Stats(msgspec.Struct, frozen=True):
 
 
 def stats_of(rt: "Runtime") -> Stats:
-    used, size = rt.store.map_usage()
+    used, size = rt.store.usage() or (None, None)
     with rt.store.read() as view:
         obligations, deadlines, facts = view.count("obligations"), view.count("deadlines"), view.last_seq()
     return Stats(

@@ -29,7 +29,7 @@ from websockets.exceptions import ConnectionClosed
 from .. import wire
 from ..actors import Committed, Failed, Job, Outcome, Replayed, Runtime
 from ..config import Config
-from ..errors import Hint, Rejection
+from ..errors import Hint, Rejection, StoreUnavailable
 from . import audit
 from .bridge import Bridge
 from .connection import Conn
@@ -104,7 +104,7 @@ class Server:
         """Serve on ``sock`` (already bound) or bind the configured address;
         also on ``private`` (a worker's own port, tests only: kungfud.supervisor)."""
         self.loop = asyncio.get_running_loop()
-        self.bridge.start(self.loop, self.feed.publish)
+        self.bridge.start(self.loop, self.feed.publish, self.feed.wake)
         host, port = (None, None) if sock is not None else self.cfg.listen_addr()
         self._server = await self._listen(host, port, sock)
         if private is not None:
@@ -288,6 +288,9 @@ class Server:
                     self._read(conn, req_id, op, args)
         except wire.FrameError as e:
             self._reject(conn, req_id, Rejection.bad_request(e.reason), op)
+        except StoreUnavailable as e:  # the store's server is down or restarting: retry, not a bug
+            log.warning("request %r: %s", req_id, e)
+            self._reject(conn, req_id, e.rejection(), op)
         except Exception:
             log.exception("request %r failed", req_id)
             self._reject(

@@ -36,10 +36,19 @@ class Bridge:
         self._replies_lock = threading.Lock()
         self._replies_scheduled = False
 
-    def start(self, loop: asyncio.AbstractEventLoop, publish: Callable[[list[tuple[str, int, bytes]]], None]) -> None:
-        """Attach to the running loop; each commit's events go to ``publish`` there."""
+    def start(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        publish: Callable[[list[tuple[str, int, bytes]]], None],
+        wake: Callable[[list[str] | None], None] | None = None,
+    ) -> None:
+        """Attach to the running loop; each commit's events go to ``publish``
+        there, and other nodes' wake-ups (agents with new events, or None for
+        anyone) to ``wake``."""
         self.loop = loop
         self.rt.event_sink = lambda events: loop.call_soon_threadsafe(publish, events)
+        if wake is not None:
+            self.rt.link.feed = lambda agents: loop.call_soon_threadsafe(wake, agents)
 
     # --- out: event loop -> actors ------------------------------------------------
 

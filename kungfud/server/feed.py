@@ -8,20 +8,35 @@ as its last page, dropping live events at or below the seq that page read. A
 slow subscriber never slows anyone else: above ``max_pending_events`` queued
 frames it is dropped with a reason, and recovers with ``subscribe {since}`` or
 ``turn``.
+
+With several nodes on one store (``Runtime.nodes.shared``, issue 16) live
+events are not pushed from local commits: another node's seq 10 may commit
+before this node's 11 yet be announced after it. A commit (local or remote)
+only wakes the agents it names; on the next loop turn the feed reads each
+woken agent's events after the lowest floor of its subscribers from one
+snapshot, which holds every seq up to its newest (seqs are allocated in commit
+order under the writer exclusion), sends each subscriber those above its own
+floor, and raises every floor to that newest seq. One node keeps the direct
+push (no extra read).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 from .. import wire
+from ..errors import StoreUnavailable
 from ..actors import Runtime
 from .connection import Conn
 
 __all__ = ["Feed", "event_frame", "REPLAY_PAGE"]
 
+log = logging.getLogger("kungfud.server")
+
 REPLAY_PAGE = 128  # events a `subscribe {since}` replay sends per loop turn
+LIVE_PAGE = 512  # events per agent a shared-store delivery reads per loop turn
 
 
 def event_frame(seq: int, event: bytes) -> bytes:
@@ -35,6 +50,10 @@ class Feed:
         self.metrics = metrics
         self.max_pending_events = max_pending_events
         self.subscribers: dict[str, set[Conn]] = {}
+        self.shared = runtime.nodes.shared
+        self._woken: set[str] = set()  # agents to read for (shared store)
+        self._all_woken = False  # "maybe anyone": every subscribed agent
+        self._scheduled = False
 
     def subscribe(self, conn: Conn, req_id: Any, args: wire.SubscribeArgs) -> None:
         """Reply with the newest seq, replay the caller's events after ``since``
@@ -75,7 +94,10 @@ class Feed:
                 await conn.until_closed(asyncio.sleep(0.01))  # the client is behind: let it read
             if conn.closed:
                 return
-            after = self._replay_page(conn, agent, after)
+            try:
+                after = self._replay_page(conn, agent, after)
+            except StoreUnavailable:  # the store's server is down: the same page again shortly
+                await conn.until_closed(asyncio.sleep(0.5))
 
     def unsubscribe(self, conn: Conn) -> None:
         if conn.replay is not None:
@@ -93,16 +115,66 @@ class Feed:
 
     def publish(self, events: list[tuple[str, int, bytes]]) -> None:
         """One commit's events, on the event loop (server/bridge.py brings them)."""
+        if self.shared:
+            self.wake([agent for agent, _, _ in events])
+            return
         for agent, seq, event in events:
             for conn in list(self.subscribers.get(agent, ())):
-                if conn.floor is None or seq <= conn.floor or conn.closed:
-                    continue
-                if conn.outbox.qsize() >= self.max_pending_events:
-                    self.metrics.slow_subscribers_dropped += 1
-                    conn.drop()
-                    asyncio.ensure_future(
-                        conn.close(1008, "subscriber fell behind; reconnect and subscribe with since, or read turn")
-                    )
-                    continue
-                self.metrics.events_sent += 1
-                conn.send(event_frame(seq, event))
+                self._send(conn, seq, event)
+
+    def _send(self, conn: Conn, seq: int, event: bytes) -> None:
+        if conn.floor is None or seq <= conn.floor or conn.closed:
+            return
+        if conn.outbox.qsize() >= self.max_pending_events:
+            self.metrics.slow_subscribers_dropped += 1
+            conn.drop()
+            asyncio.ensure_future(
+                conn.close(1008, "subscriber fell behind; reconnect and subscribe with since, or read turn")
+            )
+            return
+        self.metrics.events_sent += 1
+        conn.send(event_frame(seq, event))
+
+    # --- shared store: delivery read from the store ----------------------------------
+
+    def wake(self, agents: list[str] | None) -> None:
+        """New events may be stored for ``agents`` (None: for anyone), by this
+        node or another; read them on the next loop turn (event loop)."""
+        if agents is None:
+            self._all_woken = True
+        else:
+            self._woken.update(agents)
+        if not self._scheduled:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self._deliver)
+
+    def _deliver(self) -> None:
+        self._scheduled = False
+        woken = set(self.subscribers) if self._all_woken else self._woken
+        self._woken, self._all_woken = set(), False
+        floors: dict[str, int] = {}
+        for agent in woken:
+            live = [c.floor for c in self.subscribers.get(agent, ()) if c.floor is not None and not c.closed]
+            if live:
+                floors[agent] = min(live)
+        if not floors:
+            return
+        try:
+            top, pages = self.rt.events_after(floors, LIVE_PAGE)
+        except StoreUnavailable:  # the store's server is down: the safety poll wakes us again
+            return
+        except Exception:
+            log.exception("reading the event feed failed")
+            return
+        for agent, (page, more) in pages.items():
+            conns = list(self.subscribers.get(agent, ()))
+            for seq, event in page:
+                for conn in conns:
+                    self._send(conn, seq, event)
+            # The page holds every event of this agent up to its end (or, whole, up to top).
+            reached = page[-1][0] if more else top
+            for conn in conns:
+                if conn.floor is not None and conn.floor < reached:
+                    conn.floor = reached
+            if more:
+                self.wake([agent])

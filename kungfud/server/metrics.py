@@ -96,8 +96,10 @@ class Metrics:
                   "Event frames sent to subscribers, live and replayed by subscribe since.", self.events_sent),
             *_one("kungfud_slow_subscribers_dropped_total", "counter", "Subscribers closed for falling behind.",
                   self.slow_subscribers_dropped),
-            *_one("kungfud_lmdb_map_used_bytes", "gauge", "Bytes of the LMDB map in use.", st.map_used_bytes),
-            *_one("kungfud_lmdb_map_size_bytes", "gauge", "Configured LMDB map size.", st.map_size_bytes),
+            *(_one("kungfud_lmdb_map_used_bytes", "gauge", "Bytes of the LMDB map in use.", st.map_used_bytes)
+              if st.map_used_bytes is not None else ()),  # a store without a size bound has none
+            *(_one("kungfud_lmdb_map_size_bytes", "gauge", "Configured LMDB map size.", st.map_size_bytes)
+              if st.map_size_bytes is not None else ()),
             *_one("kungfud_obligations_open", "gauge", "Open obligations (respond, deliver, judge).", st.obligations_open),
             *_one("kungfud_deadlines_pending", "gauge", "Running deadlines.", st.deadlines_pending),
             *_one("kungfud_expiry_wakeups_total", "counter", "Times the deadline clock woke an owner.", st.expiry_wakeups),

@@ -23,7 +23,8 @@ from .indexes import fact_rows, state_rows
 from .integrity import StoreDamaged
 from .layout import DERIVED, FORMAT, decode_fact, encode_object, from_u64, stream_key
 from .integrity import log_problems
-from .store import Store
+from .interface import Backend
+from .kv import Snapshot
 
 __all__ = ["expected_indexes", "compare", "write", "migrate", "run_check"]
 
@@ -31,47 +32,46 @@ log = logging.getLogger("kungfud.store")
 
 
 def expected_indexes(
-    store: Store, txn: Any = None, errors: list[str] | None = None
+    store: Backend, kv: Snapshot | None = None, errors: list[str] | None = None
 ) -> dict[str, dict[bytes, bytes]]:
-    """Derived databases as the log says they must be (in ``txn``'s snapshot).
-    With ``errors``, a fact that does not decode or apply is reported there and
-    skipped instead of raising."""
-    if txn is None:
-        with store.env.begin() as own:
-            return expected_indexes(store, own, errors)
+    """Derived tables as the log says they must be (in the snapshot ``kv``, by
+    default a new one of ``store``). With ``errors``, a fact that does not
+    decode or apply is reported there and skipped instead of raising."""
+    if kv is None:
+        with store.read() as view:
+            return expected_indexes(store, view.kv, errors)
     out: dict[str, dict[bytes, bytes]] = {name: {} for name in DERIVED}
     states: dict[str, Any] = {}
     versions: dict[str, int] = {}
-    with txn.cursor(db=store.dbs["log"]) as cur:
-        for k, v in cur:
-            if len(k) != 8:
-                if errors is None:
-                    raise ValueError(f"log key {k!r} is not a seq")
-                errors.append(f"log: a key that is not a seq: {k[:32]!r}")
-                continue
-            seq = from_u64(k)
-            try:
-                fact = decode_fact(v)
-                objs = list(fact.objects())
-                folded = {}
-                for obj in objs:
-                    folded[obj] = apply_to(obj, folded.get(obj, states.get(obj)), fact)
-            except Exception as e:  # noqa: BLE001 — a damaged fact is a finding, not a crash
-                if errors is None:
-                    raise
-                errors.append(f"log: the fact at seq {seq} does not decode or apply: {type(e).__name__}: {e}")
-                continue
-            feed = Feed(lambda th, ag: current(states.get(member_obj(th, ag))) is not None)
+    for k, v in kv.scan("log"):
+        if len(k) != 8:
+            if errors is None:
+                raise ValueError(f"log key {k!r} is not a seq")
+            errors.append(f"log: a key that is not a seq: {k[:32]!r}")
+            continue
+        seq = from_u64(k)
+        try:
+            fact = decode_fact(v)
+            objs = list(fact.objects())
+            folded = {}
             for obj in objs:
-                out["stream"][stream_key(obj, seq)] = b""
-                before = states.get(obj)
-                states[obj] = folded[obj]
-                feed.observe(obj, before, states[obj], fact)
-                versions[obj] = versions.get(obj, 0) + 1
-            for db, key, value in feed.rows(seq, feed.rendered()):
-                out[db][key] = value
-            for db, key, value in fact_rows(fact, seq):
-                out[db][key] = value
+                folded[obj] = apply_to(obj, folded.get(obj, states.get(obj)), fact)
+        except Exception as e:  # noqa: BLE001 — a damaged fact is a finding, not a crash
+            if errors is None:
+                raise
+            errors.append(f"log: the fact at seq {seq} does not decode or apply: {type(e).__name__}: {e}")
+            continue
+        feed = Feed(lambda th, ag: current(states.get(member_obj(th, ag))) is not None)
+        for obj in objs:
+            out["stream"][stream_key(obj, seq)] = b""
+            before = states.get(obj)
+            states[obj] = folded[obj]
+            feed.observe(obj, before, states[obj], fact)
+            versions[obj] = versions.get(obj, 0) + 1
+        for db, key, value in feed.rows(seq, feed.rendered()):
+            out[db][key] = value
+        for db, key, value in fact_rows(fact, seq):
+            out[db][key] = value
     for obj, state in states.items():
         out["objects"][obj.encode()] = encode_object(versions[obj], state)
         for db, key, value in state_rows(obj, state):
@@ -79,13 +79,15 @@ def expected_indexes(
     return out
 
 
-def compare(store: Store, expected: dict[str, dict[bytes, bytes]], txn: Any = None) -> list[str]:
-    if txn is None:
-        with store.env.begin() as own:
-            return compare(store, expected, own)
+def compare(store: Backend, expected: dict[str, dict[bytes, bytes]], kv: Snapshot | None = None) -> list[str]:
+    """``expected`` against the stored rows (in the snapshot ``kv``, by default
+    a new one of ``store``): one line per difference."""
+    if kv is None:
+        with store.read() as view:
+            return compare(store, expected, view.kv)
     problems: list[str] = []
     for name, rows in expected.items():
-        actual = dict(txn.cursor(db=store.dbs[name]))
+        actual = dict(kv.scan(name))
         for key in rows.keys() - actual.keys():
             problems.append(f"{name}: missing {key!r}")
         for key in actual.keys() - rows.keys():
@@ -96,34 +98,40 @@ def compare(store: Store, expected: dict[str, dict[bytes, bytes]], txn: Any = No
     return problems
 
 
-def write(store: Store, expected: dict[str, dict[bytes, bytes]], *, format: bytes | None = None) -> None:
-    """Replace every derived database by ``expected`` in one transaction, and
+def write(store: Backend, expected: dict[str, dict[bytes, bytes]], *, format: bytes | None = None) -> None:
+    """Replace every derived table by ``expected`` in one transaction, and
     with ``format`` record that storage format in the same one."""
-    with store.env.begin(write=True) as txn:
+    w = store.begin_write()
+    try:
+        tx = w.tx
         for name, rows in expected.items():
-            txn.drop(store.dbs[name], delete=False)
+            tx.clear(name)
             for key, value in rows.items():
-                txn.put(key, value, db=store.dbs[name])
+                tx.put(name, key, value)
         if format is not None:
-            txn.put(b"format", format, db=store.dbs["meta"])
+            tx.put("meta", b"format", format)
+    except BaseException:
+        w.abort()
+        raise
+    w.commit()
 
 
-def migrate(store: Store, old: bytes) -> None:
+def migrate(store: Backend, old: bytes) -> None:
     """D92: a store of an older format is brought to :data:`FORMAT` once, on
     open, by rebuilding every derived row from the log (all but log, meta and
     receipts are derived, L1-1) and recording the new format in the same
     transaction: a crash leaves the old format, migrated again at next start.
     A damaged log is refused, never rebuilt from."""
     t0 = time.monotonic()
-    with store.env.begin() as txn:
-        damage = log_problems(txn, store.dbs, derived=False)
+    with store.read() as view:
+        damage = log_problems(view.kv, derived=False)
         if damage:
             raise StoreDamaged(
                 f"cannot migrate {store.data_dir} from storage format {old.decode()}: the fact log is damaged "
                 f"({'; '.join(damage[:3])}); restore the data directory from a backup"
             )
-        facts = txn.stat(store.dbs["log"])["entries"]
-        expected = expected_indexes(store, txn)
+        facts = view.kv.count("log")
+        expected = expected_indexes(store, view.kv)
     write(store, expected, format=FORMAT)
     log.warning(
         "migrated %s from storage format %s to %s: rebuilt the derived rows from %d facts in %.1f s",
@@ -131,19 +139,25 @@ def migrate(store: Store, old: bytes) -> None:
     )
 
 
-def run_check(data_dir: str, *, rebuild: bool = False, map_size_mb: int = 10240) -> int:
+def run_check(data_dir: str, *, rebuild: bool = False, map_size_mb: int = 10240, url: str = "lmdb") -> int:
     """Exit status: 0 consistent (or rebuilt), 1 differences or a damaged fact
     log, 2 no store or a store that is not whole (integrity.py). Never a
-    traceback: every failure is a message."""
+    traceback: every failure is a message. ``url``: the store (open.py)."""
+    from .open import is_pg_url, open_store
+
     do_rebuild = rebuild
-    if not os.path.isdir(os.path.join(data_dir, "lmdb")):
+    pg = is_pg_url(url)
+    if not pg and not os.path.isdir(os.path.join(data_dir, "lmdb")):
         print(f"kungfud check: no kungfud data in {data_dir}", file=sys.stderr)
         return 2
     try:
         # Without --rebuild, open read-only and take no lock: it can run beside a
         # live daemon, reading one consistent snapshot. Either way the store is
-        # checked whole before any page is read (Store, integrity.py).
-        store = Store(data_dir, map_size_mb=map_size_mb, lock=do_rebuild, readonly=not do_rebuild)
+        # checked whole before any page is read (Store, integrity.py). On
+        # PostgreSQL no node-local lock: --rebuild wants every node stopped.
+        store = open_store(
+            url, data_dir, map_size_mb=map_size_mb, lock=do_rebuild and not pg, readonly=not do_rebuild
+        )
     except Exception as e:
         print(f"kungfud check: {e}", file=sys.stderr)
         return 2
@@ -156,20 +170,20 @@ def run_check(data_dir: str, *, rebuild: bool = False, map_size_mb: int = 10240)
         store.close()
 
 
-def _check(store: Store, do_rebuild: bool) -> int:
+def _check(store: Backend, do_rebuild: bool) -> int:
     if store.migrate_from is not None:  # read-only: a rebuild (or a start) migrates it
         print(
             f"storage format {store.migrate_from.decode()} is older than {FORMAT.decode()}: start the daemon "
             "or run `kungfud check --rebuild` (daemon stopped) once to migrate it"
         )
         return 1
-    with store.env.begin() as txn:
-        n = txn.stat(store.dbs["log"])["entries"]
+    with store.read() as view:
+        n = view.kv.count("log")
         # The log itself: its seqs and every fact decoding and applying. Derived
         # rows are the comparison's business.
-        damage = [f"log: {p}" for p in log_problems(txn, store.dbs, derived=False)]
-        expected = expected_indexes(store, txn, damage)
-        problems = damage + compare(store, expected, txn)
+        damage = [f"log: {p}" for p in log_problems(view.kv, derived=False)]
+        expected = expected_indexes(store, view.kv, damage)
+        problems = damage + compare(store, expected, view.kv)
     for p in problems[:100]:
         print(p)
     if len(problems) > 100:

@@ -28,6 +28,7 @@ from ..core.members import SPEAKING, MemberState
 from ..core.thread import ThreadState
 from ..core.facts import entry_obj, member_obj
 from ..core.queries import Live, live_of
+from .kv import Snapshot, prefix_stop
 from .layout import from_u64, u32, u64
 
 
@@ -124,8 +125,8 @@ _CLASS = {"governors": b"g", "speakers": b"s"}
 _live_dec = msgspec.msgpack.Decoder(Live)
 
 
-def query_rows(view: Any, name: str, key: str, limit: int | None = None, party: str | None = None, skip: Any = ()) -> list[tuple[Any, str]]:
-    """Query ``name`` of ``key`` answered from the index rows of ``view``, in the
+def query_rows(kv: Snapshot, name: str, key: str, limit: int | None = None, party: str | None = None, skip: Any = ()) -> list[tuple[Any, str]]:
+    """Query ``name`` of ``key`` answered from the index rows of ``kv``, in the
     query's order: (answer, id of the object whose state gave it). Rows of an
     object in ``skip`` are left out and do not count toward ``limit`` (the
     caller answers for those objects itself)."""
@@ -154,38 +155,33 @@ def query_rows(view: Any, name: str, key: str, limit: int | None = None, party: 
         db, prefix = "live", k + b"\x00p" + party.encode() + b"\x00"  # type: ignore[union-attr]
 
         def parse(rest: bytes, v: bytes) -> tuple[Any, str]:
-            lv = view._txn.get(k + b"\x00a" + rest, db=view._dbs["live"])
+            lv = kv.get("live", k + b"\x00a" + rest)
             return (rest.decode(), _live_dec.decode(lv)), rest.decode()
     else:
         raise KeyError(f"no query {name!r}")
     out: list[tuple[Any, str]] = []
-    with view._txn.cursor(db=view._dbs[db]) as cur:
-        if not cur.set_range(prefix):
-            return out
-        for row, v in cur.iternext(values=True):
-            if not row.startswith(prefix):
-                break
-            answer, source = parse(bytes(row[len(prefix):]), v if value else b"")
-            if source in skip:
-                continue
-            out.append((answer, source))
-            if limit is not None and len(out) >= limit:
-                break
+    n = len(prefix)
+    for row, v in kv.scan(db, prefix, prefix_stop(prefix), values=value):
+        answer, source = parse(row[n:], v)
+        if source in skip:
+            continue
+        out.append((answer, source))
+        if limit is not None and len(out) >= limit:
+            break
     if name == "pending" and party is None:
         out.sort()  # rows run by agent, the query by entry (core/queries.py)
     return out
 
 
-def members_listed(view: Any, thread: str, limit: int) -> list[str]:
+def members_listed(kv: Snapshot, thread: str, limit: int) -> list[str]:
     """The first ``limit`` current members of ``thread`` in the order they
     joined (ties: by agent id)."""
     prefix = thread.encode() + b"\x00j"
     out: list[str] = []
-    with view._txn.cursor(db=view._dbs["members"]) as cur:
-        if not cur.set_range(prefix):
-            return out
-        for k in cur.iternext(values=False):
-            if not k.startswith(prefix) or len(out) >= limit:
-                break
-            out.append(bytes(k[len(prefix) + 8:]).decode())
+    if limit <= 0:
+        return out
+    for k, _ in kv.scan("members", prefix, prefix_stop(prefix), values=False):
+        out.append(k[len(prefix) + 8:].decode())
+        if len(out) >= limit:
+            break
     return out

@@ -24,7 +24,10 @@ from __future__ import annotations
 
 import os
 import struct
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .kv import Snapshot
 
 __all__ = ["StoreDamaged", "check_file", "check_env", "log_problems", "NOT_NEW_TRACES"]
 
@@ -127,28 +130,29 @@ def check_env(env: Any, data_dir: str) -> None:
     _need(path, os.path.getsize(path), last_pgno, psize, "LMDB's metadata")
 
 
-def log_problems(txn: Any, dbs: dict[str, Any], *, derived: bool = True) -> list[str]:
+def log_problems(kv: "Snapshot", *, derived: bool = True) -> list[str]:
     """Cheap consistency of the fact log with what each commit writes beside it:
-    the stored last seq, the log's first and last keys and its entry count
-    (LMDB keeps it), the last fact decoding, and (``derived``) the last fact's
+    the stored last seq, the log's first and last keys and its row count,
+    the last fact decoding, and (``derived``) the last fact's
     stream rows and object snapshots. Constant work per start, whatever the
     store's size."""
     from ..core.kinds import state_type
     from .layout import decode_fact, decode_object, from_u64, stream_key
 
-    raw = txn.get(b"seq", db=dbs["meta"])
+    raw = kv.get("meta", b"seq")
     seq = from_u64(raw) if raw else 0
-    entries = txn.stat(dbs["log"])["entries"]
+    entries = kv.count("log")
     if seq == 0:
         if entries:
             return [f"the fact log holds {entries} facts but the store records none (meta seq missing)"]
-        objects = txn.stat(dbs["objects"])["entries"]
+        objects = kv.count("objects")
         return [f"the fact log is empty but {objects} objects are stored"] if objects else []
     problems = []
-    with txn.cursor(db=dbs["log"]) as cur:
-        first = from_u64(cur.key()) if cur.first() else None
-        last = from_u64(cur.key()) if cur.last() else None
-        last_raw = cur.value() if last is not None else None
+    head = next(kv.scan("log", values=False), None)
+    tail = next(kv.scan("log", reverse=True), None)
+    first = from_u64(head[0]) if head is not None else None
+    last = from_u64(tail[0]) if tail is not None else None
+    last_raw = tail[1] if tail is not None else None
     if first != 1 or last != seq or entries != seq:
         problems.append(
             f"the fact log should hold facts 1..{seq} (the last seq recorded); "
@@ -164,9 +168,9 @@ def log_problems(txn: Any, dbs: dict[str, Any], *, derived: bool = True) -> list
     if not derived:
         return problems
     for obj in objs:
-        if txn.get(stream_key(obj, last), db=dbs["stream"]) is None:
+        if kv.get("stream", stream_key(obj, last)) is None:
             problems.append(f"the last fact (seq {last}) touched {obj} but its stream row is missing")
-        snapshot = txn.get(obj.encode(), db=dbs["objects"])
+        snapshot = kv.get("objects", obj.encode())
         if snapshot is None:
             problems.append(f"the last fact (seq {last}) touched {obj} but its object snapshot is missing")
             continue
@@ -175,3 +179,4 @@ def log_problems(txn: Any, dbs: dict[str, Any], *, derived: bool = True) -> list
         except Exception as e:  # noqa: BLE001
             problems.append(f"the object snapshot of {obj} does not decode: {e}")
     return problems
+

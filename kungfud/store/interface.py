@@ -5,18 +5,21 @@ Shaped after eventsourcing's recorder (``persistence.py``): a backend commits a
 batch of planned actions atomically and serves reads from consistent
 snapshots. Everything an action *means* — receipts, versions, the fold, index
 rows, feed rows — is computed once, by :mod:`kungfud.store.plan`, over the tiny
-:class:`Tx` protocol below; so a second backend implements storage, not
+:class:`Tx` protocol (kv.py); so a second backend implements storage, not
 protocol rules. Nothing here imports a storage library.
 
 - :class:`Item` is one action ready to write, :data:`Outcome` what became of it.
-- :class:`Tx` is one open write transaction (or savepoint) by table and key.
+- :class:`Tx` (:mod:`kungfud.store.kv`) is one open write transaction (or
+  savepoint) by table and key, a :class:`Snapshot` one consistent read.
 - :class:`Recorder` is the store as the layers above read it: snapshot
   views with named queries, the event-feed tail, the last seq, close.
 - :class:`Committer` is the write side: submit (group-committed), write now,
   write a batch on the caller's thread.
+- :class:`Backend` is a Recorder that can also write: it opens a
+  :class:`WriteTxn` that excludes every other writer; the one write engine,
+  :class:`~kungfud.store.writer.Writer` (a Committer), drives any Backend.
 
-The LMDB backend is :class:`~kungfud.store.store.Store` (a Recorder) with
-:class:`~kungfud.store.writer.Writer` (a Committer) over it.
+The LMDB backend is :class:`~kungfud.store.store.Store`.
 """
 
 from __future__ import annotations
@@ -28,11 +31,15 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol, runtime_che
 import msgspec
 
 from ..errors import Rejection
+from .kv import Snapshot, Tx
 
 if TYPE_CHECKING:  # the read view's named queries live on View (store.py)
     from .store import View
 
-__all__ = ["Item", "Outcome", "Committed", "Replayed", "Stale", "Failed", "Tx", "Recorder", "Committer"]
+__all__ = [
+    "Item", "Outcome", "Committed", "Replayed", "Stale", "Failed", "Snapshot", "Tx", "Recorder", "Committer",
+    "WriteTxn", "Backend",
+]
 
 
 # --- what an action becomes ---------------------------------------------------------
@@ -87,19 +94,6 @@ class Item:
 
 
 # --- what a backend provides ---------------------------------------------------------
-
-
-class Tx(Protocol):
-    """One open write transaction (or nested transaction / savepoint), by table
-    (a name of ``layout.DBS``) and key. The planner only reads through it; the
-    commit engine writes a plan through it. Keys and values are bytes."""
-
-    def get(self, table: str, key: bytes) -> bytes | None: ...
-
-    def put(self, table: str, key: bytes, value: bytes) -> None:
-        """Insert or replace; a ``log`` row is never replaced (append only)."""
-
-    def delete(self, table: str, key: bytes) -> None: ...
 
 
 @runtime_checkable
@@ -159,3 +153,43 @@ class Recorder(Protocol):
         """The seq of the last committed fact (0 for a store without facts)."""
 
     def close(self) -> None: ...
+
+
+class WriteTxn(Protocol):
+    """One open write transaction of a :class:`Backend`, or a nested one."""
+
+    tx: Tx
+
+    def nested(self) -> "WriteTxn":
+        """A nested transaction (LMDB) or savepoint (PostgreSQL) of this one:
+        its abort discards only its own writes; its commit keeps them for this
+        transaction to commit or abort."""
+
+    def commit(self) -> None:
+        """Durable when it returns (fsync / ``synchronous_commit=on``)."""
+
+    def abort(self) -> None: ...
+
+
+@runtime_checkable
+class Backend(Recorder, Protocol):
+    """A :class:`Recorder` that can also write: what the write engine drives."""
+
+    def begin_write(self) -> WriteTxn:
+        """Open the write transaction. Once open, it excludes every other writer
+        on the same store, in any process or host, until commit or abort (LMDB:
+        its writer lock; PostgreSQL: ``pg_advisory_xact_lock`` taken first thing
+        in a READ COMMITTED transaction). So the planner's reads of meta/seq,
+        receipts and versions see every earlier commit: the commit order is the
+        serial order (L5), and fact seqs are allocated in commit order (no event
+        commits below a seq a subscriber has passed)."""
+
+    def storage_error(self, e: BaseException) -> bool:
+        """Whether ``e`` is an expected storage failure (answered
+        ``unavailable``, logged without a traceback) — an injected one too."""
+
+    def usage(self) -> tuple[int, int] | None:
+        """(bytes used, bytes allowed) of the store, or None if it has no such bound."""
+
+    def require_consistent_log(self) -> None:
+        """Raise StoreDamaged if the fact log disagrees with what was written with it."""

@@ -1,8 +1,9 @@
-"""The LMDB environment and consistent read views.
+"""The LMDB backend (:class:`Store`, an :class:`~kungfud.store.interface.Backend`)
+and the consistent read view every backend shares (:class:`View`).
 
-One :class:`View` is one read transaction: a permission check and the content it
-guards come from the same state (R9-5, R12-10). Writes go only through
-:class:`~kungfud.store.writer.Writer`.
+One :class:`View` is one snapshot (:class:`~kungfud.store.kv.Snapshot`): a
+permission check and the content it guards come from the same state (R9-5,
+R12-10). Writes go only through :class:`~kungfud.store.writer.Writer`.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from ..core.obligations import Obligation
 from .events import OutcomeRow
 from .indexes import members_listed, query_rows
 from .integrity import NOT_NEW_TRACES, StoreDamaged, check_env, check_file, log_problems
+from .kv import Snapshot, prefix_stop
 from .layout import DBS, FORMAT, Receipt, decode_fact, decode_object, from_u64, u32, u64
+from .lmdb_kv import LmdbSnapshot, LmdbWriteTxn
 import msgspec
 
 __all__ = ["Store", "StoreDamaged", "StoreLocked", "View"]
@@ -51,7 +54,8 @@ class StoreLocked(RuntimeError):
 
 
 class Store:
-    """Owns the data directory: an exclusive lock file and the LMDB environment."""
+    """The LMDB backend: owns the data directory, an exclusive lock file and the
+    LMDB environment (one database per table of ``layout.DBS``)."""
 
     def __init__(self, data_dir: str, *, map_size_mb: int = 10240, readonly: bool = False, lock: bool = True):
         self.data_dir = data_dir
@@ -177,8 +181,8 @@ class Store:
     def log_problems(self) -> list[str]:
         """Cheap check of the fact log against what was written with it
         (integrity.log_problems); empty when consistent."""
-        with self.env.begin() as txn:
-            return log_problems(txn, self.dbs)
+        with self.read() as view:
+            return log_problems(view.kv)
 
     def require_consistent_log(self) -> None:
         """Raise StoreDamaged naming the file and the first problems, if any."""
@@ -193,7 +197,7 @@ class Store:
     @contextmanager
     def read(self) -> Iterator["View"]:
         with self.env.begin(buffers=False) as txn:
-            yield View(txn, self.dbs)
+            yield View(LmdbSnapshot(txn, self.dbs))
 
     def events_for(self, agent: str, after: int) -> Iterator[tuple[int, bytes]]:
         """The event-feed tail from one snapshot (interface.Recorder)."""
@@ -204,14 +208,23 @@ class Store:
         with self.read() as view:
             return view.last_seq()
 
-    def map_usage(self) -> tuple[int, int]:
+    def begin_write(self) -> LmdbWriteTxn:
+        return LmdbWriteTxn(self.env, self.dbs)
+
+    @staticmethod
+    def storage_error(e: BaseException) -> bool:
+        return isinstance(e, lmdb.Error) or getattr(e, "injected", False)
+
+    def usage(self) -> tuple[int, int]:
+        """(bytes of the map in use, the map size)."""
         info = self.env.info()
         stat = self.env.stat()
         return (info["last_pgno"] + 1) * stat["psize"], info["map_size"]
 
 
 class View:
-    """Reads over one transaction (read-only, or the writer's own).
+    """Reads over one :class:`~kungfud.store.kv.Snapshot` (a read transaction
+    of any backend), through ``get``/``scan``/``count`` only.
 
     Everything outside ``store/`` reads through the named queries below: they
     take and return plain Python values (ids, numbers, decoded states, and
@@ -221,23 +234,22 @@ class View:
     newest first, before) a row; callers only pass back what a query returned.
     """
 
-    __slots__ = ("_txn", "_dbs")
+    __slots__ = ("kv",)
 
-    def __init__(self, txn: Any, dbs: dict[str, Any]):
-        self._txn = txn
-        self._dbs = dbs
+    def __init__(self, kv: Snapshot):
+        self.kv = kv  # for the store's own modules (check, integrity); never outside store/
 
     def last_seq(self) -> int:
-        raw = self._txn.get(b"seq", db=self._dbs["meta"])
+        raw = self.kv.get("meta", b"seq")
         return from_u64(raw) if raw else 0
 
     def version(self, obj: str) -> int:
-        raw = self._txn.get(obj.encode(), db=self._dbs["objects"])
+        raw = self.kv.get("objects", obj.encode())
         return 0 if raw is None else decode_object(raw, state_type(obj))[0]
 
     def obj(self, obj: str) -> tuple[int, Any]:
         """(version, state); (0, None) for an object that does not exist."""
-        raw = self._txn.get(obj.encode(), db=self._dbs["objects"])
+        raw = self.kv.get("objects", obj.encode())
         if raw is None:
             return 0, None
         return decode_object(raw, state_type(obj))
@@ -248,42 +260,37 @@ class View:
     def exists(self, obj: str) -> bool:
         """Whether an object of this id was ever created (objects are never deleted)."""
         key = obj.encode()
-        return len(key) <= 511 and self._txn.get(key, db=self._dbs["objects"]) is not None
+        return len(key) <= 511 and self.kv.get("objects", key) is not None
 
     def receipt(self, scope: bytes) -> Receipt | None:
-        raw = self._txn.get(scope, db=self._dbs["receipts"])
+        raw = self.kv.get("receipts", scope)
         return None if raw is None else _receipt_dec.decode(raw)
 
     def agent_for_key_hash(self, key_hash: bytes) -> str | None:
-        raw = self._txn.get(key_hash, db=self._dbs["agent_keys"])
+        raw = self.kv.get("agent_keys", key_hash)
         return None if raw is None else raw.decode()
 
     def thread_for_token(self, token_hash: bytes) -> str | None:
-        raw = self._txn.get(token_hash, db=self._dbs["tokens"])
+        raw = self.kv.get("tokens", token_hash)
         return None if raw is None else raw.decode()
 
     def events_for(self, agent: str, after: int) -> Iterator[tuple[int, bytes]]:
         """(seq, event JSON) of ``agent``'s feed with seq > ``after``, in order."""
         prefix = agent.encode() + b"\x00"
-        with self._txn.cursor(db=self._dbs["events"]) as cur:
-            if not cur.set_range(prefix + u64(after + 1)):
-                return
-            for key, value in cur:
-                if not key.startswith(prefix):
-                    return
-                seq = from_u64(key[len(prefix):])
-                if value[:1] == b"{":  # written before a fact's events were stored as one list
-                    yield seq, bytes(value)
-                    continue
-                for event in _events_dec.decode(value):
-                    yield seq, event
+        for key, value in self.kv.scan("events", prefix + u64(after + 1), prefix_stop(prefix)):
+            seq = from_u64(key[len(prefix):])
+            if value[:1] == b"{":  # written before a fact's events were stored as one list
+                yield seq, bytes(value)
+                continue
+            for event in _events_dec.decode(value):
+                yield seq, event
 
     def fact(self, seq: int) -> Any:
-        raw = self._txn.get(u64(seq), db=self._dbs["log"])
+        raw = self.kv.get("log", u64(seq))
         return None if raw is None else decode_fact(raw)
 
     def memory_content(self, memory: str, version: int) -> bytes | None:
-        raw = self._txn.get(memory.encode() + b"\x00" + u32(version), db=self._dbs["versions"])
+        raw = self.kv.get("versions", memory.encode() + b"\x00" + u32(version))
         if raw is None:
             return None
         return self.fact(from_u64(raw)).content
@@ -294,30 +301,18 @@ class View:
         """(key suffix, value) of the rows under ``prefix``, strictly after the
         suffix ``after`` (from the first with None), in key order."""
         start = prefix if after is None else prefix + after + b"\x00"  # the first key after the position's
-        with self._txn.cursor(db=self._dbs[db]) as cur:
-            if not cur.set_range(start):
-                return
-            for row in cur.iternext(keys=True, values=values):
-                key, value = row if values else (row, b"")
-                if not key.startswith(prefix):
-                    return
-                yield key[len(prefix):], value
+        n = len(prefix)
+        for key, value in self.kv.scan(db, start, prefix_stop(prefix), values=values):
+            yield key[n:], value
 
     def _before(self, db: str, prefix: bytes, before: bytes | None) -> Iterator[tuple[bytes, bytes]]:
         """(key suffix, value) of the rows under ``prefix``, newest (last key)
         first, strictly before the suffix ``before`` (from the last with None)."""
-        # Without a position: the first key past the range (prefix ends in its 0 separator).
-        upper = prefix + before if before is not None else prefix[:-1] + b"\x01"
-        with self._txn.cursor(db=self._dbs[db]) as cur:
-            # The first key at or past the upper bound, then one back; the last
-            # key of the database when nothing is past it.
-            ok = cur.prev() if cur.set_range(upper) else cur.last()
-            while ok:
-                key = cur.key()
-                if not key.startswith(prefix):
-                    return
-                yield key[len(prefix):], cur.value()
-                ok = cur.prev()
+        # Without a position: the first key past the range.
+        upper = prefix + before if before is not None else prefix_stop(prefix)
+        n = len(prefix)
+        for key, value in self.kv.scan(db, prefix, upper, reverse=True):
+            yield key[n:], value
 
     def memories_of(self, author: str, after: str | None) -> Iterator[str]:
         """Memory ids of ``author`` still listed, in creation order, after ``after``."""
@@ -329,14 +324,9 @@ class View:
         after ``after``. Agents are the ``ag_…`` objects without a sub-object
         suffix (``ag_….threads``)."""
         start = after.encode() + b"\x00" if after else b"ag_"
-        with self._txn.cursor(db=self._dbs["objects"]) as cur:
-            if not cur.set_range(start):
-                return
-            for key in cur.iternext(values=False):
-                if not key.startswith(b"ag_"):
-                    return
-                if b"." not in key:
-                    yield key.decode()
+        for key, _ in self.kv.scan("objects", start, prefix_stop(b"ag_"), values=False):
+            if b"." not in key:
+                yield key.decode()
 
     def memberships(self, agent: str, after: str | None) -> Iterator[tuple[str, str]]:
         """(thread, role) of ``agent``'s current memberships, in Thread id order,
@@ -347,7 +337,7 @@ class View:
     def is_member(self, agent: str, thread: str) -> bool:
         """Whether ``agent`` is a current member of ``thread`` (one index lookup)."""
         key = agent.encode() + b"\x00" + thread.encode()
-        return self._txn.get(key, db=self._dbs["memberships"]) is not None
+        return self.kv.get("memberships", key) is not None
 
     def obligations_of(self, holder: str, after: bytes | None) -> Iterator[tuple[bytes, Obligation]]:
         """(position, obligation) of ``holder``'s open obligations, in the order
@@ -409,9 +399,8 @@ class View:
     def deadlines(self) -> Iterator[tuple[int, str, str]]:
         """(due ms, object id, owner actor key) of every running deadline, the
         earliest first."""
-        with self._txn.cursor(db=self._dbs["deadlines"]) as cur:
-            for key, value in cur:
-                yield from_u64(key[:8]), key[8:].decode(), value.decode()
+        for key, value in self.kv.scan("deadlines"):
+            yield from_u64(key[:8]), key[8:].decode(), value.decode()
 
     def query(
         self, name: str, key: str, limit: int | None = None, party: str | None = None, skip: Any = ()
@@ -421,14 +410,14 @@ class View:
         deadlines; an agent's memberships), answered from the index rows:
         ``(answer, id of the object whose state gave it)`` in the query's order.
         Rows of objects in ``skip`` are left out (the caller answers for them)."""
-        return query_rows(self, name, key, limit, party, skip)
+        return query_rows(self.kv, name, key, limit, party, skip)
 
     def members_listed(self, thread: str, limit: int) -> list[str]:
         """The first ``limit`` current members of ``thread`` in the order they
         joined (ties: by agent id; D90)."""
-        return members_listed(self, thread, limit)
+        return members_listed(self.kv, thread, limit)
 
     def count(self, index: str) -> int:
         """Rows in one index (``obligations``: open obligations; ``deadlines``:
         running deadlines; docs/storage.md)."""
-        return self._txn.stat(self._dbs[index])["entries"]
+        return self.kv.count(index)

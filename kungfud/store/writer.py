@@ -23,14 +23,11 @@ import threading
 import time
 from typing import Any, Callable
 
-import lmdb
-
 from ..errors import Rejection
 from .failures import FailureLog, storage_failure
-from .interface import Committed, Failed, Item, Outcome, Replayed, Stale, Tx
+from .interface import Backend, Committed, Failed, Item, Outcome, Replayed, Stale, Tx, WriteTxn
 from .layout import stream_key, u64
 from .plan import SECRET_FIELDS, BatchState, Plan, mismatch, plan, redact
-from .store import Store
 
 __all__ = [
     "Writer",
@@ -43,7 +40,6 @@ __all__ = [
     "SECRET_FIELDS",
     "redact",
     "mismatch",
-    "LmdbTx",
 ]
 
 log = logging.getLogger("kungfud.store")
@@ -52,40 +48,21 @@ _SHUTTING_DOWN = "the daemon is shutting down; retry against the restarted daemo
 _INTERNAL = Rejection("internal", "the daemon failed on this request; nothing was written", "retry")
 
 
-class LmdbTx:
-    """The planner's :class:`~kungfud.store.interface.Tx` over one LMDB write
-    transaction (or nested transaction)."""
-
-    __slots__ = ("txn", "dbs")
-
-    def __init__(self, txn: Any, dbs: dict[str, Any]):
-        self.txn = txn
-        self.dbs = dbs
-
-    def get(self, table: str, key: bytes) -> bytes | None:
-        return self.txn.get(key, db=self.dbs[table])
-
-    def put(self, table: str, key: bytes, value: bytes) -> None:
-        # The log is append only: a fact is never replaced.
-        self.txn.put(key, value, db=self.dbs[table], overwrite=table != "log")
-
-    def delete(self, table: str, key: bytes) -> None:
-        self.txn.delete(key, db=self.dbs[table])
-
-
 class Writer:
-    """The LMDB backend's :class:`~kungfud.store.interface.Committer`."""
+    """The :class:`~kungfud.store.interface.Committer` of every backend: it
+    drives a :class:`~kungfud.store.interface.Backend` through its write
+    transactions (:class:`~kungfud.store.interface.WriteTxn`) and kv ``Tx``."""
 
     def __init__(
         self,
-        store: Store,
+        store: Backend,
         *,
         max_batch: int = 256,
         fault: Callable[[str], None] | None = None,
         clock: Callable[[], int] | None = None,
         on_deadline: Callable[[int], None] | None = None,
         on_events: Callable[[list[tuple[str, int, bytes]]], None] | None = None,
-        on_item: Callable[[Item, LmdbTx], None] | None = None,
+        on_item: Callable[[Item, Tx], None] | None = None,
     ):
         self.store = store
         self.clock = clock or (lambda: time.time_ns() // 1_000_000)
@@ -171,7 +148,8 @@ class Writer:
         action that failed refused without being retried."""
         failed: list[tuple[int, BaseException]] = []
 
-        def direct(tx: LmdbTx, state: BatchState, i: int, item: Item, done: list[Plan]) -> Outcome:
+        def direct(w: WriteTxn, state: BatchState, i: int, item: Item, done: list[Plan]) -> Outcome:
+            tx = w.tx
             p = self._plan(state, tx, item)
             if not isinstance(p, Plan):
                 return p
@@ -191,34 +169,37 @@ class Writer:
             self._fail_all(batch, error)
             return
         bad, cause = failed[0]
-        if not _expected(cause):
+        if not self._expected(cause):
             log.error("unexpected error writing an action", exc_info=cause)
 
-        def isolated(tx: LmdbTx, state: BatchState, i: int, item: Item, done: list[Plan]) -> Outcome:
+        def isolated(w: WriteTxn, state: BatchState, i: int, item: Item, done: list[Plan]) -> Outcome:
             if i == bad:
                 return Failed(self._unavailable(cause))
-            return self._write_item_nested(tx, state, item, done)
+            return self._write_item_nested(w, state, item, done)
 
         error = self._in_one_transaction(batch, isolated)
         if error is not None:
             self._fail_all(batch, error)
 
     def _in_one_transaction(self, batch: list[Item], write: Callable[..., Outcome]) -> BaseException | None:
-        """Write ``batch`` with ``write`` in one transaction and commit (fsync);
+        """Write ``batch`` with ``write`` (given the open :class:`WriteTxn`) in one
+        transaction and commit (durable when it returns);
         report every outcome once durable. On failure nothing is written or
         reported, and the error is returned."""
         try:
-            txn = self.store.env.begin(write=True)
-        except lmdb.Error as e:
+            w = self.store.begin_write()
+        except Exception as e:
+            if not self.store.storage_error(e):
+                raise
             return e
         outcomes: list[Outcome] = []
         written: list[Plan] = []
         try:
-            tx = LmdbTx(txn, self.store.dbs)
+            tx = w.tx
             state = BatchState.open(tx)
             for i, item in enumerate(batch):
                 try:
-                    outcomes.append(write(tx, state, i, item, written))
+                    outcomes.append(write(w, state, i, item, written))
                 finally:
                     self.writing = None
             row = state.seq_row()
@@ -226,10 +207,10 @@ class Writer:
                 tx.put(*row)
             if self.fault is not None:
                 self.fault("commit")
-            txn.commit()
+            w.commit()
         except Exception as e:
             try:
-                txn.abort()
+                w.abort()
             except Exception:
                 pass
             return e
@@ -272,7 +253,7 @@ class Writer:
         except Exception:  # a reply path must never take the writer down
             log.exception("reporting an outcome failed")
 
-    def _plan(self, state: BatchState, tx: LmdbTx, item: Item) -> Plan | Outcome:
+    def _plan(self, state: BatchState, tx: Tx, item: Item) -> Plan | Outcome:
         """The planner's verdict on ``item``; a bug in planning refuses the
         action with nothing written (``internal``)."""
         self.writing = item
@@ -284,28 +265,28 @@ class Writer:
             log.exception("unexpected error preparing an action")
             return Failed(_INTERNAL)
 
-    def _write_item_nested(self, parent: LmdbTx, state: BatchState, item: Item, done: list[Plan]) -> Outcome:
-        txn = self.store.env.begin(write=True, parent=parent.txn)
-        tx = LmdbTx(txn, parent.dbs)
+    def _write_item_nested(self, parent: WriteTxn, state: BatchState, item: Item, done: list[Plan]) -> Outcome:
+        w = parent.nested()
+        tx = w.tx
         try:
             p = self._plan(state, tx, item)
             if not isinstance(p, Plan):
-                txn.abort()
+                w.abort()
                 return p
             outcome = self._execute(tx, p)
         except Exception as e:
-            txn.abort()
-            if not _expected(e):
+            w.abort()
+            if not self._expected(e):
                 log.exception("unexpected error writing an action")
             return Failed(self._unavailable(e))
-        txn.commit()
+        w.commit()
         state.advance(p)
         done.append(p)  # its events are published only if the batch commits too
         return outcome
 
     def _execute(self, tx: Tx, p: Plan) -> Committed:
         """Write a planned action through the :class:`Tx` (nothing here is
-        LMDB's). Only storage can fail here."""
+        a backend's). Only storage can fail here."""
         put = tx.put
         for f in p.facts:
             self._put(tx, "log", u64(f.seq), f.encoded, "log")
@@ -334,7 +315,6 @@ class Writer:
             self.fault(point)
         tx.delete(table, key)
 
-
-def _expected(e: BaseException) -> bool:
-    """A storage failure (or an injected one): logged as such, no traceback."""
-    return isinstance(e, lmdb.Error) or getattr(e, "injected", False)
+    def _expected(self, e: BaseException) -> bool:
+        """A storage failure (or an injected one): logged as such, no traceback."""
+        return self.store.storage_error(e)

@@ -241,8 +241,8 @@ async def test_R10_2_1_every_fact_traces_to_an_action_a_deadline_or_an_account_c
 
     store = Store(str(daemon.data_dir), lock=False, readonly=True)
     try:
-        with store.env.begin() as txn:
-            assert compare(store, expected_indexes(store, txn), txn) == []
+        with store.read() as view:
+            assert compare(store, expected_indexes(store, view.kv), view.kv) == []
     finally:
         store.close()
     # Taking ended b's response to the carrying entry (R6.4-20) and the deadline

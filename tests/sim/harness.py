@@ -1027,8 +1027,8 @@ class Sim:
         return "\n".join(lines)
 
     def _check_indexes(self, when: str) -> None:
-        with self.store.env.begin() as txn:
-            problems = compare(self.store, expected_indexes(self.store, txn), txn)
+        with self.store.read() as view:
+            problems = compare(self.store, expected_indexes(self.store, view.kv), view.kv)
         for p in problems[:10]:
             self._violation(f"{when}: derived index differs from the fold of the log (L1-1): {p}")
 

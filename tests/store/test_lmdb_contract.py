@@ -7,7 +7,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from kungfud.store import Committer, Recorder, Store, Writer
+from kungfud.store import Backend, Committer, Recorder, Store, Writer
 from kungfud.store.check import compare, expected_indexes
 from tests.store.contract import StoreContract
 from tests.store.helpers import dump
@@ -49,7 +49,9 @@ class TestLmdbStore(StoreContract):
 def test_the_lmdb_backend_provides_the_store_interface(tmp_path):
     b = LmdbBackend(str(tmp_path / "data"))
     try:
-        assert isinstance(b.store, Recorder)
+        assert isinstance(b.store, Recorder) and isinstance(b.store, Backend)
+        used, size = b.store.usage()
+        assert 0 < used <= size
         assert isinstance(b.writer(), Committer)
     finally:
         b.close()

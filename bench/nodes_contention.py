@@ -1,0 +1,82 @@
+"""One busy Thread, its posters spread over two LMDB workers (``--workers``, each on its own port) (issue 16: cross-node
+contention; docs/scaling.md). Every poster sends ``thread.post`` one at a time
+(no client retries: each rejection is counted as the daemon gave it) for
+``--seconds``; reports posts/s, p50/p99 and the rejections by code. A
+rejection ``unavailable`` "changed concurrently too often" is an action whose
+re-decisions (MAX_ATTEMPTS) ran out under contention; ``internal`` must never
+appear.
+
+    python bench/nodes_contention.py [--nodes 2] [--posters 32] [--seconds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from kungfud.client import Client, new_key  # noqa: E402
+from tests.nodes.procs import Cluster
+
+
+async def main(args: argparse.Namespace) -> None:
+    tmp = Path(tempfile.mkdtemp(prefix="kf-contention-"))
+    cluster = Cluster(tmp, args.nodes)
+    nodes = cluster.nodes
+    try:
+        admin = await Client.connect(nodes[0].url, cluster.admin_key)
+        t = (await admin.act("thread.create", {"content": {"title": "busy"}}))["thread"]
+        posters = []
+        for i in range(args.posters):
+            url = nodes[i % len(nodes)].url
+            async with await Client.connect(url) as c:
+                r = await c.act("agent.register", {"content": {"name": f"p{i}"}})
+            grant = await admin.act("thread.admit", {"thread": t, "role": "speaker"})
+            c = await Client.connect(url, r["key"])
+            await c.act("thread.join", {"token": grant["token"]})
+            posters.append(c)
+        codes: collections.Counter = collections.Counter()
+        reasons: collections.Counter = collections.Counter()
+        lat: list[float] = []
+        stop_at = time.monotonic() + args.seconds
+
+        async def run(c: Client) -> None:
+            while time.monotonic() < stop_at:
+                t0 = time.perf_counter()
+                resp = await c.request("thread.post", {"thread": t, "content": {"x": 1}, "ask": []}, key=new_key())
+                lat.append(time.perf_counter() - t0)
+                if resp.get("ok"):
+                    codes["ok"] += 1
+                else:
+                    codes[resp["error"]["code"]] += 1
+                    reasons[resp["error"]["reason"]] += 1
+
+        t0 = time.monotonic()
+        await asyncio.gather(*(run(c) for c in posters))
+        took = time.monotonic() - t0
+        lat.sort()
+        print(f"nodes={args.nodes} posters={args.posters} seconds={took:.1f}")
+        print(f"posts/s={codes['ok'] / took:.0f} p50={statistics.median(lat) * 1000:.1f}ms p99={lat[int(len(lat) * 0.99)] * 1000:.1f}ms")
+        print("outcomes:", dict(codes))
+        for reason, n in reasons.most_common():
+            print(f"  {n} x {reason}")
+        for c in posters:
+            await c.close()
+        await admin.close()
+    finally:
+        cluster.stop()
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--nodes", type=int, default=2)
+    ap.add_argument("--posters", type=int, default=32)
+    ap.add_argument("--seconds", type=float, default=5)
+    asyncio.run(main(ap.parse_args()))

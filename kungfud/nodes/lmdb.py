@@ -1,0 +1,170 @@
+"""Node mechanisms for sibling workers on one LMDB data directory.
+
+- :class:`SocketBus`: each node binds a unix datagram socket
+  ``DATA_DIR/nodes/<pid>.sock``; an announcement is one small msgpack datagram
+  sent, without blocking, to every other socket there. A socket nobody is bound
+  to (its worker died) is removed on ``ECONNREFUSED``; a full receive buffer
+  drops the datagram (the safety poll covers it).
+- :class:`FileLease`: ``flock(LOCK_EX | LOCK_NB)`` on ``DATA_DIR/deadlines.lock``;
+  the kernel releases it when its holder dies, however it dies.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import logging
+import os
+import socket
+import threading
+import time
+from typing import Sequence
+
+import msgspec
+
+from . import MAX_AGENTS, Nodes, OnRemote
+
+__all__ = ["SocketBus", "FileLease", "lmdb_nodes"]
+
+log = logging.getLogger("kungfud.nodes")
+
+MAX_DATAGRAM = 8000
+PEERS_TTL_S = 1.0  # the directory is listed again at most this often (new workers)
+
+_enc = msgspec.msgpack.Encoder()
+_dec = msgspec.msgpack.Decoder(tuple[int, list[str] | None, bool])
+
+
+def encode(seq: int, agents: Sequence[str] | None, dues: bool) -> bytes:
+    """One announcement; the agents are left out (None) when there are too many."""
+    if agents is not None and len(agents) > MAX_AGENTS:
+        agents = None
+    data = _enc.encode((seq, None if agents is None else list(agents), dues))
+    if len(data) > MAX_DATAGRAM:
+        data = _enc.encode((seq, None, dues))
+    return data
+
+
+class SocketBus:
+    def __init__(self, data_dir: str, name: str | None = None):
+        self.dir = os.path.join(data_dir, "nodes")
+        os.makedirs(self.dir, mode=0o700, exist_ok=True)
+        self.name = (name or str(os.getpid())) + ".sock"
+        self.path = os.path.join(self.dir, self.name)
+        try:
+            os.unlink(self.path)  # a dead process's socket under a reused pid
+        except FileNotFoundError:
+            pass
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(self.path)
+        self._out = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self._out.setblocking(False)
+        self._lock = threading.Lock()  # announce may come from more than one thread
+        self._peers: list[str] = []
+        self._listed = 0.0
+        self._closed = False
+        self._thread: threading.Thread | None = None
+        self.sent = self.received = self.dropped = 0
+
+    def _list_peers(self) -> list[str]:
+        now = time.monotonic()
+        if now - self._listed > PEERS_TTL_S:
+            self._listed = now
+            try:
+                names = os.listdir(self.dir)
+            except OSError:
+                names = []
+            self._peers = [os.path.join(self.dir, n) for n in names if n.endswith(".sock") and n != self.name]
+        return self._peers
+
+    def announce(self, seq: int, agents: Sequence[str], dues: bool) -> None:
+        if self._closed:
+            return
+        data = encode(seq, agents, dues)
+        with self._lock:
+            gone = []
+            for peer in self._list_peers():
+                try:
+                    self._out.sendto(data, peer)
+                    self.sent += 1
+                except OSError as e:
+                    if e.errno in (errno.ECONNREFUSED, errno.ENOENT):
+                        gone.append(peer)
+                    else:  # EAGAIN (its buffer is full) and the like: the poll covers it
+                        self.dropped += 1
+            for peer in gone:
+                self._peers.remove(peer)
+                if os.path.exists(peer):
+                    try:
+                        os.unlink(peer)  # nobody is bound to it: its worker died
+                    except OSError:
+                        pass
+
+    def start(self, on_remote: OnRemote) -> None:
+        def run() -> None:
+            while not self._closed:
+                try:
+                    data = self.sock.recv(65536)
+                except OSError:
+                    return  # closed
+                if not data:  # the wake-up close() sends itself
+                    continue
+                try:
+                    seq, agents, dues = _dec.decode(data)
+                except msgspec.DecodeError:
+                    continue
+                self.received += 1
+                try:
+                    on_remote(seq, agents, dues)
+                except Exception:
+                    log.exception("handling a remote announcement failed")
+
+        self._thread = threading.Thread(target=run, name="kungfud-bus", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._out.sendto(b"", self.path)  # wakes the receiver, which sees _closed
+        except OSError:
+            pass
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=2)
+        try:
+            os.unlink(self.path)
+        except OSError:
+            pass
+        self.sock.close()
+        self._out.close()
+
+
+class FileLease:
+    def __init__(self, data_dir: str):
+        self.path = os.path.join(data_dir, "deadlines.lock")
+        self.fd: int | None = None
+
+    def try_acquire(self) -> bool:
+        if self.fd is not None:
+            return True
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            os.close(fd)
+            if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                return False
+            raise
+        self.fd = fd
+        return True
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # closing the only descriptor releases the flock
+            self.fd = None
+
+
+def lmdb_nodes(data_dir: str) -> Nodes:
+    """The mechanisms of one worker among siblings on ``data_dir``."""
+    return Nodes(SocketBus(data_dir), FileLease(data_dir), shared=True)

@@ -1,0 +1,207 @@
+"""Node mechanisms for nodes on one PostgreSQL store (possibly on many hosts).
+
+- :class:`NotifyBus`: ``NOTIFY kungfud_nodes`` after a local commit (sent by a
+  thread of its own that merges what queued meanwhile, so the writer never
+  waits on it), ``LISTEN`` on a connection of its own with a listener thread.
+  After PostgreSQL restarts the listener reconnects and listens again, and
+  calls ``on_remote(0, None, True)``: notifications sent meanwhile are lost.
+- :class:`AdvisoryLease`: ``pg_try_advisory_lock`` on a dedicated session. The
+  server releases it when the session ends (the node died, or PostgreSQL
+  restarted): a lost session is a lost lease, and the next ``try_acquire``
+  connects again and tries to take it.
+
+A payload is at most 8000 bytes (PostgreSQL's limit); the agents are left out
+(None: "maybe anyone") beyond that or beyond ``MAX_AGENTS``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from typing import Sequence
+
+import psycopg
+
+from . import MAX_AGENTS, Nodes, OnRemote
+
+__all__ = ["NotifyBus", "AdvisoryLease", "pg_nodes", "CHANNEL", "LOCK_DEADLINES"]
+
+log = logging.getLogger("kungfud.nodes")
+
+CHANNEL = "kungfud_nodes"
+#: The deadline lease (session advisory lock); beside the store's own keys
+#: (kungfud/store/postgres/schema.py: "kfd" + a number).
+LOCK_DEADLINES = 0x6B6664_0100
+MAX_PAYLOAD = 8000
+RECONNECT_S = 0.5
+CHECK_S = 1.0  # a held lease's session is checked at most this often
+CONNECT_TIMEOUT_S = 3
+
+
+def _connect(url: str) -> psycopg.Connection:
+    # The pid in the session's name lets an operator (and the tests) see which node holds the lease.
+    return psycopg.connect(
+        url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S, application_name=f"kungfud-node-{os.getpid()}"
+    )
+
+
+def payload(node: str, seq: int, agents: Sequence[str] | None, dues: bool) -> str:
+    if agents is not None and len(agents) > MAX_AGENTS:
+        agents = None
+    text = json.dumps([node, seq, None if agents is None else list(agents), dues], separators=(",", ":"))
+    if len(text.encode()) > MAX_PAYLOAD:
+        text = json.dumps([node, seq, None, dues], separators=(",", ":"))
+    return text
+
+
+class NotifyBus:
+    def __init__(self, url: str):
+        self.url = url
+        self.node = f"{os.getpid()}-{os.urandom(4).hex()}"  # this node's own notifications are skipped
+        self._cond = threading.Condition()
+        self._seq = 0
+        self._agents: set[str] | None = set()
+        self._dues = False
+        self._pending = False
+        self._closed = False
+        self._sender = threading.Thread(target=self._send_loop, name="kungfud-notify", daemon=True)
+        self._listener: threading.Thread | None = None
+        self._listen_conn: psycopg.Connection | None = None
+        self.sent = self.received = self.reconnects = 0
+        self._sender.start()
+
+    # --- announcing -------------------------------------------------------------------
+
+    def announce(self, seq: int, agents: Sequence[str], dues: bool) -> None:
+        with self._cond:
+            self._seq = max(self._seq, seq)
+            if self._agents is not None:
+                self._agents.update(agents)
+                if len(self._agents) > MAX_AGENTS:
+                    self._agents = None
+            self._dues = self._dues or dues
+            self._pending = True
+            self._cond.notify()
+
+    def _send_loop(self) -> None:
+        conn: psycopg.Connection | None = None
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._pending or self._closed)
+                if self._closed and not self._pending:
+                    break
+                seq, agents, dues = self._seq, self._agents, self._dues
+                self._agents, self._dues, self._pending = set(), False, False
+            text = payload(self.node, seq, None if agents is None else sorted(agents), dues)
+            try:
+                if conn is None or conn.closed:
+                    conn = _connect(self.url)
+                conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, text))
+                self.sent += 1
+            except psycopg.Error:
+                # PostgreSQL is away: the others' safety poll covers this one.
+                if conn is not None:
+                    conn.close()
+                conn = None
+                with self._cond:
+                    self._cond.wait_for(lambda: self._closed, timeout=RECONNECT_S)
+        if conn is not None:
+            conn.close()
+
+    # --- listening --------------------------------------------------------------------
+
+    def start(self, on_remote: OnRemote) -> None:
+        self._listener = threading.Thread(target=self._listen_loop, args=(on_remote,), name="kungfud-listen", daemon=True)
+        self._listener.start()
+
+    def _listen_loop(self, on_remote: OnRemote) -> None:
+        first = True
+        while not self._closed:
+            try:
+                conn = self._listen_conn = _connect(self.url)
+                conn.execute(f"LISTEN {CHANNEL}")
+            except psycopg.Error:
+                self._listen_conn = None
+                time.sleep(RECONNECT_S)
+                continue
+            if not first:  # notifications sent while we were away are lost
+                self.reconnects += 1
+                self._deliver(on_remote, 0, None, True)
+            first = False
+            try:
+                while not self._closed:
+                    for n in conn.notifies(timeout=1.0):
+                        try:
+                            node, seq, agents, dues = json.loads(n.payload)
+                        except (ValueError, TypeError):
+                            continue
+                        if node != self.node:
+                            self.received += 1
+                            self._deliver(on_remote, seq, agents, dues)
+            except psycopg.Error:
+                pass
+            finally:
+                conn.close()
+                self._listen_conn = None
+
+    @staticmethod
+    def _deliver(on_remote: OnRemote, seq: int, agents: list[str] | None, dues: bool) -> None:
+        try:
+            on_remote(seq, agents, dues)
+        except Exception:
+            log.exception("handling a remote announcement failed")
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        self._sender.join(timeout=5)
+        if self._listener is not None:
+            self._listener.join(timeout=5)
+
+
+class AdvisoryLease:
+    def __init__(self, url: str, key: int = LOCK_DEADLINES):
+        self.url = url
+        self.key = key
+        self._conn: psycopg.Connection | None = None
+        self._held = False
+        self._checked = 0.0
+
+    def try_acquire(self) -> bool:
+        now = time.monotonic()
+        try:
+            if self._held:
+                if now - self._checked >= CHECK_S:
+                    self._checked = now
+                    self._conn.execute("SELECT 1")  # type: ignore[union-attr]
+                return True
+            if self._conn is None or self._conn.closed:
+                self._conn = _connect(self.url)
+            row = self._conn.execute("SELECT pg_try_advisory_lock(%s)", (self.key,)).fetchone()
+            self._held = bool(row and row[0])
+            self._checked = now
+            return self._held
+        except psycopg.Error:
+            self._drop()  # a lost session is a lost lease
+            return False
+
+    def _drop(self) -> None:
+        self._held = False
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except Exception:
+                pass
+        self._conn = None
+
+    def release(self) -> None:
+        self._drop()  # ending the session releases its advisory locks
+
+
+def pg_nodes(url: str) -> Nodes:
+    """The mechanisms of one node on the PostgreSQL store ``url``."""
+    return Nodes(NotifyBus(url), AdvisoryLease(url), shared=True)

@@ -1,0 +1,89 @@
+"""The kv layer (:mod:`kungfud.store.kv`) and the write transaction of the
+write engine (:class:`~kungfud.store.interface.WriteTxn`) over LMDB: one LMDB
+database per table, one read transaction per :class:`LmdbSnapshot`, one write
+transaction (a nested one for ``nested()``) per :class:`LmdbWriteTxn`."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+__all__ = ["LmdbSnapshot", "LmdbTx", "LmdbWriteTxn"]
+
+
+class LmdbSnapshot:
+    """A :class:`~kungfud.store.kv.Snapshot` over one LMDB transaction and the
+    store's databases by table name."""
+
+    __slots__ = ("txn", "dbs")
+
+    def __init__(self, txn: Any, dbs: dict[str, Any]):
+        self.txn = txn
+        self.dbs = dbs
+
+    def get(self, table: str, key: bytes) -> bytes | None:
+        return self.txn.get(key, db=self.dbs[table])
+
+    def scan(
+        self, table: str, start: bytes = b"", stop: bytes | None = None, *, reverse: bool = False, values: bool = True
+    ) -> Iterator[tuple[bytes, bytes]]:
+        with self.txn.cursor(db=self.dbs[table]) as cur:
+            if not reverse:
+                if not cur.set_range(start):
+                    return
+                for row in cur.iternext(keys=True, values=values):
+                    key, value = row if values else (row, b"")
+                    if stop is not None and key >= stop:
+                        return
+                    yield key, value
+                return
+            # The first key at or past ``stop``, then one back; the table's last
+            # key when nothing is past it.
+            ok = cur.last() if stop is None or not cur.set_range(stop) else cur.prev()
+            while ok:
+                key = cur.key()
+                if key < start:
+                    return
+                yield key, (cur.value() if values else b"")
+                ok = cur.prev()
+
+    def count(self, table: str) -> int:
+        return self.txn.stat(self.dbs[table])["entries"]
+
+
+class LmdbTx(LmdbSnapshot):
+    """A :class:`~kungfud.store.kv.Tx` over one LMDB write transaction (or
+    nested transaction)."""
+
+    __slots__ = ()
+
+    def put(self, table: str, key: bytes, value: bytes) -> None:
+        # The log is append only: a fact is never replaced.
+        self.txn.put(key, value, db=self.dbs[table], overwrite=table != "log")
+
+    def delete(self, table: str, key: bytes) -> None:
+        self.txn.delete(key, db=self.dbs[table])
+
+    def clear(self, table: str) -> None:
+        self.txn.drop(self.dbs[table], delete=False)
+
+
+class LmdbWriteTxn:
+    """A :class:`~kungfud.store.interface.WriteTxn`: an LMDB write transaction
+    (LMDB's writer lock excludes every other writer of the environment, in any
+    process, until it ends); ``nested()`` is a nested transaction of it."""
+
+    __slots__ = ("env", "txn", "tx")
+
+    def __init__(self, env: Any, dbs: dict[str, Any], parent: Any = None):
+        self.env = env
+        self.txn = env.begin(write=True, parent=parent)
+        self.tx = LmdbTx(self.txn, dbs)
+
+    def nested(self) -> "LmdbWriteTxn":
+        return LmdbWriteTxn(self.env, self.tx.dbs, self.txn)
+
+    def commit(self) -> None:
+        self.txn.commit()  # sync + metasync: durable when it returns
+
+    def abort(self) -> None:
+        self.txn.abort()

@@ -1,0 +1,314 @@
+"""The PostgreSQL backend: :class:`PgStore` (docs/storage.md "PostgreSQL").
+
+A :class:`~kungfud.store.interface.Backend` over psycopg 3 (sync). Reads take a
+connection from a small pool of its own and read inside one REPEATABLE READ,
+READ ONLY transaction (one ``View``); the writer has its own connection, each
+write transaction a READ COMMITTED one whose first statement takes the store's
+writer lock (``pg_advisory_xact_lock``), so one writer at a time runs on the
+store across every node and its planner sees every earlier commit. Every
+connection runs with ``synchronous_commit = on``: a commit has reached the WAL
+on disk when it returns (acknowledged = durable).
+
+A lost server is no crash: a read raises
+:class:`~kungfud.errors.StoreUnavailable` (answered ``unavailable``), a write
+fails with a storage error (``Backend.storage_error``: answered
+``unavailable``), the broken connection is dropped, and the next read or batch
+connects again — the daemon recovers by itself once the server is back.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import threading
+from contextlib import contextmanager
+from typing import Any, Iterator
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+
+from ...errors import StoreUnavailable
+from ..integrity import StoreDamaged
+from ..open import is_pg_url
+from .kv import PgSnapshot, PgWriteTxn
+from .schema import LOCK_BOOTSTRAP, ensure_schema
+
+__all__ = ["PgStore", "redact_url", "is_pg_url"]
+
+log = logging.getLogger("kungfud.store")
+
+_POOL_MAX = 32  # connections reading at once; more readers wait for one
+_IDLE_MAX = 8  # idle read connections kept
+_CONNECT_TIMEOUT_S = 5
+
+
+def redact_url(url: str) -> str:
+    """The URL without its password, for messages and logs."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "the configured PostgreSQL URL"
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)
+    user = (parts.username or "") + ":***"
+    return urlunsplit(parts._replace(netloc=f"{user}@{netloc[-1]}"))
+
+
+def _lost(e: BaseException) -> bool:
+    """A failure of the server or the connection, not of a statement."""
+    return isinstance(e, (psycopg.OperationalError, psycopg.InterfaceError))
+
+
+class PgStore:
+    """The store in a PostgreSQL database; ``data_dir`` holds only node-local
+    files (the admin key of the node that bootstrapped, the node's lock)."""
+
+    def __init__(self, url: str, data_dir: str, *, readonly: bool = False, lock: bool = True):
+        self.url = url
+        self.where = redact_url(url)
+        self.data_dir = data_dir
+        self.readonly = readonly
+        self._lock_fd: int | None = None
+        self._pool: list[psycopg.Connection] = []
+        self._pool_lock = threading.Lock()
+        self._slots = threading.BoundedSemaphore(_POOL_MAX)
+        self._wconn: psycopg.Connection | None = None
+        self._wlock = threading.Lock()  # one write transaction of this process at a time
+        self._closed = False
+        if not readonly:
+            try:
+                os.makedirs(data_dir, mode=0o700, exist_ok=True)
+            except OSError as e:
+                raise StoreDamaged(f"cannot create data directory {data_dir}: {e.strerror or e}") from None
+            if lock:
+                self._lock(data_dir)
+        try:
+            conn = self._connect(write=True)
+        except StoreUnavailable as e:
+            self._unlock()
+            raise StoreDamaged(f"cannot connect to PostgreSQL at {self.where}: {e.__cause__ or e}") from None
+        try:
+            self.migrate_from = ensure_schema(conn, self.where, create=not readonly)
+        except psycopg.Error as e:
+            conn.close()
+            self._unlock()
+            raise StoreDamaged(f"cannot set up the store at {self.where}: {e}") from None
+        except BaseException:
+            conn.close()
+            self._unlock()
+            raise
+        self._wconn = conn
+        if self.migrate_from is not None and not readonly:
+            # An older storage format is migrated once, on open, as LMDB's is (D92).
+            from ..check import migrate
+
+            try:
+                migrate(self, self.migrate_from)
+            except BaseException:
+                self.close()
+                raise
+            self.migrate_from = None
+
+    # --- node-local lock ------------------------------------------------------------
+
+    def _lock(self, data_dir: str) -> None:
+        from ..store import StoreLocked
+
+        fd = os.open(os.path.join(data_dir, "kungfud.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise StoreLocked(f"data directory {data_dir} is in use by another kungfud process") from None
+        self._lock_fd = fd
+
+    def _unlock(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    # --- connections ------------------------------------------------------------------
+
+    def _connect(self, *, write: bool) -> psycopg.Connection:
+        try:
+            conn = psycopg.connect(
+                self.url,
+                autocommit=False,
+                connect_timeout=_CONNECT_TIMEOUT_S,
+                application_name="kungfud",
+                options="-c synchronous_commit=on",
+            )
+        except psycopg.Error as e:
+            raise StoreUnavailable(f"cannot connect to PostgreSQL at {self.where}") from e
+        conn.isolation_level = psycopg.IsolationLevel.READ_COMMITTED if write else psycopg.IsolationLevel.REPEATABLE_READ
+        conn.read_only = not write
+        return conn
+
+    def _take(self) -> psycopg.Connection:
+        with self._pool_lock:
+            if self._pool:
+                return self._pool.pop()
+        return self._connect(write=False)
+
+    def _give(self, conn: psycopg.Connection) -> None:
+        with self._pool_lock:
+            if not self._closed and len(self._pool) < _IDLE_MAX:
+                self._pool.append(conn)
+                return
+        conn.close()
+
+    def _drop_idle(self) -> None:
+        with self._pool_lock:
+            idle, self._pool = self._pool, []
+        for conn in idle:
+            conn.close()
+
+    @contextmanager
+    def read(self) -> Iterator[Any]:
+        """One consistent snapshot (a REPEATABLE READ, READ ONLY transaction)
+        as a ``View``; StoreUnavailable when the server cannot be reached."""
+        from ..store import View
+
+        self._slots.acquire()
+        try:
+            conn = self._take()
+            try:
+                yield View(PgSnapshot(conn.cursor(binary=True)))
+            except BaseException as e:
+                if _lost(e) or conn.broken:
+                    conn.close()
+                    self._drop_idle()  # a server that went away took them all
+                    if _lost(e):
+                        raise StoreUnavailable(f"lost the connection to PostgreSQL at {self.where}") from e
+                    raise
+                try:
+                    conn.rollback()
+                except psycopg.Error:
+                    conn.close()
+                    raise
+                self._give(conn)
+                raise
+            try:
+                conn.rollback()  # a read-only transaction: nothing to keep
+            except psycopg.Error:
+                conn.close()  # the answer was read whole; the next read reconnects
+            else:
+                self._give(conn)
+        finally:
+            self._slots.release()
+
+    def events_for(self, agent: str, after: int) -> Iterator[tuple[int, bytes]]:
+        with self.read() as view:
+            yield from view.events_for(agent, after)
+
+    def last_seq(self) -> int:
+        with self.read() as view:
+            return view.last_seq()
+
+    # --- writing --------------------------------------------------------------------------
+
+    def begin_write(self) -> PgWriteTxn:
+        """Open a write transaction: the store's writer lock is held (every node)
+        until commit or abort. Connects again after a lost connection."""
+        if self.readonly:
+            raise StoreDamaged("the store was opened read-only")
+        self._wlock.acquire()
+        try:
+            conn = self._wconn
+            if conn is None or conn.closed or conn.broken:
+                if conn is not None:
+                    conn.close()
+                self._wconn = None
+                conn = self._wconn = self._connect(write=True)
+            try:
+                return PgWriteTxn.begin(conn, self._end_write)
+            except psycopg.Error as e:
+                if not _lost(e):
+                    raise
+                # A connection the server dropped while idle (a restart): nothing
+                # was written yet, so connect again once and begin there.
+                conn.close()
+                self._wconn = None
+                conn = self._wconn = self._connect(write=True)
+                return PgWriteTxn.begin(conn, self._end_write)
+        except BaseException as e:
+            conn = self._wconn
+            if conn is not None:
+                try:
+                    if conn.broken or _lost(e):
+                        raise e
+                    conn.rollback()  # whatever failed, leave no transaction open
+                except BaseException:
+                    conn.close()
+                    self._wconn = None
+            self._wlock.release()
+            raise
+
+    def _end_write(self, conn: psycopg.Connection, ok: bool) -> None:
+        if not ok and (conn.broken or conn.closed):
+            conn.close()
+            self._wconn = None
+        elif not ok:
+            try:
+                conn.rollback()
+            except psycopg.Error:
+                conn.close()
+                self._wconn = None
+        self._wlock.release()
+
+    @staticmethod
+    def storage_error(e: BaseException) -> bool:
+        """An expected storage failure: the server or connection failed, the
+        disk is full, the server refused connections (answered ``unavailable``)."""
+        return (
+            _lost(e)
+            or isinstance(e, (StoreUnavailable, psycopg.errors.InsufficientResources))
+            or getattr(e, "injected", False)  # a test's injected fault (testing/faults.py)
+        )
+
+    def usage(self) -> tuple[int, int] | None:
+        """None: the database has no size limit of ours to report against."""
+        return None
+
+    @contextmanager
+    def bootstrap_lock(self) -> Iterator[None]:
+        """Held across the admin bootstrap's "no facts yet → create the admin"
+        check and write, so nodes starting together create one admin (D112):
+        a session advisory lock on a connection of its own."""
+        conn = self._connect(write=True)
+        try:
+            conn.autocommit = True
+            conn.execute("SELECT pg_advisory_lock(%s)", (LOCK_BOOTSTRAP,))
+            yield
+        finally:
+            conn.close()  # ends the session: the lock goes with it
+
+    # --- checks ---------------------------------------------------------------------
+
+    def log_problems(self) -> list[str]:
+        from ..integrity import log_problems
+
+        with self.read() as view:
+            return log_problems(view.kv)
+
+    def require_consistent_log(self) -> None:
+        problems = self.log_problems()
+        if problems:
+            more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+            raise StoreDamaged(
+                f"the store at {self.where} is not consistent: {'; '.join(problems[:3])}{more}; "
+                f"run `kungfud check --store URL` for a full report"
+            )
+
+    def close(self) -> None:
+        with self._pool_lock:
+            self._closed = True
+            pool, self._pool = self._pool, []
+        for conn in pool:
+            conn.close()
+        if self._wconn is not None:
+            self._wconn.close()
+            self._wconn = None
+        self._unlock()

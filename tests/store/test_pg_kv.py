@@ -1,0 +1,197 @@
+"""The PostgreSQL backend's key-value layer and schema (docs/storage.md
+"PostgreSQL"): key order is unsigned byte order, scans page lazily and both
+ways, the log is never replaced, savepoints nest, one writer at a time across
+stores, the schema is created once and a newer one refused."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import psycopg
+import pytest
+
+from kungfud.store.integrity import StoreDamaged
+from kungfud.store.layout import DBS, FORMAT
+from kungfud.store.postgres import PgStore
+from kungfud.store.postgres.schema import SCHEMA_VERSION
+from tests.pg import pg_server  # noqa: F401 — the session fixture
+
+KEYS = [b"", b"\x00", b"\x00\x00", b"\x01", b"a", b"a\x00", b"a\x00b", b"a\x01", b"ab", b"b", b"\x7f", b"\x80", b"\xff", b"\xff\xff"]
+
+
+@pytest.fixture
+def store(pg_server, tmp_path):
+    s = PgStore(pg_server.new_database(), str(tmp_path / "node"))
+    yield s
+    s.close()
+
+
+def _write(store: PgStore, fn) -> None:
+    w = store.begin_write()
+    try:
+        fn(w.tx)
+    except BaseException:
+        w.abort()
+        raise
+    w.commit()
+
+
+def test_keys_are_ordered_as_unsigned_bytes_and_scans_take_a_half_open_range(store):
+    def fill(tx):
+        for k in reversed(KEYS):
+            tx.put("memories", k, b"v" + k)
+
+    _write(store, fill)
+    w = store.begin_write()
+    try:
+        tx = w.tx
+        assert [k for k, _ in tx.scan("memories")] == sorted(KEYS)
+        assert [k for k, _ in tx.scan("memories", reverse=True)] == sorted(KEYS, reverse=True)
+        assert list(tx.scan("memories", b"a", b"b")) == [(k, b"v" + k) for k in sorted(KEYS) if b"a" <= k < b"b"]
+        assert [k for k, _ in tx.scan("memories", b"a", b"b", reverse=True)] == sorted(
+            (k for k in KEYS if b"a" <= k < b"b"), reverse=True
+        )
+        assert all(v == b"" for _, v in tx.scan("memories", values=False))
+        assert tx.count("memories") == len(KEYS)
+        assert tx.get("memories", b"a\x00") == b"va\x00"
+        assert tx.get("memories", b"zz") is None
+    finally:
+        w.abort()
+
+
+def test_a_scan_pages_lazily_and_continues_after_the_last_key(store):
+    n = 2500  # more than several pages
+
+    def fill(tx):
+        for i in range(n):
+            tx.put("objects", i.to_bytes(4, "big"), b"x")
+
+    _write(store, fill)
+    w = store.begin_write()
+    try:
+        got = [int.from_bytes(k, "big") for k, _ in w.tx.scan("objects")]
+        assert got == list(range(n))
+        back = [int.from_bytes(k, "big") for k, _ in w.tx.scan("objects", (100).to_bytes(4, "big"), reverse=True)]
+        assert back == list(range(n - 1, 99, -1))
+        # A caller that stops early leaves the rest unread (the first page only).
+        it = w.tx.scan("objects")
+        assert next(it)[0] == (0).to_bytes(4, "big")
+        it.close()
+    finally:
+        w.abort()
+
+
+def test_put_replaces_delete_and_clear_remove_and_a_log_row_is_never_replaced(store):
+    _write(store, lambda tx: (tx.put("objects", b"k", b"1"), tx.put("objects", b"k", b"2"), tx.put("log", b"1", b"f")))
+    w = store.begin_write()
+    assert w.tx.get("objects", b"k") == b"2"
+    with pytest.raises(psycopg.errors.UniqueViolation):
+        w.tx.put("log", b"1", b"other")
+    w.abort()
+    _write(store, lambda tx: tx.delete("objects", b"k"))
+    _write(store, lambda tx: tx.clear("log"))
+    w = store.begin_write()
+    assert w.tx.get("objects", b"k") is None and w.tx.count("log") == 0
+    w.abort()
+
+
+def test_a_nested_transaction_is_a_savepoint(store):
+    w = store.begin_write()
+    w.tx.put("objects", b"outer", b"1")
+    a = w.nested()
+    a.tx.put("objects", b"aborted", b"1")
+    a.abort()
+    b = w.nested()
+    b.tx.put("objects", b"kept", b"1")
+    b.commit()
+    w.commit()
+    w = store.begin_write()
+    try:
+        assert [k for k, _ in w.tx.scan("objects")] == [b"kept", b"outer"]
+    finally:
+        w.abort()
+
+
+def test_an_aborted_write_leaves_nothing(store):
+    w = store.begin_write()
+    w.tx.put("objects", b"k", b"1")
+    w.abort()
+    w = store.begin_write()
+    try:
+        assert w.tx.get("objects", b"k") is None
+    finally:
+        w.abort()
+
+
+def test_one_writer_at_a_time_across_stores_on_one_database(pg_server, tmp_path):
+    url = pg_server.new_database()
+    a = PgStore(url, str(tmp_path / "a"))
+    b = PgStore(url, str(tmp_path / "b"))
+    try:
+        wa = a.begin_write()
+        wa.tx.put("meta", b"seq", b"1")
+        got: list[bytes | None] = []
+
+        def second():
+            wb = b.begin_write()  # waits for a's commit: then sees it (READ COMMITTED)
+            got.append(wb.tx.get("meta", b"seq"))
+            wb.abort()
+
+        t = threading.Thread(target=second)
+        t.start()
+        time.sleep(0.3)
+        assert got == [] and t.is_alive()  # still waiting for the writer lock
+        wa.commit()
+        t.join(10)
+        assert got == [b"1"]
+    finally:
+        a.close()
+        b.close()
+
+
+def test_nodes_starting_together_create_the_schema_once(pg_server, tmp_path):
+    url = pg_server.new_database()
+    stores: list[PgStore] = []
+    errors: list[BaseException] = []
+
+    def start(i):
+        try:
+            stores.append(PgStore(url, str(tmp_path / f"n{i}")))
+        except BaseException as e:  # noqa: BLE001 — reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=start, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    try:
+        assert errors == [] and len(stores) == 4
+        with psycopg.connect(url) as conn:
+            assert conn.execute("SELECT version FROM kf_schema").fetchall() == [(SCHEMA_VERSION,)]
+            assert conn.execute("SELECT value FROM kf_meta WHERE key = 'format'::bytea").fetchall() == [(FORMAT,)]
+            tables = {r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE tablename LIKE 'kf_%'")}
+            assert tables == {f"kf_{n}" for n in DBS} | {"kf_schema"}
+    finally:
+        for s in stores:
+            s.close()
+
+
+def test_a_newer_schema_or_format_is_refused_with_a_message(pg_server, tmp_path):
+    url = pg_server.new_database()
+    PgStore(url, str(tmp_path / "a")).close()
+    with psycopg.connect(url) as conn:
+        conn.execute("UPDATE kf_schema SET version = %s", (SCHEMA_VERSION + 1,))
+    with pytest.raises(StoreDamaged, match=f"schema version {SCHEMA_VERSION + 1}, newer"):
+        PgStore(url, str(tmp_path / "b"))
+    with psycopg.connect(url) as conn:
+        conn.execute("UPDATE kf_schema SET version = %s", (SCHEMA_VERSION,))
+        conn.execute("UPDATE kf_meta SET value = %s WHERE key = %s", (b"99", b"format"))
+    with pytest.raises(StoreDamaged, match="storage format 99, newer"):
+        PgStore(url, str(tmp_path / "c"))
+
+
+def test_an_unreachable_server_is_a_clear_error_at_start(tmp_path):
+    with pytest.raises(StoreDamaged, match="cannot connect to PostgreSQL at postgresql://u:\\*\\*\\*@127.0.0.1:1/x"):
+        PgStore("postgresql://u:secret@127.0.0.1:1/x", str(tmp_path / "n"))
