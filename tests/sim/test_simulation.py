@@ -20,7 +20,10 @@ summary of the schedule, its last 60 steps, and the path of the full schedule.
 Found and fixed. The simulation found two kungfud bugs in the pipelined actor: a
 held rejection answering a duplicate after its key's first success (L3-2), and
 decisions on an overlay state whose version another actor reached with another
-state (L5-1). The seeds that showed them are kept as regression tests. The
+state (L5-1). The seeds that showed them are kept as regression tests. With two
+nodes (issue 16) it found a decision mixing an actor's overlay entry that the
+other node's commit had overtaken with that commit's rows in the store, answered
+`internal` (seeds 5 and 21; fixed by D145). The
 seeds are tied to this harness and workload: a change to either re-draws every
 schedule (find new ones with ``python -m tests.sim.harness 0:100 --strict``).
 """
@@ -46,16 +49,7 @@ else:
 # Issues the simulation found, fixed since: none is tolerated any more. A new
 # one may be listed here (name -> description) while it is being fixed; the
 # harness then counts it instead of failing on it (tests/sim/harness.py).
-KNOWN_ISSUES: dict[str, str] = {
-    # Two nodes (issue 16): an actor decides on its overlay entry of an object
-    # (its own in-flight write, version v) after another node committed v or
-    # later in another state, and combines it with what that commit made in the
-    # store (an engagement the overlay's Task does not list): the pure core
-    # raises (KeyError) and the request is answered `internal`. Seeds 5 and 21
-    # (two nodes) show it. The writer would have found the decision Stale; the
-    # read must not mix an overtaken overlay with the store.
-    "overlay-behind-store": "a decision mixes an overlay entry another node overtook with the store: internal",
-}
+KNOWN_ISSUES: dict[str, str] = {}
 STRICT = os.environ.get("KUNGFUD_SIM_STRICT") == "1"
 TOLERATE = frozenset() if STRICT else frozenset(KNOWN_ISSUES)
 
