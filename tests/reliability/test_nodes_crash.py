@@ -46,20 +46,16 @@ FIRE_WITHIN_S = 5.0  # issue 16 item 5: on a surviving node after the owner dies
 FIGURES: dict[str, list[float]] = {}
 
 
-async def _close(clients: list[Client]) -> None:
+async def _stop_lanes(clients: list[Client], tasks: list[asyncio.Task]) -> None:
+    """The lanes still sending (to the survivor) stop here: their connections
+    are closed, so each ends as at a kill (its request in flight stays
+    unacknowledged, to be retried under its key)."""
     for c in clients:
         try:
             await c.close()
         except LOST:
             pass
-
-
-async def _stop_lanes(tasks: list[asyncio.Task]) -> None:
-    """The lanes still sending (to the survivor) stop here: what they had in
-    flight stays unacknowledged and is retried under its key."""
-    for t in tasks:
-        t.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
+    await asyncio.wait_for(asyncio.gather(*tasks), 30)
 
 
 async def _taken_assignment(url: str) -> tuple[str, str]:
@@ -114,8 +110,7 @@ async def test_L1_L3_kill_9_one_of_two_nodes_under_keyed_load(make_cluster, kind
             pid = c.kill_node(victim)
             c.advance_clock(DUE_S + 0.5)  # the deadline is due now, its node is dead
             await asyncio.sleep(0.2)  # the survivor's lanes go on meanwhile
-            await _stop_lanes(tasks)
-            await _close(clients)
+            await _stop_lanes(clients, tasks)
             assert not failures, f"a valid request was refused under load: {failures[:3]}"
             fired.append(await _fired_within(survivor, taker, asg, FIRE_WITHIN_S))
             w.stats["unacked"] += len(w.unacked)
@@ -180,8 +175,7 @@ async def test_L1_L3_postgresql_restarted_under_load_on_two_nodes_is_unavailable
         await asyncio.sleep(1.0)  # the lanes meet the store down
         pg_server.start()
         recovered.append(await _serving(c.urls, keys[0]))
-        await _stop_lanes(tasks)
-        await _close(clients)
+        await _stop_lanes(clients, tasks)
         assert not failures, f"under a PostgreSQL restart only `unavailable` may be answered: {failures[:3]}"
         assert c.proc.poll() is None and c.nodes[1].proc.poll() is None, "a node died with its store"
         await _retry_unacknowledged(c.urls[cycle % 2], w, keys)
