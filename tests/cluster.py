@@ -166,10 +166,18 @@ class Daemon:
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait(10)
 
-    def terminate(self, timeout: float = 20.0) -> int:
+    def send_signal(self, sig: int) -> None:
         assert self.proc is not None
-        self.proc.send_signal(signal.SIGTERM)
+        self.proc.send_signal(sig)
+
+    def wait(self, timeout: float = 20.0) -> int:
+        """Until the daemon exits; its status."""
+        assert self.proc is not None
         return self.proc.wait(timeout)
+
+    def terminate(self, timeout: float = 20.0) -> int:
+        self.send_signal(signal.SIGTERM)
+        return self.wait(timeout)
 
     def restart(self) -> "Daemon":
         self.kill()
@@ -359,12 +367,20 @@ class Cluster:
         for pid in workers:
             _kill9(pid)
 
+    def send_signal(self, sig: int) -> None:
+        """To every node (lmdb2: the supervisor, which forwards SIGTERM to its workers)."""
+        for node in self.nodes:
+            node.send_signal(sig)
+
+    def wait(self, timeout: float = 20.0) -> int:
+        """Until every node exits; the first non-zero exit status, else 0."""
+        codes = [node.wait(timeout) for node in self.nodes]
+        return next((c for c in codes if c), 0)
+
     def terminate(self, timeout: float = 20.0) -> int:
         """SIGTERM every node; the first non-zero exit status, else 0."""
-        for node in self.nodes:
-            node.proc.send_signal(signal.SIGTERM)
-        codes = [node.proc.wait(timeout) for node in self.nodes]
-        return next((c for c in codes if c), 0)
+        self.send_signal(signal.SIGTERM)
+        return self.wait(timeout)
 
     def restart(self) -> "Cluster":
         self.kill()

@@ -115,13 +115,13 @@ async def test_wire_sigterm_finishes_or_rejects_in_flight_actions_and_exits_0(da
     async with await Raw.connect(daemon.url, key) as r:
         for f in frames:
             await r.send(f)
-        daemon.proc.send_signal(signal.SIGTERM)
+        daemon.send_signal(signal.SIGTERM)  # every node
         try:
             while len(replies) < len(frames):
                 replies.append(await r.recv())
         except ConnectionClosed:
             pass  # the daemon closed the connection after answering what it had read
-    assert daemon.proc.wait(20) == 0
+    assert daemon.wait(20) == 0
     assert replies, "no in-flight request was answered"
     for resp in replies:
         assert resp["ok"] is True or resp["error"]["code"] in ("unavailable", "rate_limited"), resp
