@@ -1,24 +1,27 @@
 """Shared fixtures. Async test functions run in a fresh event loop (no plugin
-needed). ``daemon`` starts the real daemon as a subprocess on a free port."""
+needed). ``daemon`` starts the real daemon as a subprocess on a free port; with
+``--nodes=lmdb2|pg2`` (or ``$KUNGFUD_E2E_NODES``) it is two nodes on one store
+(tests/cluster.py)."""
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import inspect
 import os
 import re
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.cluster import DAEMON_LOGS, ENV, MODES, ROOT, Cluster, Daemon, mode_of
 
-# Every daemon log written during the session, scanned at the end for secrets.
-DAEMON_LOGS: list[Path] = []
+try:  # the session's throwaway PostgreSQL cluster (pg2 mode, the PostgreSQL tests)
+    from tests.pg import pg_server  # noqa: F401
+except ImportError:  # pragma: no cover - until tests/pg.py lands
+    pass
+
+__all__ = ["Cluster", "DAEMON_LOGS", "Daemon", "ROOT", "SECRET_SHAPE"]
 # Agent keys (kf_…) and admission tokens (kt_…) are 43 base64url characters.
 SECRET_SHAPE = re.compile(rb"k[ft]_[A-Za-z0-9_-]{43}")
 
@@ -37,122 +40,47 @@ def pytest_pyfunc_call(pyfuncitem):
     return None
 
 
-class Daemon:
-    """A kungfud process on a data directory; restartable on the same directory."""
+def _node_mode(request) -> str:
+    return mode_of(request.config)
 
-    def __init__(
-        self,
-        data_dir: Path,
-        config: Path | None = None,
-        extra: list[str] | None = None,
-        env: dict | None = None,
-        test_clock: bool = False,
-    ):
-        self.data_dir = data_dir
-        self.env = env
-        self.config = config
-        # test_clock: the daemon's clock is the wall clock plus an offset this
-        # test moves forward (advance_clock; KUNGFUD_TEST_CLOCK, kungfud/testing/clock.py).
-        self.clock_path: Path | None = None
-        self.clock_offset_ms = 0
-        if test_clock:
-            self.clock_path = data_dir.parent / f"{data_dir.name}.clock"
-            self.env = {**(env or {}), "KUNGFUD_TEST_CLOCK": str(self.clock_path)}
-        self.extra = extra or []
-        self.proc: subprocess.Popen | None = None
-        self.url = ""
-        self.stderr_path = data_dir.parent / f"{data_dir.name}.stderr"
-        DAEMON_LOGS.append(self.stderr_path)
 
-    def start(self, listen: str = "127.0.0.1:0", timeout: float = 20.0) -> "Daemon":
-        cmd = [sys.executable, "-m", "kungfud", "serve", "--data-dir", str(self.data_dir), "--listen", listen]
-        if self.config is not None:
-            cmd += ["--config", str(self.config)]
-        cmd += self.extra
-        self._stderr = open(self.stderr_path, "ab")
-        self.proc = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=self._stderr, cwd=ROOT, text=True,
-            env=None if self.env is None else {**os.environ, **self.env},
-        )
-        deadline = time.monotonic() + timeout
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        if not line.startswith("kungfud listening on "):
-            self.proc.kill()
-            raise RuntimeError(f"daemon did not start: {line!r}; stderr: {self.stderr_path.read_text()[-2000:]}")
-        assert time.monotonic() < deadline
-        self.url = line.split()[-1]
-        return self
-
-    def advance_clock(self, seconds: float) -> None:
-        """Move the daemon's clock ``seconds`` forward, running or stopped. Its
-        next request sees the new time (every request reads the clock), and that
-        read wakes its deadline clock, which records every expiry now due."""
-        assert self.clock_path is not None, "start this daemon with test_clock=True"
-        assert seconds > 0, "the test clock only moves forward"
-        self.clock_offset_ms += round(seconds * 1000)
-        tmp = self.clock_path.with_name(self.clock_path.name + ".tmp")
-        tmp.write_text(f"{self.clock_offset_ms}\n")
-        os.replace(tmp, self.clock_path)  # never half-written
-
-    @property
-    def admin_key(self) -> str:
-        return (self.data_dir / "admin.key").read_text().strip()
-
-    def kill(self) -> None:
-        """SIGKILL: no cleanup at all."""
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
-
-    def terminate(self, timeout: float = 20.0) -> int:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout)
-
-    def restart(self) -> "Daemon":
-        self.kill()
-        return self.start()
-
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        if self.proc and self.proc.stdout:
-            self.proc.stdout.close()
+def _new(request, data_dir: Path, config: Path | None = None, extra=None, test_clock: bool = False):
+    """The daemon under test on ``data_dir``, not started: a Daemon (mode lmdb)
+    or a two-node Cluster (lmdb2, pg2; tests/cluster.py)."""
+    mode = _node_mode(request)
+    if mode == "lmdb":
+        return Daemon(data_dir, config, extra, test_clock=test_clock)
+    store_url = request.getfixturevalue("pg_server").new_database() if mode == "pg2" else None
+    return Cluster(mode, data_dir, config, extra, test_clock=test_clock, store_url=store_url)
 
 
 @pytest.fixture
-def daemon(tmp_path):
-    d = Daemon(tmp_path / "data").start()
+def daemon(request, tmp_path):
+    d = _new(request, tmp_path / "data").start()
     yield d
     d.stop()
 
 
 @pytest.fixture
-def clocked_daemon(tmp_path):
+def clocked_daemon(request, tmp_path):
     """``daemon`` whose clock the test moves: ``clocked_daemon.advance_clock(s)``
-    instead of sleeping until a deadline passes."""
-    d = Daemon(tmp_path / "data", test_clock=True).start()
+    instead of sleeping until a deadline passes (every node reads one clock)."""
+    d = _new(request, tmp_path / "data", test_clock=True).start()
     yield d
     d.stop()
 
 
 @pytest.fixture
-def make_daemon(tmp_path):
+def make_daemon(request, tmp_path):
     """Factory for daemons with a config file or extra flags."""
-    made: list[Daemon] = []
+    made: list = []
 
-    def make(config_text: str | None = None, name: str = "data", start: bool = True) -> Daemon:
+    def make(config_text: str | None = None, name: str = "data", start: bool = True, extra: list[str] | None = None):
         cfg = None
         if config_text is not None:
             cfg = tmp_path / f"{name}.toml"
             cfg.write_text(config_text)
-        d = Daemon(tmp_path / name, cfg)
+        d = _new(request, tmp_path / name, cfg, extra)
         made.append(d)
         return d.start() if start else d
 
@@ -161,8 +89,93 @@ def make_daemon(tmp_path):
         d.stop()
 
 
+@pytest.fixture
+def make_cluster(request, tmp_path):
+    """Factory for two nodes on one store of a given kind (``lmdb2`` or ``pg2``),
+    whatever ``--nodes`` says: the cross-node tests name their store."""
+    made: list[Cluster] = []
+
+    def make(kind: str, config_text: str | None = None, name: str = "data", test_clock: bool = False) -> Cluster:
+        cfg = None
+        if config_text is not None:
+            cfg = tmp_path / f"{name}.toml"
+            cfg.write_text(config_text)
+        store_url = request.getfixturevalue("pg_server").new_database() if kind == "pg2" else None
+        c = Cluster(kind, tmp_path / name, cfg, test_clock=test_clock, store_url=store_url)
+        made.append(c)
+        return c.start()
+
+    yield make
+    for c in made:
+        c.stop()
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--nodes",
+        choices=sorted(MODES),
+        default=None,
+        help=f"run the daemon fixtures as {'; '.join(f'{k}: {v}' for k, v in MODES.items())} "
+        f"(default: ${ENV}, else lmdb)",
+    )
+
+
+def pytest_report_header(config):
+    mode = mode_of(config)
+    return f"kungfud nodes: {mode} ({MODES[mode]})"
+
+
+#: the fixtures that start the daemon under test (tests/cluster.py)
+DAEMON_FIXTURES = frozenset({"daemon", "clocked_daemon", "make_daemon"})
+
+
+def _deselect_because(item, mode: str) -> str | None:
+    """Why ``item`` does not run in a two-node ``mode``, or None: it runs."""
+    marker = item.get_closest_marker("single_node")
+    if marker is not None:
+        return marker.args[0]
+    marker = item.get_closest_marker("lmdb_only")
+    if marker is not None and mode == "pg2":
+        return marker.args[0]
+    if not DAEMON_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return "start no daemon through the fixtures (the same in every mode)"
+    return None
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """In a two-node mode only the tests that meet the daemon under test run: a
+    test about one process or one LMDB directory by nature
+    (``@pytest.mark.single_node("why")``; ``lmdb_only``: not on PostgreSQL) and
+    a test that starts no daemon through the fixtures are deselected, not skipped."""
+    mode = mode_of(config)
+    if mode == "lmdb":
+        return
+    keep, dropped = [], []
+    for item in items:
+        why = _deselect_because(item, mode)
+        (keep if why is None else dropped).append((item, why))
+    if dropped:
+        config.hook.pytest_deselected(items=[item for item, _ in dropped])
+        items[:] = [item for item, _ in keep]
+    config._kungfud_deselected = collections.Counter(why for _, why in dropped)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    why = getattr(config, "_kungfud_deselected", None)
+    if why:
+        terminalreporter.write_line(
+            f"kungfud nodes={mode_of(config)}: {sum(why.values())} tests deselected: "
+            + "; ".join(f"{n} {reason}" for reason, n in why.most_common())
+        )
+
+
 def pytest_configure(config):
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    for marker in (
+        "single_node(why): about one process or one LMDB directory by nature; deselected under --nodes=lmdb2|pg2",
+        "lmdb_only(why): about the LMDB store by nature; deselected under --nodes=pg2",
+    ):
+        config.addinivalue_line("markers", marker)
 
 
 def pytest_sessionfinish(session, exitstatus):

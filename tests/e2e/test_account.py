@@ -238,12 +238,13 @@ async def test_L4_5_registrations_from_one_address_share_one_budget_whatever_the
     connection's); a later fresh connection from the same address is refused
     too; a connection from another address (127.0.0.2) has its own budget."""
     d = make_daemon("[limits]\nactions_per_minute = 10\n", name="reglimit")
-    bursts = await asyncio.gather(*(_register_burst(d.url, 6, tag=f"c{i}") for i in range(4)))
+    url = d.url  # budgets are per node (D143): every connection to one node
+    bursts = await asyncio.gather(*(_register_burst(url, 6, tag=f"c{i}") for i in range(4)))
     ok = sum(b.get("ok", 0) for b in bursts)
     limited = sum(b.get("rate_limited", 0) for b in bursts)
     assert ok == 10 and limited == 14, bursts
-    assert await _register_burst(d.url, 2, tag="late") == {"rate_limited": 2}
-    assert await _register_burst(d.url, 3, source="127.0.0.2") == {"ok": 3}
+    assert await _register_burst(url, 2, tag="late") == {"rate_limited": 2}
+    assert await _register_burst(url, 3, source="127.0.0.2") == {"ok": 3}
 
 
 @pytest.mark.rules("L4-5", "R12-11", "L4-6")
@@ -252,10 +253,11 @@ async def test_L4_5_the_daemon_wide_registration_budget_holds_across_addresses(m
     everyone together: three addresses with room of their own make 6 agents
     in all; the others wait, and no agent was made for them."""
     d = make_daemon("[limits]\nactions_per_minute = 100\nregistrations_per_minute = 6\n", name="regall")
-    bursts = await asyncio.gather(*(_register_burst(d.url, 4, source=f"127.0.0.{i}") for i in (1, 2, 3)))
+    url = d.url  # budgets are per node (D143): every connection to one node
+    bursts = await asyncio.gather(*(_register_burst(url, 4, source=f"127.0.0.{i}") for i in (1, 2, 3)))
     ok = sum(b.get("ok", 0) for b in bursts)
     assert ok == 6 and sum(b.get("rate_limited", 0) for b in bursts) == 6, bursts
-    assert _registered(d.url) == 6  # a refused registration made no agent (L4-6)
+    assert _registered(url) == 6  # a refused registration made no agent (L4-6)
 
 
 def _registered(url: str) -> int:

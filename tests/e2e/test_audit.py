@@ -18,13 +18,33 @@ from tests.e2e.helpers import check_failure, register
 MARK = "do-not-log-this-content"
 
 
-def _audit_lines(d: Daemon) -> list[dict]:
-    out = []
-    for line in d.stderr_path.read_text().splitlines():
-        obj = json.loads(line)  # --log-format json: every line is one JSON object
-        if obj.get("logger") == "kungfud.audit":
-            out.append(obj)
-    return out
+def _audit_lines(d: Daemon) -> list[list[dict]]:
+    """The audit lines of each node's log (one log per node; tests/cluster.py)."""
+    logs = []
+    for path in d.log_paths:
+        out = []
+        for line in path.read_text().splitlines():
+            obj = json.loads(line)  # --log-format json: every line is one JSON object
+            if obj.get("logger") == "kungfud.audit":
+                out.append(obj)
+        logs.append(out)
+    return logs
+
+
+def _in_session_order(want: list[tuple], logs: list[list[tuple]]) -> list[tuple]:
+    """Every node logs the actions it served, in its own order: walk the session
+    and take each expected line from the head of the log that has it next."""
+    logs = [list(log) for log in logs]
+    got = []
+    for w in want:
+        for log in logs:
+            if log and log[0][:4] == w[:4]:
+                got.append(log.pop(0))
+                break
+        else:
+            heads = [log[0] if log else None for log in logs]
+            raise AssertionError(f"expected next {w}, the logs' next lines are {heads}")
+    return got + [line for log in logs for line in log]
 
 
 async def _session(url: str, admin_key: str) -> tuple[list[tuple], list[str]]:
@@ -84,29 +104,31 @@ async def _session(url: str, admin_key: str) -> tuple[list[tuple], list[str]]:
 
 
 @pytest.mark.rules("L3-6", "R12-1")
-async def test_wire_audit_log_has_every_action_outcome_and_no_secret_or_content(tmp_path):
+async def test_wire_audit_log_has_every_action_outcome_and_no_secret_or_content(make_daemon):
     """WIRE.md "Operating a deployment", audit log: a scripted session (register,
     memory, thread create/admit/join/post, assignment, task, a rejection, a
     replay) is in the log line by line; no key, token or content is."""
-    d = Daemon(tmp_path / "data", extra=["--log-format", "json"]).start()
+    d = make_daemon(None, extra=["--log-format", "json"])
     try:
         want, secrets = await _session(d.url, d.admin_key)
     finally:
         d.stop()
-    lines = _audit_lines(d)
-    got = []
-    for obj in lines:
-        assert obj["level"] == "info"
-        assert {"at", "agent", "op", "ok", "replayed"} <= obj.keys(), obj
-        assert obj["at"].endswith("Z") and obj["ok"] is ("code" not in obj), obj
-        got.append((obj["agent"], obj["op"], obj["ok"] or obj["code"], obj["replayed"], obj.get("ids")))
+    logs = []
+    for lines in _audit_lines(d):
+        logs.append([])
+        for obj in lines:
+            assert obj["level"] == "info"
+            assert {"at", "agent", "op", "ok", "replayed"} <= obj.keys(), obj
+            assert obj["at"].endswith("Z") and obj["ok"] is ("code" not in obj), obj
+            logs[-1].append((obj["agent"], obj["op"], obj["ok"] or obj["code"], obj["replayed"], obj.get("ids")))
+    got = _in_session_order(want, logs)
     for w, g in zip(want, got):
         agent, op, outcome, replayed, ids = g
         assert (agent, op, outcome, replayed) == w[:4], (w, g)
         if w[4] is not None:
             assert ids is not None and w[4].items() <= ids.items(), (w, g)
     assert len(got) == len(want), got[len(want):]
-    text = d.stderr_path.read_bytes()
+    text = b"".join(path.read_bytes() for path in d.log_paths)
     assert MARK.encode() not in text
     for secret in secrets:
         assert secret.encode() not in text
@@ -123,7 +145,8 @@ async def test_wire_audit_log_off_and_in_text_format(make_daemon):
         agent, key = await register(d.url, "alice")
         async with await Client.connect(d.url, key) as c:
             await c.act("memory.create", {"content": {"text": MARK}})
-    on_lines = [ln for ln in on.stderr_path.read_text().splitlines() if " kungfud.audit " in ln]
-    assert [json.loads(ln.split(" kungfud.audit ", 1)[1])["op"] for ln in on_lines] == ["agent.register", "memory.create"]
+    on_lines = [ln for p in on.log_paths for ln in p.read_text().splitlines() if " kungfud.audit " in ln]
+    ops = [json.loads(ln.split(" kungfud.audit ", 1)[1])["op"] for ln in on_lines]
+    assert sorted(ops) == ["agent.register", "memory.create"], ops  # one node may log each
     assert " INFO " in on_lines[0]
-    assert "kungfud.audit" not in off.stderr_path.read_text()
+    assert all("kungfud.audit" not in p.read_text() for p in off.log_paths)

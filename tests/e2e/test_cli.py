@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,13 +30,19 @@ class Cli:
     """Runs `kungfu` with a clean environment: no inherited KUNGFU_* variables,
     profiles in a temporary file, the daemon's URL."""
 
-    def __init__(self, url: str, tmp: Path):
+    def __init__(self, url: str | Any, tmp: Path):
+        # url: a URL, or the daemon under test: then each run is a client of the
+        # daemon's next node (tests/cluster.py), unless a test set KUNGFU_URL itself
+        self.daemon = None if isinstance(url, str) else url
+        self.url = url if isinstance(url, str) else url.url
         self.config = tmp / "kungfu" / "profiles.toml"
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("KUNGFU_")}
-        self.env.update(KUNGFU_CONFIG=str(self.config), KUNGFU_URL=url)
+        self.env.update(KUNGFU_CONFIG=str(self.config), KUNGFU_URL=self.url)
 
     def run(self, *args: str, key: str | None = None, input: str | None = None, code: int | None = 0) -> subprocess.CompletedProcess:
         env = dict(self.env)
+        if self.daemon is not None and env["KUNGFU_URL"] == self.url:
+            env["KUNGFU_URL"] = self.url = self.env["KUNGFU_URL"] = self.daemon.url
         if key is not None:
             env["KUNGFU_KEY"] = key
         r = subprocess.run(
@@ -56,7 +63,7 @@ class Cli:
 
 @pytest.fixture
 def cli(daemon, tmp_path) -> Cli:
-    return Cli(daemon.url, tmp_path)
+    return Cli(daemon, tmp_path)
 
 
 def fields(stdout: str) -> dict[str, str]:
@@ -163,7 +170,7 @@ def test_account_cli_register_saves_profile_with_mode_0600(cli, daemon):
     mode = stat.S_IMODE(cli.config.stat().st_mode)
     assert mode == 0o600, oct(mode)
     prof = tomllib.loads(cli.config.read_text())["alice"]
-    assert prof == {"url": daemon.url, "key": got["key"], "agent": got["agent"]}
+    assert prof == {"url": cli.url, "key": got["key"], "agent": got["agent"]}  # the URL it registered at
     # A second profile keeps the first one and the mode.
     cli.run("register", "bob", "--save", "--profile", "bob")
     assert set(tomllib.loads(cli.config.read_text())) == {"alice", "bob"}
@@ -521,6 +528,7 @@ async def test_wire_cli_lost_connection_twice_exits_13_and_prints_the_key_to_ret
 
 
 @pytest.mark.rules("R8-20")
+@pytest.mark.single_node("restarts the daemon on the same port for a client that reconnects (across nodes: tests/reliability/test_nodes_crash.py)")
 def test_wire_subscribe_cli_watch_resubscribes_with_since_after_the_daemon_restarts(cli, daemon):
     alice, alice_key = cli.register("alice")
     bob, bob_key = cli.register("bob")

@@ -15,7 +15,7 @@ from tests.e2e.test_cli import Cli, fields
 @pytest.mark.rules("R4-3", "L3-6")
 def test_wire_closed_deployment_end_to_end_from_the_cli(make_daemon, tmp_path):
     d = make_daemon("[server]\nopen_registration = false\n")
-    cli = Cli(d.url, tmp_path)
+    cli = Cli(d, tmp_path)
     admin = d.admin_key
     # nobody registers on a closed daemon …
     r = cli.run("register", "mallory", code=6)
@@ -28,7 +28,7 @@ def test_wire_closed_deployment_end_to_end_from_the_cli(make_daemon, tmp_path):
     cli.run("admin", "create", "w3", "--save-as", "w2", key=admin, code=2)  # an existing profile is kept
     profiles = tomllib.loads(cli.config.read_text())
     assert profiles["w1"]["agent"] == w1 and profiles["w2"]["agent"] == w2
-    assert profiles["w1"]["url"] == d.url
+    assert profiles["w1"]["url"] in d.urls
     listed = cli.json("admin", "agents", "--all", key=admin)["items"]
     assert [it["agent"] for it in listed][1:] == [w1, w2]
     assert [it["content"]["name"] for it in listed] == ["admin", "w1", "w2"]

@@ -71,9 +71,9 @@ async def _requests(c: Client, calls: list[tuple[str, str, dict]]) -> list[dict]
     return await asyncio.gather(*(one(*call) for call in calls))
 
 
-def _check(data_dir: Path) -> subprocess.CompletedProcess:
+def _check(daemon) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "kungfud", "check", "--data-dir", str(data_dir)],
+        [sys.executable, "-m", "kungfud", "check", *daemon.store_args],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -207,7 +207,7 @@ async def test_L1_4_L3_2_acknowledged_actions_survive_kill_9_and_retries_take_ef
         lost = sum(len(a.unacked) for a in agents)
         assert lost > 0, "the kill did not interrupt any request; the test proved nothing"
 
-        r = _check(daemon.data_dir)
+        r = _check(daemon)
         assert r.returncode == 0, f"kungfud check after kill -9 (cycle {cycle}):\n{r.stdout}{r.stderr}"
 
         daemon.start()
@@ -217,6 +217,6 @@ async def test_L1_4_L3_2_acknowledged_actions_survive_kill_9_and_retries_take_ef
         await _exactly_once(daemon.url, agents)
 
     assert daemon.terminate() == 0
-    r = _check(daemon.data_dir)
+    r = _check(daemon)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "OK" in r.stdout

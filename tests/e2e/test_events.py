@@ -578,7 +578,12 @@ async def _stalled_subscriber(url: str, key: str) -> Any:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, 536)
     sock.connect((u.hostname, u.port))
     sock.setblocking(False)
-    ws = await connect(url, sock=sock, additional_headers={"Authorization": f"Bearer {key}"}, max_queue=1, compression=None, max_size=None)
+    # ping_interval=None: a client that reads nothing cannot read pongs either;
+    # its own keepalive must not end the connection before the daemon does.
+    ws = await connect(
+        url, sock=sock, additional_headers={"Authorization": f"Bearer {key}"}, max_queue=1, compression=None,
+        max_size=None, ping_interval=None,
+    )
     await ws.send(json.dumps({"id": "sub", "op": "subscribe", "args": {}}))
     reply = json.loads(await asyncio.wait_for(ws.recv(), 5))
     assert reply["id"] == "sub" and reply["ok"] is True, reply

@@ -490,6 +490,7 @@ async def test_R8_22_thread_ask_through_two_bridges_puts_respond_in_the_askeds_t
 
 
 @pytest.mark.rules("L3-2", "R0-2")
+@pytest.mark.single_node("restarts the daemon on the same port for a client that reconnects (across nodes: tests/reliability/test_nodes_crash.py)")
 async def test_L3_2_a_key_retry_across_a_daemon_restart_is_done_once(daemon):
     """The bridge outlives the daemon: a call while it is down is `unavailable` /
     `retry` naming the key; the same call after the restart is the first receipt."""

@@ -211,7 +211,7 @@ async def test_wire_key_change_survives_a_restart(daemon):
     async with await Client.connect(daemon.url, new) as c:
         assert (await c.read("agent.whoami"))["agent"] == agent
     check = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "kungfud", "check", "--data-dir", str(daemon.data_dir),
+        sys.executable, "-m", "kungfud", "check", *daemon.store_args,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
     )
     out, _ = await check.communicate()

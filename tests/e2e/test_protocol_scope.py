@@ -77,6 +77,7 @@ async def test_R1_6_actions_the_spec_does_not_define_are_rejected(daemon):
 
 
 @pytest.mark.rules("L1-3", "L1-2", "R5-7")
+@pytest.mark.lmdb_only("reads the LMDB files of the data directory directly")
 async def test_L1_3_a_correction_is_a_new_fact_and_the_original_stays(daemon):
     a, _ = await agent_client(daemon.url, "a")
     m = (await a.act("memory.create", {"content": {"text": "teh plan"}}))["memory"]
@@ -199,6 +200,7 @@ async def test_R9_5_reads_never_combine_a_revoked_right_with_newer_content(daemo
 
 
 @pytest.mark.rules("R10.2-1", "R1-3", "R7.6-3", "R8-1", "L1-1")
+@pytest.mark.lmdb_only("reads the LMDB files of the data directory directly")
 async def test_R10_2_1_every_fact_traces_to_an_action_a_deadline_or_an_account_change(clocked_daemon):
     daemon = clocked_daemon
     (a, ida), (b, idb), (c, idc), t = await _thread_of_three(daemon.url)

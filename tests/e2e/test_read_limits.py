@@ -58,8 +58,9 @@ async def test_L4_5_a_full_entries_page_stops_at_the_byte_budget_and_paging_skip
 @pytest.mark.rules("L4-5", "R12-11", "L4-6")
 async def test_L4_5_reads_have_their_own_per_agent_rate_limit(make_daemon):
     d = make_daemon("[limits]\nreads_per_minute = 20\n", name="reads")
-    a, b = await agents(d.url, "alice", "bob")
-    async with await Raw.connect(d.url, a.key) as raw:
+    url = d.url  # budgets are per node (D132, D143): every client on one node
+    a, b = await agents(url, "alice", "bob")
+    async with await Raw.connect(url, a.key) as raw:
         frames = [{"id": i, "op": "agent.whoami", "args": {}} for i in range(30)]
         for f in frames:
             await raw.send(f)

@@ -63,6 +63,7 @@ async def test_wire_readiness_line_names_the_real_port(tmp_path):
     assert out == "", "the readiness line is the only line on stdout"
 
 
+@pytest.mark.single_node("reads one process's stdout and the admin key it bootstrapped")
 async def test_wire_admin_key_is_written_0600_and_never_printed(daemon):
     path = daemon.data_dir / "admin.key"
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
@@ -114,13 +115,13 @@ async def test_wire_sigterm_finishes_or_rejects_in_flight_actions_and_exits_0(da
     async with await Raw.connect(daemon.url, key) as r:
         for f in frames:
             await r.send(f)
-        daemon.proc.send_signal(signal.SIGTERM)
+        daemon.send_signal(signal.SIGTERM)  # every node
         try:
             while len(replies) < len(frames):
                 replies.append(await r.recv())
         except ConnectionClosed:
             pass  # the daemon closed the connection after answering what it had read
-    assert daemon.proc.wait(20) == 0
+    assert daemon.wait(20) == 0
     assert replies, "no in-flight request was answered"
     for resp in replies:
         assert resp["ok"] is True or resp["error"]["code"] in ("unavailable", "rate_limited"), resp
@@ -131,6 +132,7 @@ async def test_wire_sigterm_finishes_or_rejects_in_flight_actions_and_exits_0(da
     assert acked <= listed  # every acknowledged action is durable
 
 
+@pytest.mark.single_node("a second daemon on one LMDB data directory")
 async def test_wire_second_daemon_on_the_same_data_directory_exits_non_zero(daemon):
     res = _serve("--data-dir", str(daemon.data_dir), "--listen", "127.0.0.1:0")
     assert res.returncode != 0
@@ -163,6 +165,7 @@ async def test_wire_unknown_config_key_fails_start_up_naming_it(tmp_path, toml, 
     assert name in res.stderr, res.stderr
 
 
+@pytest.mark.single_node("serve's --listen and --data-dir flags")
 async def test_wire_listen_flag_overrides_the_config_file(make_daemon):
     file_port, flag_port = _free_port(), _free_port()
     while flag_port == file_port:
@@ -175,6 +178,7 @@ async def test_wire_listen_flag_overrides_the_config_file(make_daemon):
         await Client.connect(f"ws://127.0.0.1:{file_port}/v1", open_timeout=2)
 
 
+@pytest.mark.single_node("serve's --listen and --data-dir flags")
 async def test_wire_data_dir_flag_overrides_the_config_file(make_daemon, tmp_path):
     in_file = tmp_path / "from-config"
     d = make_daemon(f'[storage]\ndata_dir = "{in_file}"\n', name="from-flag")

@@ -257,10 +257,11 @@ async def test_R12_7_pipelined_failed_joins_cannot_outrun_the_limit(make_daemon)
     arrives, so at most 5 are answered ``not_found`` and the rest
     ``rate_limited`` with ``next: wait``; then even a valid token waits."""
     d = make_daemon("[limits]\nfailed_joins_per_window = 5\nfailed_join_window_s = 60\n")
-    a, b = await agents(d.url, "alice", "bob")
+    url = d.url  # budgets are per node (D132, D143): every client on one node
+    a, b = await agents(url, "alice", "bob")
     t = await new_thread(a)
     grant = await a.act("thread.admit", {"thread": t})
-    replies = await pipelined_joins(d.url, b.key, [f"kt_wrong-{i}" for i in range(25)])
+    replies = await pipelined_joins(url, b.key, [f"kt_wrong-{i}" for i in range(25)])
     got = codes(replies)
     assert got.get("not_found", 0) <= 5 and got.get("not_found", 0) + got.get("rate_limited", 0) == 25, got
     assert all(r["error"]["next"] == "wait" for r in replies if r["error"]["code"] == "rate_limited")
@@ -276,10 +277,11 @@ async def test_R12_7_pipelined_failed_joins_of_many_agents_cannot_outrun_the_dae
     d = make_daemon(
         "[limits]\nfailed_joins_per_window = 5\nfailed_joins_total_per_window = 8\nfailed_join_window_s = 60\n"
     )
-    a, b, c, e = await agents(d.url, "alice", "bob", "carol", "erin")
+    url = d.url  # budgets are per node (D132, D143): every client on one node
+    a, b, c, e = await agents(url, "alice", "bob", "carol", "erin")
     await new_thread(a)
     batches = await asyncio.gather(
-        *(pipelined_joins(d.url, m.key, [f"kt_wrong-{m.name}-{i}" for i in range(10)]) for m in (b, c, e))
+        *(pipelined_joins(url, m.key, [f"kt_wrong-{m.name}-{i}" for i in range(10)]) for m in (b, c, e))
     )
     got = codes([r for batch in batches for r in batch])
     assert got.get("not_found", 0) <= 8 and got.get("not_found", 0) + got.get("rate_limited", 0) == 30, got

@@ -337,9 +337,9 @@ async def test_R6_4_12_a_passed_judgment_deadline_ends_undecided(clocked_daemon)
     await close_all(a, b)
 
 
-def _check(data_dir) -> subprocess.CompletedProcess:
+def _check(daemon) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "kungfud", "check", "--data-dir", str(data_dir)],
+        [sys.executable, "-m", "kungfud", "check", *daemon.store_args],
         capture_output=True, text=True, timeout=60, cwd=ROOT,
     )
 
@@ -369,7 +369,7 @@ async def test_L1_4_a_deadline_passing_while_the_daemon_is_stopped_is_recorded_a
     assert await turn_items(a2) == []
     await close_all(a2, b2)
     assert daemon.terminate() == 0
-    r = _check(daemon.data_dir)
+    r = _check(daemon)
     assert r.returncode == 0, r.stdout + r.stderr
     # and the recorded states survive another restart
     daemon.start()

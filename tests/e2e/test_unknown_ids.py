@@ -31,8 +31,8 @@ _SHAPES = [
 ]
 
 
-def _metric(daemon, name: str) -> float:
-    base = daemon.url.replace("ws://", "http://").rsplit("/", 1)[0]
+def _metric(url: str, name: str) -> float:
+    base = url.replace("ws://", "http://").rsplit("/", 1)[0]
     with urllib.request.urlopen(base + "/metrics", timeout=10) as r:  # noqa: S310 (loopback only)
         for line in r.read().decode().splitlines():
             if line.startswith(name + " "):
@@ -48,7 +48,9 @@ def _os_threads(pid: int) -> int:
 @pytest.mark.rules("L4-5", "R12-11", "R12-9")
 async def test_L4_5_actions_on_made_up_ids_start_no_actor_and_answer_not_found_as_before(daemon):
     _, key = await register(daemon.url, "prober")
-    async with await Raw.connect(daemon.url, key) as raw:
+    url = daemon.url  # one node: its threads and its actors are counted
+    pid = daemon.pids[daemon.urls.index(url)]
+    async with await Raw.connect(url, key) as raw:
 
         def frame(n: int) -> tuple[dict, str]:
             op, field, prefix, kind, extra = _SHAPES[n % len(_SHAPES)]
@@ -65,8 +67,8 @@ async def test_L4_5_actions_on_made_up_ids_start_no_actor_and_answer_not_found_a
         for n in range(len(_SHAPES)):
             req, want = frame(n)
             assert await raw.call_text(req) == want
-        threads_before = _os_threads(daemon.proc.pid)
-        actors_before = _metric(daemon, "kungfud_live_actors")
+        threads_before = _os_threads(pid)
+        actors_before = _metric(url, "kungfud_live_actors")
 
         sent = [frame(n) for n in itertools.islice(itertools.count(len(_SHAPES)), 300)]
         for wave in range(0, len(sent), 50):  # pipelined, within the in-flight limit
@@ -75,7 +77,7 @@ async def test_L4_5_actions_on_made_up_ids_start_no_actor_and_answer_not_found_a
             for req, want in sent[wave : wave + 50]:
                 assert await raw.reply_text(req["id"], timeout=60) == want
 
-        assert _metric(daemon, "kungfud_live_actors") == actors_before
+        assert _metric(url, "kungfud_live_actors") == actors_before
         # No actor thread per id (before the fix: +300). A margin of 2 for threads
         # the runtime may start for its own reasons.
-        assert _os_threads(daemon.proc.pid) <= threads_before + 2
+        assert _os_threads(pid) <= threads_before + 2

@@ -11,7 +11,6 @@ import re
 import pytest
 
 from kungfud.client import Client
-from tests.conftest import Daemon
 from tests.e2e.helpers import Raw, check_failure
 from tests.e2e.test_events import agent, ask, next_event, subscribe, thread_of
 from tests.e2e.thread_kit import agents, entry, fails, new_thread, response_of
@@ -73,8 +72,8 @@ def _fragments(secret: str, n: int = 12) -> set[str]:
 
 
 @pytest.mark.rules("R12-3")
-async def test_R12_3_debug_log_shows_no_key_or_token_not_even_a_tail(tmp_path):
-    d = Daemon(tmp_path / "data", extra=["--log-level", "DEBUG"]).start()
+async def test_R12_3_debug_log_shows_no_key_or_token_not_even_a_tail(make_daemon):
+    d = make_daemon(None, extra=["--log-level", "DEBUG"])
     try:
         async with await Client.connect(d.url) as anon:
             reg = await anon.act("agent.register", {"content": {"name": "alice"}})
@@ -89,7 +88,7 @@ async def test_R12_3_debug_log_shows_no_key_or_token_not_even_a_tail(tmp_path):
         await bob.close()
     finally:
         d.stop()
-    log = d.stderr_path.read_text()
+    log = "".join(path.read_text() for path in d.log_paths)  # every node's
     # The log is the DEBUG one: headers and frames are in it.
     assert re.search(r"websockets\.server < Authorization: ", log), log[-2000:]
     assert "thread.join" in log and "hello" in log, log[-2000:]

@@ -20,10 +20,11 @@ ROOT = Path(__file__).resolve().parents[2]
 OP_CONT, OP_TEXT, OP_BINARY, OP_CLOSE, OP_PING, OP_PONG = 0x0, 0x1, 0x2, 0x8, 0x9, 0xA
 
 
-def kungfud_check(data_dir: Path) -> subprocess.CompletedProcess:
-    """``python -m kungfud check --data-dir DIR`` (read-only; safe beside a live daemon)."""
+def kungfud_check(store: Path | list[str]) -> subprocess.CompletedProcess:
+    """``python -m kungfud check --data-dir DIR`` (read-only; safe beside a live
+    daemon); ``store`` may instead be a daemon's ``store_args`` (``--store URL``)."""
     return subprocess.run(
-        [sys.executable, "-m", "kungfud", "check", "--data-dir", str(data_dir)],
+        [sys.executable, "-m", "kungfud", "check", *(["--data-dir", str(store)] if isinstance(store, Path) else store)],
         cwd=ROOT,
         capture_output=True,
         text=True,

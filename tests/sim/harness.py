@@ -15,6 +15,13 @@ every source of nondeterminism replaced by one seeded scheduler:
   the ``deadlines`` index is told ``Expire()`` (some tells are lost on purpose:
   correctness must not depend on timers, DESIGN.md "Expiry wins").
 - **No randomness.** Ids and secrets come from the seed.
+- **Nodes** (issue 16). ``Sim(seed, nodes=2)`` runs two Runtimes over the one
+  store, as two daemon processes sharing it are: each node has its own registry
+  of actors (its own caches and overlays) and its own Writer with its own queue;
+  a flush writes one node's queue (LMDB's writer lock serializes two processes
+  the same way). Each agent's requests go to the nodes in turn; a due deadline
+  is told on either node; besides the whole daemon, one node alone may be
+  killed and restarted while the other serves on.
 
 Each step the scheduler picks one of: deliver the next message of a random
 non-empty mailbox; flush a random-size prefix of the writer queue, sometimes
@@ -95,6 +102,7 @@ from kungfud.core.facts import (
 )
 from kungfud.core.ids import time_ordered
 from kungfud.errors import Rejection
+from kungfud.nodes import Nodes, NoBus, SoleLease
 from kungfud.store import Committed, Failed, Item, Outcome, Replayed, Stale, Store, Writer
 from kungfud.store.check import compare, expected_indexes
 from kungfud.store.layout import decode_fact, decode_object, from_u64, receipt_scope
@@ -128,7 +136,7 @@ class SimFailure(AssertionError):
 class Request:
     """One client request and every reply it got (there must be exactly one)."""
 
-    __slots__ = ("n", "agent", "op", "key", "args", "scope", "req_hash", "kind", "sent", "replies", "paths", "via", "lost")
+    __slots__ = ("n", "agent", "op", "key", "args", "scope", "req_hash", "kind", "sent", "replies", "paths", "via", "lost", "node")
 
     def __init__(self, n: int, agent: str | None, op: str, key: str, args: Any, kind: str, sent: int):
         self.n = n
@@ -145,6 +153,7 @@ class Request:
         self.paths: list[str] = []  # how each reply was sent
         self.via = ""  # "fast path" or the actor key
         self.lost = False  # in flight when the daemon was killed: its connection died unanswered
+        self.node = 0  # the node it was sent to
 
     def __repr__(self) -> str:
         return f"#{self.n} {self.agent} {self.op} key={self.key} ({self.kind})"
@@ -206,9 +215,10 @@ def _reply_path() -> str:
 class _Cell:
     """One simulated actor: the real ObjectActor and its mailbox."""
 
-    __slots__ = ("key", "gen", "actor", "mailbox", "dead")
+    __slots__ = ("key", "gen", "actor", "mailbox", "dead", "rt")
 
-    def __init__(self, key: str, gen: int, actor: ObjectActor):
+    def __init__(self, key: str, gen: int, actor: ObjectActor, rt: "_Runtime"):
+        self.rt = rt  # the node whose registry holds it
         self.key = key
         self.gen = gen
         self.actor = actor
@@ -234,14 +244,15 @@ class _Registry:
     """Stands in for :class:`~kungfud.actors.registry.Registry`: key -> live actor,
     activated on first use."""
 
-    def __init__(self, sim: "Sim"):
+    def __init__(self, sim: "Sim", rt: "_Runtime"):
         self.sim = sim
+        self.rt = rt
         self.cells: dict[str, _Cell] = {}
 
     def tell(self, key: str, message: Any) -> bool:
         cell = self.cells.get(key)
         if cell is None:
-            cell = self.sim._activate(key)
+            cell = self.sim._activate(key, self.rt)
         cell.mailbox.append(message)
         return True
 
@@ -256,11 +267,13 @@ def _pipelined(item: Item) -> bool:
 
 
 class _SimWriter(Writer):
-    """The real Writer, never started: the scheduler calls ``write_batch``."""
+    """The real Writer, never started: the scheduler calls ``write_batch``. Each
+    node has its own, with its own queue, over the one store."""
 
     def __init__(self, sim: "Sim", store: Store):
         super().__init__(store, clock=sim.clock, fault=sim._fault, on_item=sim._on_item)
         self.sim = sim
+        self.queue: list[Item] = []
 
     def start(self) -> None:  # pragma: no cover - a harness bug if reached
         raise AssertionError("the simulation never starts the writer thread")
@@ -270,7 +283,7 @@ class _SimWriter(Writer):
         read = [(obj, v, st) for obj, v, st in reads if item.expect.get(obj) == v]
         if read:
             self.sim._read_overlay[id(item)] = (item, read)
-        self.sim.queue.append(item)
+        self.queue.append(item)
         if not _pipelined(item):
             self.sim._write_through(item)
 
@@ -316,11 +329,15 @@ class _ActorStore:
 class _Runtime:
     """What ObjectActor uses of :class:`~kungfud.actors.runtime.Runtime`."""
 
-    def __init__(self, sim: "Sim", store: Store, limits: Limits, seed: str):
+    def __init__(self, sim: "Sim", store: Store, limits: Limits, seed: str, node: int = 0):
+        self.node = node
+        # Other nodes commit to the store too: the actors know (D140, D145);
+        # wake-ups between nodes are the scheduler's (it delivers every message).
+        self.nodes = Nodes(NoBus(), SoleLease(), shared=sim.nodes > 1)
         self.store = _ActorStore(sim, store)
         self.limits = limits
         self.clock = sim.clock
-        self.registry = _Registry(sim)
+        self.registry = _Registry(sim, self)
         self.writer = _SimWriter(sim, store)
         self._rng = random.Random(f"ids-{seed}")
         self._last_id: dict[str, tuple[int, int]] = {}
@@ -374,7 +391,7 @@ class _LogWatch(logging.Handler):
             return
         exc = f" ({record.exc_info[1]!r})" if record.exc_info and record.exc_info[1] else ""
         sim = self.sim
-        writing = sim.rt.writer.writing
+        writing = next((rt.writer.writing for rt in sim.rts if rt.writer.writing is not None), None)
         if "overlay-aba" in sim.tolerate and writing is not None and id(writing) in sim._aba_items:
             # The writer could not fold an action decided on an overlay state
             # that never existed: the known issue, not another bug.
@@ -390,7 +407,7 @@ class Sim:
     """One seeded run. ``Sim(seed).run(steps)`` raises :class:`SimFailure` on a
     violated invariant; ``close()`` removes its data directory."""
 
-    WEIGHTS = {"deliver": 44, "flush": 18, "send": 24, "clock": 8, "timer": 2, "reap": 4, "crash": 0.4}
+    WEIGHTS = {"deliver": 44, "flush": 18, "send": 24, "clock": 8, "timer": 2, "reap": 4, "crash": 0.4, "crash1": 0.4}
 
     def __init__(
         self,
@@ -404,8 +421,14 @@ class Sim:
         check_every: int = 100,
         agents: int | None = None,
         tolerate: frozenset[str] = frozenset(),
+        nodes: int = 1,
     ):
         self.seed = seed
+        # nodes > 1: that many Runtimes (registries, actors, Writers and writer
+        # queues) over the one store, as daemon processes sharing it are; each
+        # agent's requests go to the nodes in turn.
+        self.nodes = nodes
+        self._turn: dict[str | None, int] = {}
         self.rng = random.Random(seed)
         self.now = T0
         self.faults = faults
@@ -432,9 +455,8 @@ class Sim:
         self.data_dir = data_dir or tempfile.mkdtemp(prefix=f"kungfud-sim-{seed}-", dir=base)
         self.store = Store(self.data_dir, map_size_mb=256)
         self.limits = Limits(deliver_within_s=3, judge_within_s=3)
-        self.queue: list[Item] = []
         self.restarts = 0
-        self.rt = _Runtime(self, self.store, self.limits, f"{seed}")
+        self.rts = [self._runtime(i) for i in range(nodes)]
         self.cells: list[_Cell] = []  # live actors, in activation order
         self._gens: dict[str, int] = {}
         self.requests: list[Request] = []
@@ -460,6 +482,25 @@ class Sim:
     def clock(self) -> int:
         return self.now
 
+    def _runtime(self, node: int) -> _Runtime:
+        seed = f"{self.seed}" if node == 0 else f"{self.seed}-node{node}"
+        if self.restarts:
+            seed += f"-restart{self.restarts}"
+        return _Runtime(self, self.store, self.limits, seed, node)
+
+    @property
+    def rt(self) -> _Runtime:
+        """The first node (the only one unless ``nodes`` > 1)."""
+        return self.rts[0]
+
+    def _pick(self, options: list) -> Any:
+        """A seeded choice that draws nothing when there is no choice (so a
+        one-node schedule is the one it always was)."""
+        return options[0] if len(options) == 1 else self.rng.choice(options)
+
+    def _queued(self) -> list[_Runtime]:
+        return [rt for rt in self.rts if rt.writer.queue]
+
     def close(self) -> None:
         self.store.close()
         if self._own_dir:
@@ -471,14 +512,14 @@ class Sim:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    def _activate(self, key: str) -> _Cell:
+    def _activate(self, key: str, rt: _Runtime) -> _Cell:
         gen = self._gens.get(key, 0) + 1
         self._gens[key] = gen
-        actor = ObjectActor(self.rt, key, Slot())  # constructed, never started: no thread
+        actor = ObjectActor(rt, key, Slot())  # constructed, never started: no thread
         actor.overlay = _OverlayDict(self)
-        cell = _Cell(key, gen, actor)
+        cell = _Cell(key, gen, actor, rt)
         actor._actor_ref = _Ref(cell)  # type: ignore[assignment]
-        self.rt.registry.cells[key] = cell
+        rt.registry.cells[key] = cell
         self.cells.append(cell)
         self.stats["activations"] += 1
         return cell
@@ -518,7 +559,7 @@ class Sim:
                 raise InjectedFault("injected fault at commit")
             return
         _, target, where, nth = plan
-        if self.rt.writer.writing is target and point == where:
+        if any(rt.writer.writing is target for rt in self.rts) and point == where:
             self._fault_calls[point] += 1
             if self._fault_calls[point] == nth:
                 self._plan = None
@@ -529,8 +570,12 @@ class Sim:
         with self.store.read() as view:
             return view.last_seq()
 
-    def _flush(self, n: int, *, faults: bool) -> None:
-        batch, self.queue[:n] = self.queue[:n], []
+    def _flush(self, rt: _Runtime, *, faults: bool, n: int | None = None) -> None:
+        """One group commit of node ``rt``'s writer: a random-size prefix of its queue."""
+        queue = rt.writer.queue
+        if n is None:
+            n = self.rng.randint(1, len(queue))
+        batch, queue[:n] = queue[:n], []
         plan_text = ""
         if faults:
             r = self.rng.random()
@@ -546,10 +591,11 @@ class Sim:
         if plan_text:
             self.stats["faults planned"] += 1
         before = self._last_seq()
-        self._note(f"flush {len(batch)} (queue {len(batch) + len(self.queue)}){plan_text}")
+        where = f" node {rt.node}" if self.nodes > 1 else ""
+        self._note(f"flush{where} {len(batch)} (queue {len(batch) + len(queue)}){plan_text}")
         for item in batch:
             item.done = self._recording(item)
-        self.rt.writer.write_batch(batch)
+        rt.writer.write_batch(batch)
         self._plan = None
         for item in batch:
             self._read_overlay.pop(id(item), None)
@@ -586,9 +632,9 @@ class Sim:
         """A blocking submitter: the writer drains its queue (in random batches, as
         it would) until the item is written."""
         self.stats["blocking writes"] += 1
-        while any(q is item for q in self.queue):
-            n = self.rng.randint(1, len(self.queue))
-            self._flush(n, faults=self.faults)
+        for rt in self.rts:
+            while any(q is item for q in rt.writer.queue):
+                self._flush(rt, faults=self.faults)
 
     # --- clients -----------------------------------------------------------------------
 
@@ -611,8 +657,10 @@ class Sim:
             self._on_reply(req, outcome, _reply_path())
 
         reply.request = req  # type: ignore[attr-defined]
-        req.via = self.rt.act(agent, op, key, args, reply)
-        self._note(f"send {req!r} -> {req.via}")
+        node = self._turn[agent] = (self._turn.get(agent, -1) + 1) % self.nodes  # the nodes in turn
+        req.node = node
+        req.via = self.rts[node].act(agent, op, key, args, reply)
+        self._note(f"send {req!r} -> {req.via}" + (f" on node {node}" if self.nodes > 1 else ""))
         return req
 
     def _on_reply(self, req: Request, outcome: Outcome, path: str) -> None:
@@ -790,9 +838,10 @@ class Sim:
                 self._note(f"timer for {owner} lost")
                 self.stats["timers lost"] += 1
                 continue
-            self._note(f"timer: Expire() -> {owner}")
+            rt = self._pick(self.rts)  # whichever node holds the deadline lease now
+            self._note(f"timer: Expire() -> {owner}" + (f" on node {rt.node}" if self.nodes > 1 else ""))
             self.stats["timers"] += 1
-            self.rt.registry.tell(owner, Expire())
+            rt.registry.tell(owner, Expire())
 
     def _advance(self) -> None:
         r = self.rng.random()
@@ -804,7 +853,7 @@ class Sim:
     def _reap(self) -> bool:
         """Stop an idle actor as the registry's reaper does (not busy, nothing
         queued); the next message for its key activates a fresh one from LMDB."""
-        idle = [c for c in self.rt.registry.cells.values() if not c.mailbox and not c.actor.slot.busy]
+        idle = [c for rt in self.rts for c in rt.registry.cells.values() if not c.mailbox and not c.actor.slot.busy]
         if not idle:
             return False
         cell = self.rng.choice(idle)
@@ -815,7 +864,7 @@ class Sim:
                 f"inflight={a.inflight} held={len(a.held)} deferred={len(a.deferred)} draining={a.draining}"
             )
         cell.dead = True
-        del self.rt.registry.cells[cell.key]
+        del cell.rt.registry.cells[cell.key]
         self.cells.remove(cell)
         self._note(f"reap {cell.key}#{cell.gen}")
         self.stats["reaped"] += 1
@@ -832,15 +881,32 @@ class Sim:
         for cell in self.cells:
             cell.dead = True
         self.cells = []
-        self.queue.clear()
         self.store.close()
         self.store = Store(self.data_dir, map_size_mb=256)
         self.restarts += 1
-        self.rt = _Runtime(self, self.store, self.limits, f"{self.seed}-restart{self.restarts}")
+        self.rts = [self._runtime(i) for i in range(self.nodes)]
         self.stats["crashes"] += 1
         self._note(f"CRASH and restart: {len(lost)} requests in flight lost")
         self._check_indexes("after restart")
         self._tell_due(lose=False)  # the clock re-arms every stored deadline on start
+
+    def _crash_node(self) -> None:
+        """kill -9 one node and start it again, the others serving on: its
+        mailboxes, held rejections, overlays and writer queue are gone, the
+        store stays open under the other nodes. The requests it held die
+        unanswered (their clients may retry under the same key)."""
+        dead = self.rts[self.rng.randrange(self.nodes)]
+        lost = [r for r in self.requests if not r.replies and not r.lost and r.node == dead.node]
+        for r in lost:
+            r.lost = True
+            self.workload.failed_transiently(r)
+        for cell in [c for c in self.cells if c.rt is dead]:
+            cell.dead = True
+            self.cells.remove(cell)
+        self.restarts += 1
+        self.rts[dead.node] = self._runtime(dead.node)
+        self.stats["node crashes"] += 1
+        self._note(f"CRASH of node {dead.node} and restart: {len(lost)} requests in flight lost")
 
     def step(self) -> None:
         self.step_no += 1
@@ -850,7 +916,7 @@ class Sim:
         if kind == "deliver":
             self._deliver(self.rng.choice(self._busy_cells()))
         elif kind == "flush":
-            self._flush(self.rng.randint(1, len(self.queue)), faults=self.faults)
+            self._flush(self._pick(self._queued()), faults=self.faults)
         elif kind == "send":
             for _ in range(self.rng.choice((1, 1, 1, 2, 3))):
                 self.workload.act()
@@ -862,12 +928,16 @@ class Sim:
             self._reap()
         elif kind == "crash":
             self._crash()
+        elif kind == "crash1":
+            self._crash_node()
 
     def _enabled(self, kind: str) -> bool:
         if kind == "deliver":
             return bool(self._busy_cells())
         if kind == "flush":
-            return bool(self.queue)
+            return bool(self._queued())
+        if kind == "crash1":
+            return self.nodes > 1
         return True
 
     def quiesce(self, limit: int = 100_000) -> None:
@@ -875,11 +945,12 @@ class Sim:
         mailbox and the writer queue are empty."""
         for _ in range(limit):
             busy = self._busy_cells()
-            if not busy and not self.queue:
+            queued = self._queued()
+            if not busy and not queued:
                 return
             self.step_no += 1
-            if self.queue and (not busy or self.rng.random() < 0.3):
-                self._flush(self.rng.randint(1, len(self.queue)), faults=False)
+            if queued and (not busy or self.rng.random() < 0.3):
+                self._flush(self._pick(queued), faults=False)
             else:
                 self._deliver(self.rng.choice(busy))
         self._violation(f"no quiescence after {limit} steps: mailboxes or the writer queue keep refilling")
@@ -946,7 +1017,7 @@ class Sim:
     def final_checks(self) -> None:
         """After quiescence."""
         # The pipeline drained: no actor holds work, no request is unanswered.
-        for cell in self.rt.registry.cells.values():
+        for cell in [c for rt in self.rts for c in rt.registry.cells.values()]:
             a = cell.actor
             if a.inflight or a.held or a.deferred or a.draining or a.overlay:
                 self._violation(
@@ -1191,7 +1262,7 @@ def _same_result(decision: Decision, outcome: Committed, last_seq: int) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m tests.sim.harness 0:1000 [--steps N] [--strict]``: run many
+    """``python -m tests.sim.harness 0:1000 [--steps N] [--strict] [--nodes N]``: run many
     seeds, print each failure's first line, the seeds per known issue, and the
     time taken."""
     import argparse
@@ -1201,6 +1272,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("seeds", help="A:B (seeds A..B-1) or one seed")
     ap.add_argument("--steps", type=int, default=400)
     ap.add_argument("--strict", action="store_true", help="tolerate no known issue")
+    ap.add_argument("--nodes", type=int, default=0, help="nodes on the store (default: as the tests, 1 + seed %% 2)")
     args = ap.parse_args(argv)
     a, _, b = args.seeds.partition(":")
     seeds = range(int(a), int(b)) if b else [int(a)]
@@ -1208,7 +1280,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     failed, totals = [], collections.Counter()
     for seed in seeds:
-        with Sim(seed, tolerate=known) as sim:
+        with Sim(seed, tolerate=known, nodes=args.nodes or 1 + seed % 2) as sim:
             try:
                 sim.run(args.steps)
             except SimFailure as e:

@@ -1,0 +1,395 @@
+"""The daemon under test: one process, or two nodes on one store (issue 16).
+
+The e2e suite runs against any of three set-ups, chosen by ``pytest --nodes=MODE``
+or ``KUNGFUD_E2E_NODES=MODE`` (the option wins; default ``lmdb``):
+
+- ``lmdb``: one ``kungfud serve`` on one LMDB data directory (:class:`Daemon`;
+  exactly the suite as it was before issue 16);
+- ``lmdb2``: one supervisor with ``--workers 2`` on one LMDB data directory, each
+  worker also on a private port (``KUNGFUD_WORKER_PORTS=1``);
+- ``pg2``: two ``kungfud serve --store postgresql://…`` processes, each with its
+  own data directory, on a fresh database of the session's throwaway PostgreSQL
+  cluster (``tests/pg.py``); the first starts alone, so it bootstraps the admin.
+
+In the two-node modes the ``daemon``, ``clocked_daemon`` and ``make_daemon``
+fixtures give a :class:`Cluster`, which has :class:`Daemon`'s interface; its
+``url`` hands out the nodes' URLs in turn (each read the next node), so each
+client of a test meets another node than the one before. Every node reads the
+same test clock file. A test that is about one process or one LMDB directory by
+nature carries ``@pytest.mark.single_node("why")`` and is deselected (not
+skipped) in the two-node modes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: mode -> what it runs (the pytest header and the deselection summary print it)
+MODES = {
+    "lmdb": "one LMDB node",
+    "lmdb2": "two LMDB workers (serve --workers 2)",
+    "pg2": "two nodes on PostgreSQL (serve --store postgresql://…)",
+}
+ENV = "KUNGFUD_E2E_NODES"
+
+# Every daemon log written during the session, scanned at the end for secrets.
+DAEMON_LOGS: list[Path] = []
+
+_WORKER_LINE = re.compile(r"^kungfud worker (\d+) pid (\d+) (ws://\S+)$")
+
+
+def mode_of(config) -> str:
+    """The set-up this run tests against: ``--nodes``, else ``$KUNGFUD_E2E_NODES``, else lmdb."""
+    mode = config.getoption("nodes") or os.environ.get(ENV) or "lmdb"
+    if mode not in MODES:
+        raise ValueError(f"--nodes / {ENV}: {mode!r} is not one of {', '.join(MODES)}")
+    return mode
+
+
+def _alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+
+
+def _kill9(pid: int, wait: float = 10.0) -> None:
+    """SIGKILL a process that may not be our child, and wait until it is gone."""
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + wait
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+class Daemon:
+    """A kungfud process on a data directory; restartable on the same directory."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        config: Path | None = None,
+        extra: list[str] | None = None,
+        env: dict | None = None,
+        test_clock: bool = False,
+        clock_path: Path | None = None,
+    ):
+        self.data_dir = data_dir
+        self.env = env
+        self.config = config
+        # test_clock: the daemon's clock is the wall clock plus an offset this
+        # test moves forward (advance_clock; KUNGFUD_TEST_CLOCK, kungfud/testing/clock.py).
+        # clock_path: the file, when several daemons share one clock (a Cluster).
+        self.clock_path: Path | None = None
+        self.clock_offset_ms = 0
+        if test_clock or clock_path is not None:
+            self.clock_path = clock_path or data_dir.parent / f"{data_dir.name}.clock"
+            self.env = {**(env or {}), "KUNGFUD_TEST_CLOCK": str(self.clock_path)}
+        self.extra = extra or []
+        self.proc: subprocess.Popen | None = None
+        self.url = ""
+        self.stderr_path = data_dir.parent / f"{data_dir.name}.stderr"
+        DAEMON_LOGS.append(self.stderr_path)
+
+    def start(self, listen: str = "127.0.0.1:0", timeout: float = 20.0) -> "Daemon":
+        cmd = [sys.executable, "-m", "kungfud", "serve", "--data-dir", str(self.data_dir), "--listen", listen]
+        if self.config is not None:
+            cmd += ["--config", str(self.config)]
+        cmd += self.extra
+        self._stderr = open(self.stderr_path, "ab")
+        self.proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=self._stderr, cwd=ROOT, text=True,
+            env=None if self.env is None else {**os.environ, **self.env},
+        )
+        deadline = time.monotonic() + timeout
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line.startswith("kungfud listening on "):
+            self.proc.kill()
+            raise RuntimeError(f"daemon did not start: {line!r}; stderr: {self.stderr_path.read_text()[-2000:]}")
+        assert time.monotonic() < deadline
+        self.url = line.split()[-1]
+        return self
+
+    def advance_clock(self, seconds: float) -> None:
+        """Move the daemon's clock ``seconds`` forward, running or stopped. Its
+        next request sees the new time (every request reads the clock), and that
+        read wakes its deadline clock, which records every expiry now due."""
+        assert self.clock_path is not None, "start this daemon with test_clock=True"
+        assert seconds > 0, "the test clock only moves forward"
+        self.clock_offset_ms += round(seconds * 1000)
+        tmp = self.clock_path.with_name(self.clock_path.name + ".tmp")
+        tmp.write_text(f"{self.clock_offset_ms}\n")
+        os.replace(tmp, self.clock_path)  # never half-written
+
+    @property
+    def admin_key(self) -> str:
+        return (self.data_dir / "admin.key").read_text().strip()
+
+    # What a Cluster has too, for tests written once for both.
+    @property
+    def urls(self) -> list[str]:
+        """Every node's URL (one here)."""
+        return [self.url]
+
+    @property
+    def pids(self) -> list[int]:
+        """The pid of every process that serves (one here)."""
+        return [self.proc.pid] if self.proc else []
+
+    @property
+    def log_paths(self) -> list[Path]:
+        """Every node's stderr log (one here)."""
+        return [self.stderr_path]
+
+    @property
+    def store_args(self) -> list[str]:
+        """How ``kungfud check``/``backup`` name this daemon's store."""
+        return ["--data-dir", str(self.data_dir)]
+
+    def kill(self) -> None:
+        """SIGKILL: no cleanup at all."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+    def send_signal(self, sig: int) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+
+    def wait(self, timeout: float = 20.0) -> int:
+        """Until the daemon exits; its status."""
+        assert self.proc is not None
+        return self.proc.wait(timeout)
+
+    def terminate(self, timeout: float = 20.0) -> int:
+        self.send_signal(signal.SIGTERM)
+        return self.wait(timeout)
+
+    def restart(self) -> "Daemon":
+        self.kill()
+        return self.start()
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        if self.proc and self.proc.stdout:
+            self.proc.stdout.close()
+
+
+class Cluster:
+    """Two nodes on one store with :class:`Daemon`'s interface (``lmdb2`` or ``pg2``).
+
+    ``url`` is the next node's URL at each read; ``urls``/``pids`` name every
+    node; ``kill()``/``restart()``/``terminate()``/``stop()`` act on every node,
+    ``kill_node(i)`` on one (kill -9). ``data_dir`` is the LMDB directory
+    (lmdb2) or the first node's directory, which holds ``admin.key`` (pg2)."""
+
+    def __init__(
+        self,
+        mode: str,
+        data_dir: Path,
+        config: Path | None = None,
+        extra: list[str] | None = None,
+        env: dict | None = None,
+        test_clock: bool = False,
+        store_url: str | None = None,
+        nodes: int = 2,
+    ):
+        assert mode in ("lmdb2", "pg2"), mode
+        self.mode = mode
+        self.data_dir = data_dir
+        self.store_url = store_url
+        self.n = nodes
+        clock = data_dir.parent / f"{data_dir.name}.clock" if test_clock else None
+        self._turn = 0
+        self._workers: dict[int, tuple[int, str]] = {}  # lmdb2: worker index (from 1) -> (pid, url)
+        self._changed = threading.Condition()
+        if mode == "lmdb2":
+            env = {**(env or {}), "KUNGFUD_WORKER_PORTS": "1"}
+            self.nodes = [Daemon(data_dir, config, [*(extra or []), "--workers", str(nodes)], env, clock_path=clock)]
+        else:
+            assert store_url, "pg2 needs a PostgreSQL URL"
+            self.nodes = [
+                Daemon(
+                    data_dir if i == 0 else data_dir.parent / f"{data_dir.name}-node{i + 1}",
+                    config,
+                    [*(extra or []), "--store", store_url],
+                    env,
+                    clock_path=clock,
+                )
+                for i in range(nodes)
+            ]
+
+    # --- the nodes -------------------------------------------------------------
+
+    def start(self, listen: str = "127.0.0.1:0", timeout: float = 30.0) -> "Cluster":
+        assert listen == "127.0.0.1:0", "a cluster's nodes listen on free ports"
+        if self.mode == "pg2":
+            for node in self.nodes:  # one by one: the first bootstraps the admin alone
+                node.start(timeout=timeout)
+            return self
+        sup = self.nodes[0].start(timeout=timeout)
+        with self._changed:
+            self._workers.clear()
+        threading.Thread(target=self._read_workers, args=(sup.proc,), daemon=True).start()
+        self._wait_workers(timeout)
+        return self
+
+    def _read_workers(self, proc: subprocess.Popen) -> None:
+        """lmdb2: the supervisor's stdout, for as long as it runs: a line per
+        worker started (again, after a restart), ``kungfud worker I pid P URL``."""
+        try:
+            for line in proc.stdout:
+                m = _WORKER_LINE.match(line.strip())
+                if m:
+                    with self._changed:
+                        self._workers[int(m.group(1))] = (int(m.group(2)), m.group(3))
+                        self._changed.notify_all()
+        except (ValueError, OSError):  # stop() closed the pipe
+            pass
+
+    def _wait_workers(self, timeout: float, gone: tuple[int, int] | None = None) -> None:
+        """Until every worker has announced itself (and node ``gone[0]``'s pid is no longer ``gone[1]``)."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while len(self._workers) < self.n or (gone is not None and self._node_pid(gone[0]) == gone[1]):
+                left = deadline - time.monotonic()
+                if left <= 0 or self.nodes[0].proc.poll() is not None:
+                    raise RuntimeError(
+                        f"workers not up: {self._workers}; stderr: {self.nodes[0].stderr_path.read_text()[-2000:]}"
+                    )
+                self._changed.wait(min(left, 0.2))
+
+    @property
+    def urls(self) -> list[str]:
+        if self.mode == "pg2":
+            return [n.url for n in self.nodes]
+        with self._changed:
+            return [self._workers[i][1] for i in sorted(self._workers)]
+
+    @property
+    def pids(self) -> list[int]:
+        """The pid of every serving process (lmdb2: the workers, not the supervisor)."""
+        if self.mode == "pg2":
+            return [n.proc.pid for n in self.nodes if n.proc]
+        with self._changed:
+            return [self._workers[i][0] for i in sorted(self._workers)]
+
+    @property
+    def url(self) -> str:
+        """The next node's URL: round robin over the nodes at each read."""
+        urls = self.urls
+        u = urls[self._turn % len(urls)]
+        self._turn += 1
+        return u
+
+    @property
+    def proc(self) -> subprocess.Popen | None:
+        """The supervisor (lmdb2) or the first node (pg2)."""
+        return self.nodes[0].proc
+
+    @property
+    def stderr_path(self) -> Path:
+        return self.nodes[0].stderr_path
+
+    @property
+    def log_paths(self) -> list[Path]:
+        """Every node's stderr log (lmdb2: the workers write to the supervisor's)."""
+        return [n.stderr_path for n in self.nodes]
+
+    @property
+    def admin_key(self) -> str:
+        return self.nodes[0].admin_key
+
+    @property
+    def store_args(self) -> list[str]:
+        if self.mode == "pg2":
+            return ["--store", self.store_url]
+        return ["--data-dir", str(self.data_dir)]
+
+    @property
+    def clock_path(self) -> Path | None:
+        return self.nodes[0].clock_path
+
+    def advance_clock(self, seconds: float) -> None:
+        """Every node reads the same clock file: moving it moves every node's clock."""
+        self.nodes[0].advance_clock(seconds)
+
+    # --- ending nodes -------------------------------------------------------------
+
+    def kill_node(self, i: int) -> int:
+        """kill -9 node ``i`` alone; its pid. lmdb2: one worker (the supervisor
+        starts another, whose URL replaces it in ``urls``); pg2: one process."""
+        if self.mode == "pg2":
+            pid = self.nodes[i].proc.pid
+            self.nodes[i].kill()
+            return pid
+        with self._changed:
+            pid = self._node_pid(i)
+        _kill9(pid)
+        return pid
+
+    def _node_pid(self, i: int) -> int:
+        """lmdb2: the pid of node ``i`` (0-based: the i-th worker by index)."""
+        return self._workers[sorted(self._workers)[i]][0]
+
+    def wait_node(self, i: int, old_pid: int, timeout: float = 30.0) -> None:
+        """lmdb2: until the supervisor has replaced killed worker ``i``; pg2: start node ``i`` again."""
+        if self.mode == "pg2":
+            self.nodes[i].start(timeout=timeout)
+        else:
+            self._wait_workers(timeout, gone=(i, old_pid))
+
+    def kill(self) -> None:
+        """SIGKILL every process at once (as a host crash would): no cleanup."""
+        workers = self.pids if self.mode == "lmdb2" else []
+        for node in self.nodes:
+            node.kill()
+        for pid in workers:
+            _kill9(pid)
+
+    def send_signal(self, sig: int) -> None:
+        """To every node (lmdb2: the supervisor, which forwards SIGTERM to its workers)."""
+        for node in self.nodes:
+            node.send_signal(sig)
+
+    def wait(self, timeout: float = 20.0) -> int:
+        """Until every node exits; the first non-zero exit status, else 0."""
+        codes = [node.wait(timeout) for node in self.nodes]
+        return next((c for c in codes if c), 0)
+
+    def terminate(self, timeout: float = 20.0) -> int:
+        """SIGTERM every node; the first non-zero exit status, else 0."""
+        self.send_signal(signal.SIGTERM)
+        return self.wait(timeout)
+
+    def restart(self) -> "Cluster":
+        self.kill()
+        return self.start()
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+        if self.mode == "lmdb2":  # workers the supervisor could not stop (it was killed)
+            for pid in self.pids:
+                if _alive(pid):
+                    _kill9(pid)
