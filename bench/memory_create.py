@@ -95,6 +95,25 @@ def _stop(proc: subprocess.Popen) -> None:
             proc.wait(5)
 
 
+@contextmanager
+def echo_servers(processes: int = 1) -> Iterator[str]:
+    """``processes`` echo servers sharing one port (SO_REUSEPORT, as
+    ``kungfud serve --workers N`` does), each its own process: their URL."""
+    script = str(Path(__file__).resolve())
+    procs: list[subprocess.Popen] = []
+    try:
+        first, url = _start([sys.executable, script, "--echo-server", "--echo-reuse-port"], "echo listening on ", None)
+        procs.append(first)
+        port = url.rsplit(":", 1)[1].split("/")[0]
+        for _ in range(processes - 1):
+            procs.append(_start([sys.executable, script, "--echo-server", "--echo-reuse-port", "--echo-port", port],
+                                "echo listening on ", None)[0])
+        yield url
+    finally:
+        for proc in procs:
+            _stop(proc)
+
+
 class Bench(NamedTuple):
     daemon: subprocess.Popen
     url: str

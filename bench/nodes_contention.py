@@ -1,7 +1,8 @@
 """One busy Thread, its posters spread over two LMDB workers (``--workers``, each on its own port) (issue 16: cross-node
 contention; docs/scaling.md). Every poster sends ``thread.post`` one at a time
 (no client retries: each rejection is counted as the daemon gave it) for
-``--seconds``; reports posts/s, p50/p99 and the rejections by code. A
+``--seconds``; with ``--op memory.create`` they create Memories instead (no
+shared object: the nodes' write path alone). Reports ok/s, p50/p99 and the rejections by code. A
 rejection ``unavailable`` "changed concurrently too often" is an action whose
 re-decisions (MAX_ATTEMPTS) ran out under contention; ``internal`` must never
 appear.
@@ -42,6 +43,7 @@ async def main(args: argparse.Namespace) -> None:
             c = await Client.connect(url, r["key"])
             await c.act("thread.join", {"token": grant["token"]})
             posters.append(c)
+        op = args.op
         codes: collections.Counter = collections.Counter()
         reasons: collections.Counter = collections.Counter()
         lat: list[float] = []
@@ -50,7 +52,8 @@ async def main(args: argparse.Namespace) -> None:
         async def run(c: Client) -> None:
             while time.monotonic() < stop_at:
                 t0 = time.perf_counter()
-                resp = await c.request("thread.post", {"thread": t, "content": {"x": 1}, "ask": []}, key=new_key())
+                args = {"thread": t, "content": {"x": 1}, "ask": []} if op == "thread.post" else {"content": {"x": 1}}
+                resp = await c.request(op, args, key=new_key())
                 lat.append(time.perf_counter() - t0)
                 if resp.get("ok"):
                     codes["ok"] += 1
@@ -62,8 +65,8 @@ async def main(args: argparse.Namespace) -> None:
         await asyncio.gather(*(run(c) for c in posters))
         took = time.monotonic() - t0
         lat.sort()
-        print(f"nodes={args.nodes} posters={args.posters} seconds={took:.1f}")
-        print(f"posts/s={codes['ok'] / took:.0f} p50={statistics.median(lat) * 1000:.1f}ms p99={lat[int(len(lat) * 0.99)] * 1000:.1f}ms")
+        print(f"op={op} nodes={args.nodes} posters={args.posters} seconds={took:.1f}")
+        print(f"ok/s={codes['ok'] / took:.0f} p50={statistics.median(lat) * 1000:.1f}ms p99={lat[int(len(lat) * 0.99)] * 1000:.1f}ms")
         print("outcomes:", dict(codes))
         for reason, n in reasons.most_common():
             print(f"  {n} x {reason}")
@@ -80,4 +83,6 @@ if __name__ == "__main__":
     ap.add_argument("--store", help="postgresql://… of an empty database: nodes on PostgreSQL instead of LMDB workers")
     ap.add_argument("--posters", type=int, default=32)
     ap.add_argument("--seconds", type=float, default=5)
+    ap.add_argument("--op", choices=("thread.post", "memory.create"), default="thread.post",
+                    help="thread.post into the one busy Thread (default), or memory.create by the same agents")
     asyncio.run(main(ap.parse_args()))

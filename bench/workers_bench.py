@@ -21,69 +21,16 @@ import argparse
 import asyncio
 import json
 import os
-import signal
-import socket
-import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.memory_create import HOST, _register, _stop, bench_daemon, measure  # noqa: E402
-
-ECHO_READY = "echo listening on "
-
-
-def echo_main(port: int) -> None:
-    """One echo process on ``port`` (0: a free one) with SO_REUSEPORT; answers
-    like bench/memory_create.py's echo server."""
-    import msgspec
-    from websockets.asyncio.server import serve
-
-    enc = msgspec.json.Encoder()
-    dec = msgspec.json.Decoder()
-    result = {"memory": "me_01m8pa0000000000000000000x", "version": 1, "visibility": "private"}
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    sock.bind((HOST, port))
-    sock.listen(1024)
-
-    async def handler(ws) -> None:
-        async for message in ws:
-            await ws.send(enc.encode({"id": dec.decode(message)["id"], "ok": True, "replayed": False, "result": result}).decode())
-
-    async def main() -> None:
-        async with serve(handler, sock=sock, compression=None, max_size=1 << 20):
-            print(f"{ECHO_READY}ws://{HOST}:{sock.getsockname()[1]}/v1", flush=True)
-            stop = asyncio.Event()
-            loop = asyncio.get_running_loop()
-            loop.add_signal_handler(signal.SIGTERM, stop.set)
-            loop.add_signal_handler(signal.SIGINT, stop.set)
-            await stop.wait()
-
-    asyncio.run(main())
-
-
-def start_echo(n: int) -> tuple[list[subprocess.Popen], str]:
-    procs: list[subprocess.Popen] = []
-    port = 0
-    url = ""
-    for _ in range(n):
-        p = subprocess.Popen([sys.executable, __file__, "--echo-server", str(port)], stdout=subprocess.PIPE, text=True)
-        procs.append(p)
-        line = p.stdout.readline()
-        if not line.startswith(ECHO_READY):
-            for q in procs:
-                _stop(q)
-            raise SystemExit(f"echo server did not start: {line!r}")
-        url = line.split()[-1]
-        port = int(url.rsplit(":", 1)[1].split("/")[0])
-    return procs, url
+from bench.memory_create import _register, bench_daemon, echo_servers, measure  # noqa: E402
 
 
 async def one(n: int, args: argparse.Namespace, rnd: int) -> None:
-    echo, echo_url = start_echo(n)
-    try:
+    with echo_servers(n) as echo_url:
         with bench_daemon(f"[server]\nworkers = {n}\n", prefix="kungfud-workers-bench-") as b:
             keys = await _register(b.url, args.connections)
             rows = {}
@@ -99,9 +46,6 @@ async def one(n: int, args: argparse.Namespace, rnd: int) -> None:
                 "p50_ms": round(k["p50_ms"] / e["p50_ms"], 2) if k["p50_ms"] and e["p50_ms"] else None,
                 "p99_ms": round(k["p99_ms"] / e["p99_ms"], 2) if k["p99_ms"] and e["p99_ms"] else None,
             }), flush=True)
-    finally:
-        for p in echo:
-            _stop(p)
 
 
 def main() -> None:
@@ -111,11 +55,7 @@ def main() -> None:
     p.add_argument("--connections", type=int, default=64)
     p.add_argument("--workers", type=lambda s: [int(x) for x in s.split(",")], default=[1, 2])
     p.add_argument("--rounds", type=int, default=2)
-    p.add_argument("--echo-server", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = p.parse_args()
-    if args.echo_server is not None:
-        echo_main(args.echo_server)
-        return
     if not 0 < args.seconds <= 600 or not 0 <= args.warmup <= 60 or not 0 < args.connections <= 1000:
         p.error("--seconds must be in (0, 600], --warmup in [0, 60], --connections in 1..1000")
     if not all(0 < n <= (os.cpu_count() or 1) * 4 for n in args.workers) or not 0 < args.rounds <= 20:
