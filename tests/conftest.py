@@ -35,9 +35,37 @@ def pytest_pyfunc_call(pyfuncitem):
         # is its point (the crash loop, the storage-fault walk) names its own
         # limit with @pytest.mark.timeout_s(N).
         limit = pyfuncitem.get_closest_marker("timeout_s")
-        asyncio.run(asyncio.wait_for(pyfuncitem.obj(**args), timeout=limit.args[0] if limit else 120))
+        _run_limited(pyfuncitem.obj(**args), limit.args[0] if limit else 120)
         return True
     return None
+
+
+def _run_limited(coro, limit: float) -> None:
+    """``asyncio.run(coro)`` ended after ``limit`` seconds by a TimeoutError,
+    even when the test's task does not end on its cancellation (a task can
+    swallow one; the run then goes on instead of hanging). Cleans up as
+    ``asyncio.run`` does, each step bounded."""
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    task = loop.create_task(coro)
+    try:
+        loop.run_until_complete(asyncio.wait({task}, timeout=limit))
+        if not task.done():
+            task.cancel()
+            loop.run_until_complete(asyncio.wait({task}, timeout=10))
+            ended = "" if task.done() else " and did not end when cancelled"
+            raise TimeoutError(f"the test ran past its {limit:g} s limit{ended}")
+        task.result()
+    finally:
+        pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        for t in pending:
+            t.cancel()
+        if pending:
+            loop.run_until_complete(asyncio.wait(pending, timeout=10))
+        loop.run_until_complete(asyncio.wait({loop.create_task(loop.shutdown_asyncgens())}, timeout=10))
+        loop.run_until_complete(asyncio.wait({loop.create_task(loop.shutdown_default_executor())}, timeout=10))
+        asyncio.set_event_loop(None)
+        loop.close()
 
 
 def _node_mode(request) -> str:
