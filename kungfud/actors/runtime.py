@@ -124,6 +124,13 @@ class Runtime:
         if self._shared:
             self.link.committed(max(seq for _, seq, _ in events), list({agent: None for agent, _, _ in events}), False)
 
+    def announce_agents(self, agents: list[str]) -> None:
+        """Tell the other nodes that something of ``agents`` changed that their
+        connections must notice (a key rotated or reset, D156); a no-op on one
+        node."""
+        if self._shared:
+            self.link.committed(self.link.known, agents, False)
+
     def _on_deadline(self, _due: int) -> None:
         """A commit added a deadline (writer thread): the clock reads the index
         itself; the node that holds the deadline lease may be another."""

@@ -104,7 +104,7 @@ class Server:
         """Serve on ``sock`` (already bound) or bind the configured address;
         also on ``private`` (a worker's own port, tests only: kungfud.supervisor)."""
         self.loop = asyncio.get_running_loop()
-        self.bridge.start(self.loop, self.feed.publish, self.feed.wake)
+        self.bridge.start(self.loop, self.feed.publish, self._woken)
         host, port = (None, None) if sock is not None else self.cfg.listen_addr()
         self._server = await self._listen(host, port, sock)
         if private is not None:
@@ -399,9 +399,27 @@ class Server:
         """WIRE.md "Operating a deployment": after a rotation or reset, every
         connection that authenticated with an old key of the agent stops acting
         as it at once and is closed with 4001 once its queued replies (the new
-        key, for the connection that rotated) are sent."""
+        key, for the connection that rotated) are sent — on every node: the
+        other nodes are told (D156)."""
         agent = msgspec.json.decode(result).get("agent")
-        current = self.rt.key_hash_of(agent)
+        self._drop_stale_keys(agent)
+        self.rt.announce_agents([agent])
+
+    def _woken(self, agents: list[str] | None) -> None:
+        """Another node committed for ``agents`` (None: maybe anyone): new
+        events to deliver, and maybe a key that changed (D156)."""
+        self.feed.wake(agents)
+        held = {c.agent for c in self.connections if c.agent is not None}
+        for agent in held if agents is None else held.intersection(agents):
+            self._drop_stale_keys(agent)
+
+    def _drop_stale_keys(self, agent: Any) -> None:
+        """Close this node's connections of ``agent`` that authenticated with a
+        key that is no longer its key."""
+        try:
+            current = self.rt.key_hash_of(agent)
+        except StoreUnavailable:  # checked again at the next wake-up or poll
+            return
         if current is None:
             return
         for conn in list(self.connections):

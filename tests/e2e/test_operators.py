@@ -118,11 +118,12 @@ async def test_wire_admin_agent_list_pages_filters_and_shows_last_seen(make_daem
         check_failure(await admin.request("admin.agent.list", {"cursor": "me_nope"}), "bad_request")
         check_failure(await admin.request("admin.agent.list", {"status": "sleeping"}), "bad_request")
         key = (await admin.act("admin.agent.create", {"content": {"name": "late"}}))["key"]
-    async with await Client.connect(d.url, key) as late:
+    url = d.url  # last_seen_at is what the node serving the read saw (D156): one node for both
+    async with await Client.connect(url, key) as late:
         me = (await late.read("agent.whoami"))["agent"]
         err = check_failure(await late.request("admin.agent.list", {}), "forbidden")
         assert err["next"] == "stop"
-    async with await _admin(d) as admin:
+    async with await Client.connect(url, d.admin_key) as admin:
         items = (await admin.read("admin.agent.list", {"status": "active"}))["items"]
         (row,) = [it for it in items if it["agent"] == me]
         assert row["last_seen_at"] >= row["created_at"]
