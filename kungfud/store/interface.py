@@ -38,7 +38,7 @@ if TYPE_CHECKING:  # the read view's named queries live on View (store.py)
 
 __all__ = [
     "Item", "Outcome", "Committed", "Replayed", "Stale", "Failed", "Snapshot", "Tx", "Recorder", "Committer",
-    "WriteTxn", "Backend",
+    "WriteTxn", "Backend", "SnapshotTail",
 ]
 
 
@@ -199,3 +199,17 @@ class Backend(Recorder, Protocol):
 
     def require_consistent_log(self) -> None:
         """Raise StoreDamaged if the fact log disagrees with what was written with it."""
+
+
+class SnapshotTail:
+    """``events_for`` and ``last_seq`` of a :class:`Recorder`, over its
+    ``read()``: the same for every backend (each is one snapshot's query)."""
+
+    def events_for(self, agent: str, after: int) -> Iterator[tuple[int, bytes]]:
+        """The event-feed tail from one snapshot (interface.Recorder)."""
+        with self.read() as view:  # type: ignore[attr-defined]
+            yield from view.events_for(agent, after)
+
+    def last_seq(self) -> int:
+        with self.read() as view:  # type: ignore[attr-defined]
+            return view.last_seq()

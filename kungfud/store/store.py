@@ -23,6 +23,7 @@ from ..core.obligations import Obligation
 from .events import OutcomeRow
 from .indexes import members_listed, query_rows
 from .integrity import NOT_NEW_TRACES, StoreDamaged, check_env, check_file, log_problems
+from .interface import SnapshotTail
 from .kv import Snapshot, prefix_stop
 from .layout import DBS, FORMAT, Receipt, decode_fact, decode_object, from_u64, u32, u64
 from .lmdb_kv import LmdbSnapshot, LmdbWriteTxn
@@ -53,7 +54,7 @@ class StoreLocked(RuntimeError):
     """Another process holds the data directory."""
 
 
-class Store:
+class Store(SnapshotTail):
     """The LMDB backend: owns the data directory, an exclusive lock file and the
     LMDB environment (one database per table of ``layout.DBS``)."""
 
@@ -198,15 +199,6 @@ class Store:
     def read(self) -> Iterator["View"]:
         with self.env.begin(buffers=False) as txn:
             yield View(LmdbSnapshot(txn, self.dbs))
-
-    def events_for(self, agent: str, after: int) -> Iterator[tuple[int, bytes]]:
-        """The event-feed tail from one snapshot (interface.Recorder)."""
-        with self.read() as view:
-            yield from view.events_for(agent, after)
-
-    def last_seq(self) -> int:
-        with self.read() as view:
-            return view.last_seq()
 
     def begin_write(self) -> LmdbWriteTxn:
         return LmdbWriteTxn(self.env, self.dbs)

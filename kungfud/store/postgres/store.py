@@ -31,6 +31,7 @@ import psycopg
 
 from ...errors import StoreUnavailable
 from ..integrity import StoreDamaged
+from ..interface import SnapshotTail
 from ..open import is_pg_url
 from .kv import PgSnapshot, PgWriteTxn
 from .schema import LOCK_BOOTSTRAP, ensure_schema
@@ -75,7 +76,7 @@ def _lost(e: BaseException) -> bool:
     return isinstance(e, (psycopg.OperationalError, psycopg.InterfaceError))
 
 
-class PgStore:
+class PgStore(SnapshotTail):
     """The store in a PostgreSQL database; ``data_dir`` holds only node-local
     files (the admin key of the node that bootstrapped, the node's lock)."""
 
@@ -217,14 +218,6 @@ class PgStore:
                 self._give(conn)
         finally:
             self._slots.release()
-
-    def events_for(self, agent: str, after: int) -> Iterator[tuple[int, bytes]]:
-        with self.read() as view:
-            yield from view.events_for(agent, after)
-
-    def last_seq(self) -> int:
-        with self.read() as view:
-            return view.last_seq()
 
     # --- writing --------------------------------------------------------------------------
 
