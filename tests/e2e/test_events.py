@@ -566,6 +566,19 @@ async def test_R8_20_events_missed_across_a_daemon_kill_are_replayed_with_since(
 # --- a slow subscriber ------------------------------------------------------------------
 
 
+async def _slow_subscribers_dropped(url: str) -> int:
+    """``kungfud_slow_subscribers_dropped_total`` of the node at ``url`` (GET /metrics)."""
+    u = urlparse(url)
+    reader, writer = await asyncio.open_connection(u.hostname, u.port)
+    writer.write(f"GET /metrics HTTP/1.1\r\nHost: {u.hostname}\r\nConnection: close\r\n\r\n".encode())
+    body = (await reader.read()).decode()
+    writer.close()
+    for line in body.splitlines():
+        if line.startswith("kungfud_slow_subscribers_dropped_total "):
+            return int(float(line.split()[1]))
+    raise AssertionError("/metrics has no kungfud_slow_subscribers_dropped_total")
+
+
 async def _stalled_subscriber(url: str, key: str) -> Any:
     """A websocket of the agent that subscribes and then reads nothing. Its socket
     advertises a small segment size and receive buffer, so the daemon's kernel
@@ -631,9 +644,27 @@ async def test_R8_20_a_subscriber_that_stops_reading_is_closed_with_1008_and_no_
             await timed(y.read("turn", {"limit": 5}))
             await asyncio.sleep(0.02)  # real time is the subject: a bystander's steady requests, timed under load
 
+    async def read_stalled() -> tuple[int, int]:
+        """The stalled connection reads: what was already on its way, then the close."""
+        frames = last = 0
+        try:
+            async with asyncio.timeout(15):
+                while True:
+                    msg = json.loads(await stalled.recv())
+                    assert "event" in msg, msg
+                    frames += 1
+                    last = msg["seq"]
+            raise AssertionError("the stalled subscriber was never closed")  # pragma: no cover
+        except ConnectionClosed as e:
+            assert e.rcvd is not None, f"closed without a close frame after {frames} frames: {e!r}"
+            assert e.rcvd.code == 1008, e.rcvd
+            assert e.rcvd.reason.strip(), e.rcvd
+        return frames, last
+
     posters = [a.c] + [await Client.connect(url, a.key) for _ in range(3)]
     read_task = asyncio.create_task(reader())
     by_task = asyncio.create_task(bystander())
+    stalled_task = None
     for start in range(0, total, 200):
         await asyncio.gather(
             *(
@@ -641,21 +672,13 @@ async def test_R8_20_a_subscriber_that_stops_reading_is_closed_with_1008_and_no_
                 for i in range(start, min(total, start + 200))
             )
         )
-    # now the stalled connection reads: what was already on its way, then the close
-    frames = 0
-    last_seq = 0
-    try:
-        async with asyncio.timeout(15):
-            while True:
-                msg = json.loads(await stalled.recv())
-                assert "event" in msg, msg
-                frames += 1
-                last_seq = msg["seq"]
-        raise AssertionError("the stalled subscriber was never closed")  # pragma: no cover
-    except ConnectionClosed as e:
-        assert e.rcvd is not None, f"closed without a close frame after {frames} frames: {e!r}"
-        assert e.rcvd.code == 1008, e.rcvd
-        assert e.rcvd.reason.strip(), e.rcvd
+        # The daemon gives a dropped subscriber send_timeout_s (30 s) to take its
+        # close frame, then aborts it; on a slower store (two PostgreSQL nodes
+        # under load) the rest of the posting can outlast that, so the stalled
+        # client starts reading once its node has dropped it, not at the end.
+        if stalled_task is None and await _slow_subscribers_dropped(url) > 0:
+            stalled_task = asyncio.create_task(read_stalled())
+    frames, last_seq = await (stalled_task or read_stalled())
     assert frames < total, "it was closed before the feed was complete"
 
     # everyone else kept being served
