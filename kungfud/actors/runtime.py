@@ -284,13 +284,16 @@ class Runtime:
             state = view.state(agent) if agent is not None else None
         return None if state is None else Identity(agent, state.status, h)  # type: ignore[arg-type]
 
-    def key_hash_of(self, agent: Any) -> bytes | None:
-        """The hash of ``agent``'s current key (None: no such agent)."""
-        if not isinstance(agent, str):
-            return None
+    def key_hashes_of(self, agents: Any) -> dict[str, bytes]:
+        """The hash of each agent's current key, from one snapshot (agents
+        that do not exist are left out)."""
+        out: dict[str, bytes] = {}
         with self.store.read() as view:
-            state = view.state(agent)
-        return None if state is None else state.key_hash
+            for agent in agents:
+                state = view.state(agent) if isinstance(agent, str) else None
+                if state is not None:
+                    out[agent] = state.key_hash
+        return out
 
     def last_seq(self) -> int:
         """The newest seq of the event feed."""

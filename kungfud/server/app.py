@@ -402,7 +402,7 @@ class Server:
         key, for the connection that rotated) are sent — on every node: the
         other nodes are told (D156)."""
         agent = msgspec.json.decode(result).get("agent")
-        self._drop_stale_keys(agent)
+        self._drop_stale_keys([agent])
         self.rt.announce_agents([agent])
 
     def _woken(self, agents: list[str] | None) -> None:
@@ -410,20 +410,19 @@ class Server:
         events to deliver, and maybe a key that changed (D156)."""
         self.feed.wake(agents)
         held = {c.agent for c in self.connections if c.agent is not None}
-        for agent in held if agents is None else held.intersection(agents):
-            self._drop_stale_keys(agent)
+        check = held if agents is None else held.intersection(agents)
+        if check:
+            self._drop_stale_keys(check)
 
-    def _drop_stale_keys(self, agent: Any) -> None:
-        """Close this node's connections of ``agent`` that authenticated with a
-        key that is no longer its key."""
+    def _drop_stale_keys(self, agents: Any) -> None:
+        """Close this node's connections of ``agents`` that authenticated with
+        a key that is no longer their agent's key (one snapshot for all)."""
         try:
-            current = self.rt.key_hash_of(agent)
+            current = self.rt.key_hashes_of(agents)
         except StoreUnavailable:  # checked again at the next wake-up or poll
             return
-        if current is None:
-            return
         for conn in list(self.connections):
-            if conn.agent == agent and conn.key_hash != current:
+            if conn.agent in current and conn.key_hash != current[conn.agent]:
                 self.feed.unsubscribe(conn)
                 conn.agent = conn.key_hash = None
                 asyncio.ensure_future(self._close_revoked(conn))
