@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol, runtime_che
 import msgspec
 
 from ..errors import Rejection
+from .integrity import StoreDamaged, log_problems
 from .kv import Snapshot, Tx
 
 if TYPE_CHECKING:  # the read view's named queries live on View (store.py)
@@ -202,8 +203,28 @@ class Backend(Recorder, Protocol):
 
 
 class SnapshotTail:
-    """``events_for`` and ``last_seq`` of a :class:`Recorder`, over its
-    ``read()``: the same for every backend (each is one snapshot's query)."""
+    """``events_for``, ``last_seq`` and the log's cheap check, over a
+    :class:`Recorder`'s ``read()``: the same for every backend (each is one
+    snapshot's query). A backend names where its store is and how to check it
+    (``damage_place``)."""
+
+    def damage_place(self) -> tuple[str, str]:  # pragma: no cover - each backend says
+        """(the store as a person finds it, the ``kungfud check`` command for it)."""
+        raise NotImplementedError
+
+    def log_problems(self) -> list[str]:
+        """Cheap check of the fact log against what was written with it
+        (integrity.log_problems); empty when consistent."""
+        with self.read() as view:  # type: ignore[attr-defined]
+            return log_problems(view.kv)
+
+    def require_consistent_log(self) -> None:
+        """Raise StoreDamaged naming the store and the first problems, if any."""
+        problems = self.log_problems()
+        if problems:
+            where, check = self.damage_place()
+            more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+            raise StoreDamaged(f"{where} is not consistent: {'; '.join(problems[:3])}{more}; run `{check}` for a full report")
 
     def events_for(self, agent: str, after: int) -> Iterator[tuple[int, bytes]]:
         """The event-feed tail from one snapshot (interface.Recorder)."""

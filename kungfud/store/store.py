@@ -22,7 +22,7 @@ from ..core.kinds import state_type
 from ..core.obligations import Obligation
 from .events import OutcomeRow
 from .indexes import members_listed, query_rows
-from .integrity import NOT_NEW_TRACES, StoreDamaged, check_env, check_file, log_problems
+from .integrity import NOT_NEW_TRACES, StoreDamaged, check_env, check_file
 from .interface import SnapshotTail
 from .kv import Snapshot, prefix_stop
 from .layout import DBS, FORMAT, Receipt, decode_fact, decode_object, from_u64, u32, u64
@@ -179,21 +179,8 @@ class Store(SnapshotTail):
             os.close(self._lock_fd)
             self._lock_fd = None
 
-    def log_problems(self) -> list[str]:
-        """Cheap check of the fact log against what was written with it
-        (integrity.log_problems); empty when consistent."""
-        with self.read() as view:
-            return log_problems(view.kv)
-
-    def require_consistent_log(self) -> None:
-        """Raise StoreDamaged naming the file and the first problems, if any."""
-        problems = self.log_problems()
-        if problems:
-            more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
-            raise StoreDamaged(
-                f"{os.path.join(self.data_dir, 'lmdb', 'data.mdb')} is not consistent: {'; '.join(problems[:3])}{more}; "
-                f"run `kungfud check --data-dir {self.data_dir}` for a full report"
-            )
+    def damage_place(self) -> tuple[str, str]:
+        return os.path.join(self.data_dir, "lmdb", "data.mdb"), f"kungfud check --data-dir {self.data_dir}"
 
     @contextmanager
     def read(self) -> Iterator["View"]:

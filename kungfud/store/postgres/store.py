@@ -299,20 +299,8 @@ class PgStore(SnapshotTail):
 
     # --- checks ---------------------------------------------------------------------
 
-    def log_problems(self) -> list[str]:
-        from ..integrity import log_problems
-
-        with self.read() as view:
-            return log_problems(view.kv)
-
-    def require_consistent_log(self) -> None:
-        problems = self.log_problems()
-        if problems:
-            more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
-            raise StoreDamaged(
-                f"the store at {self.where} is not consistent: {'; '.join(problems[:3])}{more}; "
-                f"run `kungfud check --store URL` for a full report"
-            )
+    def damage_place(self) -> tuple[str, str]:
+        return f"the store at {self.where}", "kungfud check --store URL"
 
     def close(self) -> None:
         with self._pool_lock:
