@@ -131,6 +131,16 @@ class Runtime:
         if self._shared:
             self.link.committed(self.link.known, agents, False)
 
+    def share_seen(self, seen: dict[str, int]) -> None:
+        """What this node's server saw since its last share, ``{agent: ms}``:
+        to the other nodes (D175); the server shares only when ``shared``."""
+        self.link.share_seen(seen)
+
+    @property
+    def shared(self) -> bool:
+        """Other nodes may serve this store (issue 16)."""
+        return self._shared
+
     def _on_deadline(self, _due: int) -> None:
         """A commit added a deadline (writer thread): the clock reads the index
         itself; the node that holds the deadline lease may be another."""

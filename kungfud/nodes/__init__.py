@@ -13,6 +13,12 @@ host) and a PostgreSQL implementation:
   a dead holder's lease is released by the kernel (LMDB: ``flock``) or by the
   server ending its session (PostgreSQL: an advisory lock).
 
+The bus carries a second kind of message beside the commit announcement: what
+a node's server saw (``{agent: wall-clock ms}``, for ``last_seen_at``, D175),
+coalesced by the server to at most one share a second, split here into
+messages of at most ``limit`` bytes (:func:`seen_messages`); an empty one is a
+node's hello ("send me all you know", D177).
+
 Nothing here knows the protocol or the store's layout; only this package and
 ``kungfud/store/postgres/`` import psycopg.
 """
@@ -20,15 +26,39 @@ Nothing here knows the protocol or the store's layout; only this package and
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Protocol, Sequence
+from typing import Callable, Mapping, Protocol, Sequence
 
-__all__ = ["Bus", "Lease", "Nodes", "OnRemote", "single", "open_nodes", "MAX_AGENTS"]
+__all__ = ["Bus", "Lease", "Nodes", "OnRemote", "OnSeen", "single", "open_nodes", "seen_messages", "MAX_AGENTS"]
 
 # on_remote(last_seq, agents with new events or None = "maybe anyone", deadlines added?)
 OnRemote = Callable[[int, "list[str] | None", bool], None]
 
+# on_seen({agent: ms} another node saw, or None: a node joined and asks for everything)
+OnSeen = Callable[["dict[str, int] | None"], None]
+
 # An announcement names at most this many agents; beyond, it says "maybe anyone".
 MAX_AGENTS = 64
+# A "seen" message carries at most this many agents: with the longest agent id
+# the wire allows (63 characters) that is under 8000 bytes in either encoding.
+SEEN_PER_MESSAGE = 96
+
+
+def seen_messages(seen: Mapping[str, int], encode: Callable[[dict[str, int]], bytes], limit: int) -> list[bytes]:
+    """``seen`` as messages of at most ``limit`` bytes each, every entry in one
+    of them (``SEEN_PER_MESSAGE`` a message, halved while one is too big); an
+    entry that alone is too big cannot be sent and is left out."""
+    items = list(seen.items())
+    parts = [items[i : i + SEEN_PER_MESSAGE] for i in range(0, len(items), SEEN_PER_MESSAGE)]
+    out: list[bytes] = []
+    while parts:
+        part = parts.pop(0)
+        data = encode(dict(part))
+        if len(data) <= limit:
+            out.append(data)
+        elif len(part) > 1:
+            half = len(part) // 2
+            parts[:0] = [part[:half], part[half:]]
+    return out
 
 
 class Bus(Protocol):
@@ -38,8 +68,16 @@ class Bus(Protocol):
         """After a local commit (the writer's thread): tell every other node.
         Never blocks on a peer and never raises."""
 
-    def start(self, on_remote: OnRemote) -> None:
-        """Deliver other nodes' announcements to ``on_remote`` (on a thread of its own)."""
+    def start(self, on_remote: OnRemote, on_seen: OnSeen | None = None) -> None:
+        """Deliver other nodes' announcements to ``on_remote`` and what they
+        saw to ``on_seen`` (on a thread of its own)."""
+
+    def announce_seen(self, seen: Mapping[str, int]) -> None:
+        """What this node saw since its last share: to every other node (split
+        into messages of the bus's size). Never blocks and never raises."""
+
+    def hello(self) -> None:
+        """Ask every other node for all it saw (each answers with its next share)."""
 
     def close(self) -> None: ...
 
@@ -59,7 +97,13 @@ class NoBus:
     def announce(self, seq: int, agents: Sequence[str], dues: bool) -> None:
         pass
 
-    def start(self, on_remote: OnRemote) -> None:
+    def start(self, on_remote: OnRemote, on_seen: OnSeen | None = None) -> None:
+        pass
+
+    def announce_seen(self, seen: Mapping[str, int]) -> None:
+        pass
+
+    def hello(self) -> None:
         pass
 
     def close(self) -> None:

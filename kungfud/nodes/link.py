@@ -4,7 +4,8 @@ from remote ones, and the safety poll that covers a lost announcement.
 It knows nothing of the store or the protocol: the runtime gives it
 ``last_seq`` (the store's newest seq) and two wake-ups, ``feed(agents | None)``
 and ``clock()``. With a single node (``Nodes.shared`` False) it does nothing
-and starts no thread.
+and starts no thread. It also carries what the server saw (``last_seen_at``,
+D175): ``share_seen`` out, ``seen`` (set by the server) in.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ class Link:
         self._last_seq = last_seq
         self.feed: Callable[[list[str] | None], None] | None = None  # set by the server
         self.clock: Callable[[], None] | None = None  # set by the runtime
+        self.seen: Callable[[dict[str, int] | None], None] | None = None  # set by the server (attach_seen)
         self.known = 0  # the newest seq this node has been told about (local or remote)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -40,7 +42,7 @@ class Link:
             self.known = self._last_seq()
         except Exception:
             log.exception("reading the last seq failed")
-        self.nodes.bus.start(self.on_remote)
+        self.nodes.bus.start(self.on_remote, self.on_seen)
         self._thread = threading.Thread(target=self._poll, name="kungfud-nodes-poll", daemon=True)
         self._thread.start()
 
@@ -68,6 +70,22 @@ class Link:
             feed(agents)
         if dues and self.clock is not None:
             self.clock()
+
+    # --- what the servers saw (last_seen_at, D175) -----------------------------------------
+
+    def attach_seen(self, seen: Callable[[dict[str, int] | None], None]) -> None:
+        """The server hears what other nodes saw from now on, and asks them
+        for all they saw before (D177)."""
+        self.seen = seen
+        if self.nodes.shared:
+            self.nodes.bus.hello()
+
+    def share_seen(self, seen: dict[str, int]) -> None:
+        self.nodes.bus.announce_seen(seen)
+
+    def on_seen(self, seen: dict[str, int] | None) -> None:
+        if self.seen is not None:
+            self.seen(seen)
 
     def _poll(self) -> None:
         while not self._stop.wait(POLL_S):

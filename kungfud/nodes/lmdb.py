@@ -4,7 +4,11 @@
   ``DATA_DIR/nodes/<pid>.sock``; an announcement is one small msgpack datagram
   sent, without blocking, to every other socket there. A socket nobody is bound
   to (its worker died) is removed on ``ECONNREFUSED``; a full receive buffer
-  drops the datagram (the safety poll covers it).
+  drops the datagram (the safety poll covers it). What a node saw
+  (``last_seen_at``, D175) goes the same way as a msgpack map
+  ``{agent: ms}`` of at most ``MAX_DATAGRAM`` bytes; an empty map is a node's
+  hello (D177). A "seen" datagram dropped on a full buffer is lost for that
+  peer until the agent is seen again (D176).
 - :class:`FileLease`: ``flock(LOCK_EX | LOCK_NB)`` on ``DATA_DIR/deadlines.lock``;
   the kernel releases it when its holder dies, however it dies.
 """
@@ -18,11 +22,11 @@ import os
 import socket
 import threading
 import time
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import msgspec
 
-from . import MAX_AGENTS, Nodes, OnRemote
+from . import MAX_AGENTS, Nodes, OnRemote, OnSeen, seen_messages
 
 __all__ = ["SocketBus", "FileLease", "lmdb_nodes"]
 
@@ -32,7 +36,9 @@ MAX_DATAGRAM = 8000
 PEERS_TTL_S = 1.0  # the directory is listed again at most this often (new workers)
 
 _enc = msgspec.msgpack.Encoder()
-_dec = msgspec.msgpack.Decoder(tuple[int, list[str] | None, bool])
+# A commit announcement is an array, a "seen" message a map.
+_dec = msgspec.msgpack.Decoder(tuple[int, list[str] | None, bool] | dict[str, int])
+HELLO = _enc.encode({})
 
 
 def encode(seq: int, agents: Sequence[str] | None, dues: bool) -> bytes:
@@ -80,17 +86,30 @@ class SocketBus:
     def announce(self, seq: int, agents: Sequence[str], dues: bool) -> None:
         if self._closed:
             return
-        data = encode(seq, agents, dues)
+        self._send([encode(seq, agents, dues)])
+
+    def announce_seen(self, seen: Mapping[str, int]) -> None:
+        if not self._closed and seen:
+            self._send(seen_messages(seen, _enc.encode, MAX_DATAGRAM))
+
+    def hello(self) -> None:
+        if not self._closed:
+            self._send([HELLO])
+
+    def _send(self, messages: list[bytes]) -> None:
         with self._lock:
             gone = []
             for peer in self._list_peers():
-                try:
-                    self._out.sendto(data, peer)
-                    self.sent += 1
-                except OSError as e:
-                    if e.errno in (errno.ECONNREFUSED, errno.ENOENT):
-                        gone.append(peer)
-                    else:  # EAGAIN (its buffer is full) and the like: the poll covers it
+                for data in messages:
+                    try:
+                        self._out.sendto(data, peer)
+                        self.sent += 1
+                    except OSError as e:
+                        if e.errno in (errno.ECONNREFUSED, errno.ENOENT):
+                            gone.append(peer)
+                            break
+                        # EAGAIN (its buffer is full) and the like: the poll covers a
+                        # commit announcement; a "seen" one is lost for this peer (D176)
                         self.dropped += 1
             for peer in gone:
                 self._peers.remove(peer)
@@ -100,7 +119,7 @@ class SocketBus:
                     except OSError:
                         pass
 
-    def start(self, on_remote: OnRemote) -> None:
+    def start(self, on_remote: OnRemote, on_seen: OnSeen | None = None) -> None:
         def run() -> None:
             while not self._closed:
                 try:
@@ -110,12 +129,18 @@ class SocketBus:
                 if not data:  # the wake-up close() sends itself
                     continue
                 try:
-                    seq, agents, dues = _dec.decode(data)
+                    message = _dec.decode(data)
                 except msgspec.DecodeError:
                     continue
                 self.received += 1
                 try:
-                    on_remote(seq, agents, dues)
+                    if isinstance(message, dict):
+                        if not message:
+                            self._listed = 0.0  # a hello: a new sibling, to be listed at the next send
+                        if on_seen is not None:
+                            on_seen(message or None)
+                    else:
+                        on_remote(*message)
                 except Exception:
                     log.exception("handling a remote announcement failed")
 

@@ -12,6 +12,13 @@
 
 A payload is at most 8000 bytes (PostgreSQL's limit); the agents are left out
 (None: "maybe anyone") beyond that or beyond ``MAX_AGENTS``.
+
+What a node saw (``last_seen_at``, D175) goes on the same channel as a JSON
+object ``{"node": …, "seen": {agent: ms}}`` (a commit announcement is an
+array), split into payloads of at most 8000 bytes, sent by the same sender
+thread (kept for the next try while PostgreSQL is away). An empty ``seen`` is
+a node's hello, sent by the listener once it listens (again, after a
+reconnect) if the server asked for it (D177).
 """
 
 from __future__ import annotations
@@ -21,11 +28,11 @@ import logging
 import os
 import threading
 import time
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import psycopg
 
-from . import MAX_AGENTS, Nodes, OnRemote
+from . import MAX_AGENTS, Nodes, OnRemote, OnSeen, seen_messages
 
 __all__ = ["NotifyBus", "AdvisoryLease", "pg_nodes", "CHANNEL", "LOCK_DEADLINES"]
 
@@ -57,6 +64,28 @@ def payload(node: str, seq: int, agents: Sequence[str] | None, dues: bool) -> st
     return text
 
 
+def _seen_payload(node: str, seen: Mapping[str, int]) -> bytes:
+    return json.dumps({"node": node, "seen": seen}, separators=(",", ":")).encode()
+
+
+def seen_payloads(node: str, seen: Mapping[str, int]) -> list[str]:
+    """What ``node`` saw, as NOTIFY payloads of at most ``MAX_PAYLOAD`` bytes."""
+    return [data.decode() for data in seen_messages(seen, lambda part: _seen_payload(node, part), MAX_PAYLOAD)]
+
+
+def hello_payload(node: str) -> str:
+    """A node's hello: it saw nothing yet and asks for all the others saw."""
+    return _seen_payload(node, {}).decode()
+
+
+def _seen_of(message: dict) -> dict[str, int] | None:
+    """The ``seen`` map of a received message, or None if it is not one."""
+    seen = message.get("seen")
+    if not isinstance(seen, dict):
+        return None
+    return {a: ms for a, ms in seen.items() if isinstance(ms, int) and not isinstance(ms, bool)}
+
+
 class NotifyBus:
     def __init__(self, url: str):
         self.url = url
@@ -66,6 +95,9 @@ class NotifyBus:
         self._agents: set[str] | None = set()
         self._dues = False
         self._pending = False
+        self._seen: dict[str, int] = {}  # what this node saw, not sent yet
+        self._hello = False  # the server asked for the others' maps (sent on every LISTEN)
+        self._greet = False  # the sender is to send the hello
         self._closed = False
         self._sender: threading.Thread | None = None  # started with the listener: a bus never started sends nothing
         self._listener: threading.Thread | None = None
@@ -85,45 +117,82 @@ class NotifyBus:
             self._pending = True
             self._cond.notify()
 
+    def announce_seen(self, seen: Mapping[str, int]) -> None:
+        if not seen:
+            return
+        with self._cond:
+            self._keep(seen)
+            self._cond.notify()
+
+    def _keep(self, seen: Mapping[str, int]) -> None:
+        """Merge ``seen`` into what waits to be sent, by max (under the lock)."""
+        mine = self._seen
+        for agent, ms in seen.items():
+            if ms > mine.get(agent, -1):
+                mine[agent] = ms
+
+    def hello(self) -> None:
+        self._hello = True
+        if self._listen_conn is not None:  # listening already: the sender asks now
+            with self._cond:
+                self._greet = True
+                self._cond.notify()
+        # else the listener asks once it listens (and again after each reconnect)
+
     def _send_loop(self) -> None:
         conn: psycopg.Connection | None = None
         while True:
             with self._cond:
-                self._cond.wait_for(lambda: self._pending or self._closed)
-                if self._closed and not self._pending:
+                self._cond.wait_for(lambda: self._pending or self._seen or self._greet or self._closed)
+                if self._closed and not (self._pending or self._seen):
                     break
-                seq, agents, dues = self._seq, self._agents, self._dues
-                self._agents, self._dues, self._pending = set(), False, False
-            text = payload(self.node, seq, None if agents is None else sorted(agents), dues)
+                texts = [hello_payload(self.node)] if self._greet else []
+                self._greet = False
+                if self._pending:
+                    seq, agents, dues = self._seq, self._agents, self._dues
+                    self._agents, self._dues, self._pending = set(), False, False
+                    texts.append(payload(self.node, seq, None if agents is None else sorted(agents), dues))
+                seen, self._seen = self._seen, {}
+            if seen:
+                texts += seen_payloads(self.node, seen)
             try:
                 if conn is None or conn.closed:
                     conn = _connect(self.url)
-                conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, text))
-                self.sent += 1
+                for text in texts:
+                    conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, text))
+                    self.sent += 1
             except psycopg.Error:
-                # PostgreSQL is away: the others' safety poll covers this one.
+                # PostgreSQL is away: the others' safety poll covers a commit
+                # announcement; what this node saw is kept for the next try.
                 if conn is not None:
                     conn.close()
                 conn = None
                 with self._cond:
+                    if not self._closed:
+                        self._keep(seen)
                     self._cond.wait_for(lambda: self._closed, timeout=RECONNECT_S)
         if conn is not None:
             conn.close()
 
     # --- listening --------------------------------------------------------------------
 
-    def start(self, on_remote: OnRemote) -> None:
+    def start(self, on_remote: OnRemote, on_seen: OnSeen | None = None) -> None:
         self._sender = threading.Thread(target=self._send_loop, name="kungfud-notify", daemon=True)
         self._sender.start()
-        self._listener = threading.Thread(target=self._listen_loop, args=(on_remote,), name="kungfud-listen", daemon=True)
+        self._listener = threading.Thread(
+            target=self._listen_loop, args=(on_remote, on_seen), name="kungfud-listen", daemon=True
+        )
         self._listener.start()
 
-    def _listen_loop(self, on_remote: OnRemote) -> None:
+    def _listen_loop(self, on_remote: OnRemote, on_seen: OnSeen | None) -> None:
         first = True
         while not self._closed:
             try:
-                conn = self._listen_conn = _connect(self.url)
+                conn = _connect(self.url)
                 conn.execute(f"LISTEN {CHANNEL}")
+                self._listen_conn = conn
+                if self._hello:  # listening now: the others' answers reach this node
+                    conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, hello_payload(self.node)))
             except psycopg.Error:
                 self._listen_conn = None
                 time.sleep(RECONNECT_S)
@@ -136,7 +205,13 @@ class NotifyBus:
                 while not self._closed:
                     for n in conn.notifies(timeout=1.0):
                         try:
-                            node, seq, agents, dues = json.loads(n.payload)
+                            message = json.loads(n.payload)
+                            if isinstance(message, dict):  # what another node saw
+                                if message.get("node") != self.node and (seen := _seen_of(message)) is not None:
+                                    self.received += 1
+                                    self._deliver_seen(on_seen, seen or None)
+                                continue
+                            node, seq, agents, dues = message
                         except (ValueError, TypeError):
                             continue
                         if node != self.node:
@@ -154,6 +229,15 @@ class NotifyBus:
             on_remote(seq, agents, dues)
         except Exception:
             log.exception("handling a remote announcement failed")
+
+    @staticmethod
+    def _deliver_seen(on_seen: OnSeen | None, seen: dict[str, int] | None) -> None:
+        if on_seen is None:
+            return
+        try:
+            on_seen(seen)
+        except Exception:
+            log.exception("handling what another node saw failed")
 
     def close(self) -> None:
         with self._cond:

@@ -37,6 +37,7 @@ from .console import console_response
 from .feed import Feed
 from .limits import Admitted, Intake, TokenBucket
 from .metrics import Metrics
+from .seen import LastSeen
 
 __all__ = ["Server", "Conn"]
 
@@ -91,9 +92,9 @@ class Server:
         self.feed = Feed(runtime, self.metrics, max_pending_events)
         self.subscribers = self.feed.subscribers  # agent -> its subscribed connections (metrics read it)
         self.bridge = Bridge(runtime, self._finish)
-        # agent -> when this daemon last saw it (ms): it authenticated or sent a
-        # request. In memory only, not a fact (docs/decisions.md).
-        self.last_seen: dict[str, int] = {}
+        # When this deployment last saw each agent (ms): in memory only, not a
+        # fact; shared with the other nodes when there are any (D32, D175).
+        self.last_seen = LastSeen()
         # Set when a connection's in-flight count drops to zero or a connection
         # with requests in flight goes: stop() waits on it instead of polling.
         self._settled = asyncio.Event()
@@ -104,7 +105,9 @@ class Server:
         """Serve on ``sock`` (already bound) or bind the configured address;
         also on ``private`` (a worker's own port, tests only: kungfud.supervisor)."""
         self.loop = asyncio.get_running_loop()
-        self.bridge.start(self.loop, self.feed.publish, self._woken)
+        if self.rt.shared:
+            self.last_seen.start_sharing(self.rt.share_seen, self.loop.call_later)
+        self.bridge.start(self.loop, self.feed.publish, self._woken, self.last_seen.merge)
         host, port = (None, None) if sock is not None else self.cfg.listen_addr()
         self._server = await self._listen(host, port, sock)
         if private is not None:
@@ -141,6 +144,7 @@ class Server:
         self._server.server.close()
         if self._private is not None:
             self._private.server.close()
+        self.last_seen.flush()  # what this node saw, to the others before it goes
         # In-flight actions get most of the budget; their replies, a flush of
         # every outbox, and the close handshakes share the rest.
         answer_by = deadline - min(3.0, grace_s / 2)
@@ -214,7 +218,7 @@ class Server:
         )
         self.connections.add(conn)
         if conn.agent is not None:
-            self.last_seen[conn.agent] = _wall_ms()
+            self.last_seen.saw(conn.agent, _wall_ms())
         sender = asyncio.create_task(conn.run_sender())
         try:
             turn_started = time.perf_counter()
@@ -253,7 +257,7 @@ class Server:
             return
         req_id, op = env.id, env.op
         if conn.agent is not None:
-            self.last_seen[conn.agent] = _wall_ms()
+            self.last_seen.saw(conn.agent, _wall_ms())
         if conn.in_flight >= self.cfg.server.max_in_flight:
             self._reject(
                 conn,
@@ -307,7 +311,7 @@ class Server:
         self.feed.unsubscribe(conn)
         conn.agent = who.agent
         conn.key_hash = who.key_hash
-        self.last_seen[who.agent] = _wall_ms()
+        self.last_seen.saw(who.agent, _wall_ms())
         conn.send(wire.encode_ok(req_id, wire.encode({"agent": who.agent, "status": who.status})))
 
     # --- reads -------------------------------------------------------------------------
@@ -327,7 +331,7 @@ class Server:
 
     def _read(self, conn: Conn, req_id: Any, op: str, args: Any) -> None:
         assert conn.agent is not None
-        result = self.rt.read(op, conn.agent, args, self.last_seen)
+        result = self.rt.read(op, conn.agent, args, self.last_seen.map)
         if isinstance(result, Rejection):
             self._reject(conn, req_id, result)
         else:

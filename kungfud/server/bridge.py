@@ -41,14 +41,17 @@ class Bridge:
         loop: asyncio.AbstractEventLoop,
         publish: Callable[[list[tuple[str, int, bytes]]], None],
         wake: Callable[[list[str] | None], None] | None = None,
+        seen: Callable[[dict[str, int] | None], None] | None = None,
     ) -> None:
         """Attach to the running loop; each commit's events go to ``publish``
-        there, and other nodes' wake-ups (agents with new events, or None for
-        anyone) to ``wake``."""
+        there, other nodes' wake-ups (agents with new events, or None for
+        anyone) to ``wake``, and what other nodes saw to ``seen``."""
         self.loop = loop
         self.rt.event_sink = lambda events: loop.call_soon_threadsafe(publish, events)
         if wake is not None:
             self.rt.link.feed = lambda agents: loop.call_soon_threadsafe(wake, agents)
+        if seen is not None and self.rt.shared:
+            self.rt.link.attach_seen(lambda news: loop.call_soon_threadsafe(seen, news))
 
     # --- out: event loop -> actors ------------------------------------------------
 

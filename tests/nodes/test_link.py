@@ -24,7 +24,7 @@ class DeafBus:
     def announce(self, seq, agents, dues):
         self.announced.append((seq, list(agents), dues))
 
-    def start(self, on_remote):
+    def start(self, on_remote, on_seen=None):
         self.on_remote = on_remote
 
     def close(self):
