@@ -118,7 +118,7 @@ async def test_wire_admin_agent_list_pages_filters_and_shows_last_seen(make_daem
         check_failure(await admin.request("admin.agent.list", {"cursor": "me_nope"}), "bad_request")
         check_failure(await admin.request("admin.agent.list", {"status": "sleeping"}), "bad_request")
         key = (await admin.act("admin.agent.create", {"content": {"name": "late"}}))["key"]
-    url = d.url  # last_seen_at is what the node serving the read saw (D156): one node for both
+    url = d.url  # one node for both: read at once (another node shows it about a second later, D175)
     async with await Client.connect(url, key) as late:
         me = (await late.read("agent.whoami"))["agent"]
         err = check_failure(await late.request("admin.agent.list", {}), "forbidden")
