@@ -187,6 +187,7 @@ class NotifyBus:
     def _listen_loop(self, on_remote: OnRemote, on_seen: OnSeen | None) -> None:
         first = True
         while not self._closed:
+            conn: psycopg.Connection | None = None
             try:
                 conn = _connect(self.url)
                 conn.execute(f"LISTEN {CHANNEL}")
@@ -195,6 +196,8 @@ class NotifyBus:
                     conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, hello_payload(self.node)))
             except psycopg.Error:
                 self._listen_conn = None
+                if conn is not None:
+                    conn.close()
                 time.sleep(RECONNECT_S)
                 continue
             if not first:  # notifications sent while we were away are lost
