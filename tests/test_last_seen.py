@@ -7,30 +7,42 @@ timer."""
 
 from __future__ import annotations
 
+import pytest
+
 from kungfud.server.seen import LastSeen
 
 
 class Timers:
-    """``loop.call_later`` by hand: the test fires the timers."""
+    """``loop.call_later`` and ``loop.time`` by hand: the test fires the timers,
+    and the clock moves to each one's time as it fires."""
 
     def __init__(self):
-        self.armed: list[tuple[float, object]] = []
+        self.now = 100.0
+        self.armed: list[tuple[float, "_Handle"]] = []  # (when, handle)
+
+    def time(self) -> float:
+        return self.now
 
     def call_later(self, delay, fn):
-        handle = _Handle(self, fn)
-        self.armed.append((delay, handle))
+        handle = _Handle(fn)
+        self.armed.append((self.now + delay, handle))
         return handle
 
+    def delays(self) -> list[float]:
+        return [when - self.now for when, h in self.armed if not h.cancelled]
+
     def fire(self) -> int:
-        due, self.armed = self.armed, []
-        for _, handle in due:
+        """Run the timers armed so far (those they arm wait for the next call)."""
+        due, self.armed = sorted(self.armed, key=lambda t: t[0]), []
+        for when, handle in due:
+            self.now = max(self.now, when)
             if not handle.cancelled:
                 handle.fn()
         return len(due)
 
 
 class _Handle:
-    def __init__(self, timers, fn):
+    def __init__(self, fn):
         self.fn, self.cancelled = fn, False
 
     def cancel(self):
@@ -40,7 +52,7 @@ class _Handle:
 def _sharing(most: int = 384) -> tuple[LastSeen, list[dict], Timers]:
     seen, shared, timers = LastSeen(), [], Timers()
     seen.most = most
-    seen.start_sharing(shared.append, timers.call_later)
+    seen.start_sharing(shared.append, timers.call_later, timers.time)
     return seen, shared, timers
 
 
@@ -69,17 +81,28 @@ def test_merge_is_by_max_and_is_not_shared_again():
 
 def test_many_sightings_make_one_share_per_interval():
     seen, shared, timers = _sharing()
-    for ms in range(1000, 2000):
+    for ms in range(1000, 1100):  # one loop turn's sightings, the first after a quiet time
         seen.saw("ag_a", ms)
         seen.saw("ag_b", ms)
-    assert len(timers.armed) == 1 and timers.armed[0][0] == seen.every_s  # one timer for all
+    assert timers.delays() == [0.0]  # one timer for all, at the end of the turn
     assert shared == []  # nothing sent per request
     assert timers.fire() == 1
-    assert shared == [{"ag_a": 1999, "ag_b": 1999}]
+    assert shared == [{"ag_a": 1099, "ag_b": 1099}]
     assert timers.armed == []  # nothing new: no timer fires while idle
-    seen.saw("ag_b", 3000)
+    for ms in range(2000, 2100):  # busy: what follows waits a whole interval after that share
+        seen.saw("ag_b", ms)
+        seen.saw("ag_c", ms)
+        timers.now += 0.001
+    assert timers.delays() == [pytest.approx(seen.every_s - 0.1)] and shared[1:] == []
     timers.fire()
-    assert shared[1:] == [{"ag_b": 3000}]  # only what was seen since the last share
+    assert shared[1:] == [{"ag_b": 2099, "ag_c": 2099}]  # only what was seen since the last share
+    seen.saw("ag_a", 3000)
+    assert timers.delays() == [pytest.approx(seen.every_s)]  # never two shares within an interval
+    timers.fire()
+    assert shared[2:] == [{"ag_a": 3000}]
+    timers.now += seen.every_s  # a quiet interval passes
+    seen.saw("ag_a", 4000)  # so it goes at once (end of the turn)
+    assert timers.delays() == [0.0]
 
 
 def test_a_share_is_capped_first_seen_first_and_the_rest_follow():

@@ -106,7 +106,7 @@ class Server:
         also on ``private`` (a worker's own port, tests only: kungfud.supervisor)."""
         self.loop = asyncio.get_running_loop()
         if self.rt.shared:
-            self.last_seen.start_sharing(self.rt.share_seen, self.loop.call_later)
+            self.last_seen.start_sharing(self.rt.share_seen, self.loop.call_later, self.loop.time)
         self.bridge.start(self.loop, self.feed.publish, self._woken, self.last_seen.merge)
         host, port = (None, None) if sock is not None else self.cfg.listen_addr()
         self._server = await self._listen(host, port, sock)

@@ -5,8 +5,10 @@ amended by D175–D177).
 Each node keeps its own map in memory (never in the store): an agent is seen
 when it authenticates a connection or sends a request on one. With other nodes
 on the store, what this node saw since its last share is handed to them
-coalesced, at most one share every ``every_s`` (not one per request), at most
-``most`` agents a share in the order first seen (the rest go in the next one);
+coalesced, at most one share every ``every_s`` (not one per request): the
+first sighting after a quiet interval goes at the end of the loop turn, the
+next ones wait until ``every_s`` after that share. At most ``most`` agents a
+share, in the order first seen (the rest go in the next one);
 what they saw is merged here by max. Times are wall-clock milliseconds, so the
 nodes' clock skew shows through. A single node (the default) never starts
 sharing: no timer, nothing kept beside the map.
@@ -31,16 +33,22 @@ class LastSeen:
         self._news: dict[str, int] | None = None  # seen since the last share (None: not sharing)
         self._share: Callable[[dict[str, int]], None] | None = None
         self._call_later: Callable[..., asyncio.TimerHandle] | None = None
+        self._now: Callable[[], float] = lambda: 0.0
         self._timer: asyncio.TimerHandle | None = None
+        self._last_share = float("-inf")  # when the last share went (the loop's clock)
         self.every_s = SHARE_EVERY_S
         self.most = SHARE_MOST
 
     def start_sharing(
-        self, share: Callable[[dict[str, int]], None], call_later: Callable[..., asyncio.TimerHandle]
+        self,
+        share: Callable[[dict[str, int]], None],
+        call_later: Callable[..., asyncio.TimerHandle],
+        now: Callable[[], float],
     ) -> None:
         """From now on, what this node sees goes to ``share`` (``{agent: ms}``),
-        coalesced with timers from ``call_later`` (the event loop's)."""
-        self._share, self._call_later, self._news = share, call_later, {}
+        coalesced with timers from ``call_later`` on the clock ``now`` (the
+        event loop's ``call_later`` and ``time``)."""
+        self._share, self._call_later, self._now, self._news = share, call_later, now, {}
 
     def saw(self, agent: str, ms: int) -> None:
         """This node saw ``agent`` at ``ms`` (never moves the time back)."""
@@ -101,12 +109,14 @@ class LastSeen:
 
     def _arm(self) -> None:
         if self._timer is None and self._call_later is not None:
-            self._timer = self._call_later(self.every_s, self._tick)
+            wait = max(0.0, self._last_share + self.every_s - self._now())
+            self._timer = self._call_later(wait, self._tick)
 
     def _tick(self) -> None:
         self._timer = None
         news = self.drain_news(self.most)
         if news and self._share is not None:
+            self._last_share = self._now()
             self._share(news)
         if self._news:  # more than one share's worth: the rest in the next
             self._arm()
