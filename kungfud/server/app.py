@@ -144,7 +144,6 @@ class Server:
         self._server.server.close()
         if self._private is not None:
             self._private.server.close()
-        self.last_seen.flush()  # what this node saw, to the others before it goes
         # In-flight actions get most of the budget; their replies, a flush of
         # every outbox, and the close handshakes share the rest.
         answer_by = deadline - min(3.0, grace_s / 2)
@@ -182,6 +181,7 @@ class Server:
                 await asyncio.wait_for(self._server.wait_closed(), 1.0)
             except asyncio.TimeoutError:
                 log.warning("stopping: connection handlers still running; exiting anyway")
+        self.last_seen.flush()  # what this node saw, to the others before it goes
 
     # --- handshake -----------------------------------------------------------
 
