@@ -249,28 +249,30 @@ def decide_void(cmd: Void, ctx: "Ctx") -> Decision:
 
 
 def apply(state: AssignmentState | None, fact: Fact) -> AssignmentState:
-    if isinstance(fact, AssignmentCreated):
-        assert state is None
-        return AssignmentState(
-            assignment=fact.assignment,
-            thread=fact.thread,
-            entry=fact.entry,
-            creator=fact.creator,
-            to=fact.to,
-            content=fact.content,
-            deliver_within_s=fact.deliver_within_s,
-            judge_within_s=fact.judge_within_s,
-            created_at=fact.at,
-            redoes=fact.redoes,
-        )
+    rep = msgspec.structs.replace
+    match fact:
+        case AssignmentCreated():
+            assert state is None
+            return AssignmentState(
+                assignment=fact.assignment,
+                thread=fact.thread,
+                entry=fact.entry,
+                creator=fact.creator,
+                to=fact.to,
+                content=fact.content,
+                deliver_within_s=fact.deliver_within_s,
+                judge_within_s=fact.judge_within_s,
+                created_at=fact.at,
+                redoes=fact.redoes,
+            )
     assert state is not None
     match fact:
         case AssignmentTaken(taker=taker, deliver_by=deliver_by):
-            return msgspec.structs.replace(state, state="taken", taker=taker, taken_at=fact.at, deliver_by=deliver_by)
+            return rep(state, state="taken", taker=taker, taken_at=fact.at, deliver_by=deliver_by)
         case AssignmentVoided() | ThreadClosed():
             return ended(state, "voided", fact.at)
         case MembershipEnded(voided=voided) if state.assignment in voided:
             return ended(state, "voided", fact.at)
         case MembershipEnded():
-            return msgspec.structs.replace(state, forfeited=True)
-    return WORK.apply(state, fact)
+            return rep(state, forfeited=True)
+    return WORK.apply(state, fact)  # delivered, judged, dropped, expired: as for any work

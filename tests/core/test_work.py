@@ -30,17 +30,15 @@ def w() -> World:
 
 
 @pytest.fixture
-def tw() -> TaskWorld:
-    return TaskWorld()
-
-
-@pytest.fixture
-def a(tw: TaskWorld) -> Cast:
-    return Cast(tw)
+def tasks() -> tuple[TaskWorld, Cast]:
+    """A Task world and its usual cast: alice authors, jude judges, bob and carol take."""
+    tw = TaskWorld()
+    return tw, Cast(tw)
 
 
 @pytest.mark.rules("R9-9", "R9-16", "R6.4-22", "R7.3-9")
-def test_R9_9_R9_16_a_member_reads_every_assignment_of_its_thread_but_only_a_party_reads_an_engagement(w, tw, a):
+def test_R9_9_R9_16_a_member_reads_every_assignment_of_its_thread_but_only_a_party_reads_an_engagement(w, tasks):
+    tw, a = tasks
     _, asg = w.assign(w.alice, w.t, w.bob)
     ok(w.take(w.bob, asg))
     # carol, a member who did not take it, reads it (R9-9): the refusal names who delivers.
@@ -58,7 +56,8 @@ def test_R9_9_R9_16_a_member_reads_every_assignment_of_its_thread_but_only_a_par
 
 
 @pytest.mark.rules("R6.4-24", "R7-1", "R6.4-26", "R7.3-17")
-def test_R6_4_24_R7_1_the_creator_judges_an_assignment_the_tasks_judge_an_engagement(w, tw, a):
+def test_R6_4_24_R7_1_the_creator_judges_an_assignment_the_tasks_judge_an_engagement(w, tasks):
+    tw, a = tasks
     _, asg = w.assign(w.alice, w.t, w.bob)
     ok(w.take(w.bob, asg, deliver=text("output")))
     r = w.refuse("forbidden", lambda: w.judge(w.bob, asg), "stop")
@@ -89,7 +88,8 @@ def test_R6_2_13_a_forfeited_right_to_judge_is_refused_before_the_state_even_onc
 
 
 @pytest.mark.rules("R7.4-2", "R6.4-24")
-def test_R7_4_2_only_an_engagement_is_held_to_an_adoption_limit(w, tw, a):
+def test_R7_4_2_only_an_engagement_is_held_to_an_adoption_limit(w, tasks):
+    tw, a = tasks
     for _ in range(2):  # a Thread's creator adopts as many assignments as it judges good
         _, asg = w.assign(w.alice, w.t, w.bob)
         ok(w.take(w.bob, asg, deliver=text("output")))
