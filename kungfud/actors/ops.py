@@ -29,7 +29,7 @@ from typing import Any, Callable, NamedTuple
 import msgspec
 
 from .. import wire
-from ..core import agent, assignment, deactivation, engagement, entry, memory, task, thread
+from ..core import agent, assignment, deactivation, engagement, entry, memory, task, thread, work
 from ..core.context import Ctx
 from ..core.facts import Decision
 from ..core.pins import Pin
@@ -120,11 +120,11 @@ def _reason(op: str, content: dict | None) -> bytes | None:
 
 
 def _take(a: wire.TakeArgs) -> Any:
-    return assignment.Take(a.assignment, _delivered_with("assignment.take", a.deliver))
+    return work.Take(a.assignment, _delivered_with("assignment.take", a.deliver))
 
 
 def _judge(a: wire.JudgeArgs) -> Any:
-    return assignment.Judge(a.assignment, a.verdict, _reason("assignment.judge", a.content))
+    return work.Judge(a.assignment, a.verdict, _reason("assignment.judge", a.content))
 
 
 def _handle(a: wire.HandleArgs) -> Any:
@@ -147,11 +147,11 @@ def _contract(op: str, c: wire.ContractArgs) -> task.ContractSpec:
 
 
 def _task_take(a: wire.TaskTakeArgs) -> Any:
-    return engagement.TakeTask(a.task, _delivered_with("task.take", a.deliver))
+    return work.Take(a.task, _delivered_with("task.take", a.deliver))
 
 
 def _task_judge(a: wire.TaskJudgeArgs) -> Any:
-    return engagement.JudgeTask(a.engagement, a.verdict, _reason("task.judge", a.content))
+    return work.Judge(a.engagement, a.verdict, _reason("task.judge", a.content))
 
 
 # --- routes ---------------------------------------------------------------------
@@ -181,7 +181,7 @@ def _thread(cmd: Any, caller: str | None, view: View) -> str:
 
 
 def _assignment(cmd: Any, caller: str | None, view: View) -> str:
-    state = view.state(cmd.assignment)
+    state = view.state(cmd.work)
     # An unknown assignment is decided (not_found) by the caller's own actor.
     return state.thread if state is not None else _caller(cmd, caller, view)
 
@@ -190,8 +190,16 @@ def _task(cmd: Any, caller: str | None, view: View) -> str:
     return cmd.task
 
 
+def _offered(cmd: Any, caller: str | None, view: View) -> str:
+    return cmd.work  # a Task taken: its actor
+
+
+def _owner(cmd: Any, caller: str | None, view: View) -> str:
+    return cmd.owner  # a deadline job: the Thread's or Task's actor
+
+
 def _engagement(cmd: Any, caller: str | None, view: View) -> str:
-    state = view.state(cmd.engagement)
+    state = view.state(cmd.work)
     return state.task if state is not None else _caller(cmd, caller, view)
 
 
@@ -217,11 +225,11 @@ def _create_task(a: wire.TaskCreateArgs) -> Any:
 
 
 def _deliver(a: wire.DeliverArgs) -> Any:
-    return assignment.Deliver(a.assignment, _pin("assignment.deliver", "", a.memory, a.content))
+    return work.Deliver(a.assignment, _pin("assignment.deliver", "", a.memory, a.content))
 
 
 def _deliver_task(a: wire.TaskDeliverArgs) -> Any:
-    return engagement.DeliverTask(a.engagement, _pin("task.deliver", "", a.memory, a.content))
+    return work.Deliver(a.engagement, _pin("task.deliver", "", a.memory, a.content))
 
 
 # One row per action: (command, route, decide[, resolve]).
@@ -280,9 +288,9 @@ ACTIONS: dict[str, Action] = {
     "assignment.take": Action(_take, _assignment, assignment.decide_take),
     "assignment.deliver": Action(_deliver, _assignment, assignment.decide_deliver),
     "assignment.judge": Action(_judge, _assignment, assignment.decide_judge),
-    "assignment.drop": Action(lambda a: assignment.Drop(a.assignment), _assignment, assignment.decide_drop),
-    "assignment.void": Action(lambda a: assignment.Void(a.assignment), _assignment, assignment.decide_void),
-    DEADLINE: Action(None, _thread, assignment.decide_expire),
+    "assignment.drop": Action(lambda a: work.Drop(a.assignment), _assignment, assignment.decide_drop),
+    "assignment.void": Action(lambda a: work.Void(a.assignment), _assignment, assignment.decide_void),
+    DEADLINE: Action(None, _owner, assignment.decide_expire),
     # task (§7)
     "task.create": Action(_create_task, _caller, task.decide_create),
     "task.revise": Action(
@@ -290,11 +298,11 @@ ACTIONS: dict[str, Action] = {
     ),
     "task.pause": Action(lambda a: task.SetAccepting(a.task, False), _task, task.decide_set_accepting),
     "task.resume": Action(lambda a: task.SetAccepting(a.task, True), _task, task.decide_set_accepting),
-    "task.take": Action(_task_take, _task, engagement.decide_take),
+    "task.take": Action(_task_take, _offered, engagement.decide_take),
     "task.deliver": Action(_deliver_task, _engagement, engagement.decide_deliver),
-    "task.drop": Action(lambda a: engagement.DropTask(a.engagement), _engagement, engagement.decide_drop),
+    "task.drop": Action(lambda a: work.Drop(a.engagement), _engagement, engagement.decide_drop),
     "task.judge": Action(_task_judge, _engagement, engagement.decide_judge),
-    DEADLINE_TASK: Action(None, _task, engagement.decide_expire),
+    DEADLINE_TASK: Action(None, _owner, engagement.decide_expire),
 }
 
 # Ops whose route reads the store (to find the owning Thread or Task, or the

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Literal, get_args
 
 import msgspec
 
-from ..errors import Refused, Rejection, must, rejects
+from ..errors import Refused, Rejection, rejects
 from .clock import rfc3339
 from .context import acting
 from .decision import make
@@ -32,11 +32,11 @@ from .facts import (
     MembershipEnded,
     ThreadClosed,
 )
-from .lifecycle import Deadline, Lifecycle, Refusal, delivered, ended, judged
+from .lifecycle import Deadline, Lifecycle, Party, Refusal
 from .members import may_speak, membership, owes
 from .obligations import ob_id
-from .pins import Pin, resolve_pin
 from .thread_state import ThreadState
+from .work import Take, Void, Work, ended
 
 if TYPE_CHECKING:
     from .context import Ctx
@@ -44,13 +44,8 @@ if TYPE_CHECKING:
 __all__ = [
     "AssignSpec",
     "AssignmentState",
-    "Take",
-    "Deliver",
-    "Judge",
-    "Drop",
-    "Void",
-    "Expire",
     "LIFECYCLE",
+    "WORK",
     "creation_facts",
     "effective",
     "due_expiries",
@@ -87,6 +82,13 @@ LIFECYCLE = Lifecycle(
         "taken": Deadline("deliver_by", ("timed_out",)),  # R6.4-13
         "delivered": Deadline("judge_by", ("undecided",)),  # R6.4-12
     },
+    parties={
+        "take": Party("to", "{it} is addressed to another member; only it may take it"),  # R6.4-19
+        "deliver": Party("taker", "only the member that took {it} delivers it"),  # R6.4-22
+        "drop": Party("taker", "only the member that took {it} may drop it"),  # R6.4-27
+        ("adopt", "reject"): Party("creator", "only the creator of {it} judges it"),  # R6.4-24
+        "void": Party("creator", "only the creator of {it} may void it"),  # R6.4-29
+    },
 )
 TERMINAL = LIFECYCLE.terminal
 
@@ -122,36 +124,6 @@ class AssignmentState(msgspec.Struct, frozen=True):
     reason: bytes | None = None
     forfeited: bool = False  # creator's membership ended after delivery (R6.2-13)
     ended_at: int | None = None
-
-
-class Take(msgspec.Struct, frozen=True):
-    assignment: str
-    deliver: Pin | None = None
-
-
-class Deliver(msgspec.Struct, frozen=True):
-    assignment: str
-    pin: Pin
-
-
-class Judge(msgspec.Struct, frozen=True):
-    assignment: str
-    verdict: Literal["adopt", "reject"]
-    reason: bytes | None = None
-
-
-class Drop(msgspec.Struct, frozen=True):
-    assignment: str
-
-
-class Void(msgspec.Struct, frozen=True):
-    assignment: str
-
-
-class Expire(msgspec.Struct, frozen=True):
-    """Record every expiry of ``thread`` due at ``ctx.now`` (a deadline, no agent)."""
-
-    thread: str
 
 
 @rejects
@@ -202,134 +174,78 @@ def due_expiries(ctx: "Ctx", thread: str, now: int) -> list[str]:
         limit *= 4
 
 
-def _load(assignment: str, ctx: "Ctx") -> tuple[AssignmentState, ThreadState, str]:
-    """The assignment, its Thread and the acting caller, if the caller may read
-    them (a current member, R9-9); otherwise not_found worded as for a missing id."""
-    me = acting(ctx)
-    state: AssignmentState | None = ctx.get(assignment)
-    thread = ctx.get(state.thread) if state is not None else None
-    if state is None or thread is None or membership(ctx, thread.thread, me) is None:
-        raise Refused(Rejection.not_found("assignment", assignment))
-    if effective(state, ctx.now) != state.state:
-        # B5: a deadline at or before now wins; the actor records the expiry first.
-        raise Refused(LIFECYCLE.final(state, effective(state, ctx.now)))
-    return state, thread, me
+class _Assignments(Work):
+    """An assignment's own rules, as the shared verbs ask them (:mod:`kungfud.core.work`)."""
+
+    def readable(self, state: AssignmentState, me: str, ctx: "Ctx") -> bool:
+        """R9-9: a current member of its Thread."""
+        return membership(ctx, state.thread, me) is not None
+
+    def as_of(self, state: AssignmentState, owner: ThreadState, ctx: "Ctx") -> str:
+        return effective(state, ctx.now)
+
+    def due(self, owner: ThreadState, ctx: "Ctx") -> list[tuple[str, str]]:
+        """Delivery → timed out (R6.4-13), judgment → undecided (R6.4-12)."""
+        return [(a, LIFECYCLE.deadlines[ctx.get(a).state].outcomes[0]) for a in due_expiries(ctx, owner.thread, ctx.now)]
+
+    def right_to_judge(self, state: AssignmentState) -> None:
+        """R6.2-13: the creator's right to judge ends with its membership after delivery."""
+        if state.forfeited:
+            raise Refused(Rejection.forbidden(
+                f"your right to judge assignment {state.assignment} was forfeited when your membership ended",
+                rule="R6.2-13",
+            ))
 
 
-def _delivery(state: AssignmentState, pin: Pin, me: str, ctx: "Ctx") -> list[Fact]:
-    """R6.4-22: the taker pins its own Memory; the judgment deadline starts."""
-    facts, memory, version = must(resolve_pin(pin, ctx, "delivery"))
-    judge_by = ctx.now + state.judge_within_s * 1000
-    return [*facts, AssignmentDelivered(
-        at=ctx.now, by=me, assignment=state.assignment, thread=state.thread,
-        pin_memory=memory, pin_version=version, judge_by=judge_by,
-    )]
+WORK = _Assignments(
+    LIFECYCLE, "thread", (AssignmentDelivered, AssignmentJudged, AssignmentDropped, AssignmentExpired),
+    reason=("the taker", "R6.4-26"),
+)
 
 
 @rejects
 def decide_take(cmd: Take, ctx: "Ctx") -> Decision:
     """R6.4-19…21: the addressee binds it; ends its pending response to the
     carrying entry; may deliver in the same action (L2-2)."""
-    state, thread, me = _load(cmd.assignment, ctx)
-    if state.to != me:
-        raise Refused(Rejection.forbidden(f"assignment {cmd.assignment} is addressed to another member; only it may take it"))
-    LIFECYCLE.check(state, "take")
+    state, thread, me = WORK.load(cmd.work, ctx)
+    LIFECYCLE.check(state, "take", me)
     if not thread.open:
         raise Refused(Rejection.conflict(f"thread {state.thread} is closed"))
     deliver_by = ctx.now + state.deliver_within_s * 1000
     responded = state.entry if owes(ctx, state.thread, state.entry, me) else None
     facts: list[Fact] = [
         AssignmentTaken(
-            at=ctx.now, by=me, assignment=cmd.assignment, thread=state.thread, taker=me, deliver_by=deliver_by,
+            at=ctx.now, by=me, assignment=cmd.work, thread=state.thread, taker=me, deliver_by=deliver_by,
             response_entry=responded,
         )
     ]
     ended = [ob_id("respond", f"{state.thread}.{responded}", me)] if responded is not None else []
-    result: dict = {"assignment": cmd.assignment, "state": "taken", "deliver_by": rfc3339(deliver_by), "ended": ended}
+    result: dict = {"assignment": cmd.work, "state": "taken", "deliver_by": rfc3339(deliver_by), "ended": ended}
     if cmd.deliver is not None:
-        delivered = _delivery(state, cmd.deliver, me, ctx)
+        delivered = WORK.delivery(state, cmd.deliver, me, ctx)
         facts += delivered
-        ended.append(ob_id("deliver", cmd.assignment, me))
+        ended.append(ob_id("deliver", cmd.work, me))
         result.update(state="delivered", judge_by=rfc3339(delivered[-1].judge_by))  # type: ignore[attr-defined]
     return make(facts, result, ctx)
 
 
-@rejects
-def decide_deliver(cmd: Deliver, ctx: "Ctx") -> Decision:
-    """R6.4-22, R6.4-23, R6.4-9: the taker fixes the output once."""
-    state, _, me = _load(cmd.assignment, ctx)
-    if state.taker != me:
-        raise Refused(Rejection.forbidden(f"only the member that took assignment {cmd.assignment} delivers it"))
-    LIFECYCLE.check(state, "deliver")
-    facts = _delivery(state, cmd.pin, me, ctx)
-    judge_by = facts[-1].judge_by  # type: ignore[attr-defined]
-    result = {"assignment": cmd.assignment, "state": "delivered", "judge_by": rfc3339(judge_by)}
-    return make(facts, {**result, "ended": [ob_id("deliver", cmd.assignment, me)]}, ctx)
-
-
-@rejects
-def decide_judge(cmd: Judge, ctx: "Ctx") -> Decision:
-    """R6.4-24…26: the creator, while its right to judge stands; a rejection
-    carries a reason the taker can read. Allowed on a closed Thread (R6.5-6)."""
-    state, _, me = _load(cmd.assignment, ctx)
-    if state.creator != me:
-        raise Refused(Rejection.forbidden(f"only the creator of assignment {cmd.assignment} judges it"))
-    if state.forfeited:
-        raise Refused(Rejection.forbidden(
-            f"your right to judge assignment {cmd.assignment} was forfeited when your membership ended",
-            rule="R6.2-13",
-        ))
-    final = LIFECYCLE.check(state, cmd.verdict)
-    if cmd.verdict == "reject" and cmd.reason is None:
-        raise Refused(Rejection.bad_request(
-            "a rejection must carry a reason the taker can read - at `$.args.content`", rule="R6.4-26"
-        ))
-    fact = AssignmentJudged(
-        at=ctx.now, by=me, assignment=cmd.assignment, thread=state.thread, verdict=cmd.verdict, reason=cmd.reason
-    )
-    return make([fact], {"assignment": cmd.assignment, "state": final, "ended": [ob_id("judge", cmd.assignment, me)]}, ctx)
-
-
-@rejects
-def decide_drop(cmd: Drop, ctx: "Ctx") -> Decision:
-    """R6.4-27, R6.4-28: the taker ends it without delivery, only before delivery."""
-    state, _, me = _load(cmd.assignment, ctx)
-    if state.taker != me:
-        raise Refused(Rejection.forbidden(f"only the member that took assignment {cmd.assignment} may drop it"))
-    LIFECYCLE.check(state, "drop")
-    fact = AssignmentDropped(at=ctx.now, by=me, assignment=cmd.assignment, thread=state.thread)
-    return make([fact], {"assignment": cmd.assignment, "state": "dropped", "ended": [ob_id("deliver", cmd.assignment, me)]}, ctx)
+# The verbs an assignment shares with an engagement (:mod:`kungfud.core.work`):
+# the taker fixes the output once (R6.4-22, R6.4-23, R6.4-9) or ends it without
+# delivery, only before delivery (R6.4-27, R6.4-28); the creator adopts or
+# rejects while its right to judge stands (R6.4-24…26, R6.2-13), on a closed
+# Thread too (R6.5-6); every deadline of the Thread due now ends its assignment —
+# delivery → timed out (R6.4-13), judgment → undecided (R6.4-12) (L4).
+decide_deliver, decide_drop, decide_judge, decide_expire = WORK.deliver, WORK.drop, WORK.judge, WORK.expire
 
 
 @rejects
 def decide_void(cmd: Void, ctx: "Ctx") -> Decision:
     """R6.4-29: the creator ends an undelivered assignment at any time."""
-    state, _, me = _load(cmd.assignment, ctx)
-    if state.creator != me:
-        raise Refused(Rejection.forbidden(f"only the creator of assignment {cmd.assignment} may void it"))
-    LIFECYCLE.check(state, "void")
-    fact = AssignmentVoided(at=ctx.now, by=me, assignment=cmd.assignment, thread=state.thread)
-    ended = [ob_id("deliver", cmd.assignment, state.taker)] if state.state == "taken" and state.taker else []
-    return make([fact], {"assignment": cmd.assignment, "state": "voided", "ended": ended}, ctx)
-
-
-@rejects
-def decide_expire(cmd: Expire, ctx: "Ctx") -> Decision:
-    """L4: every deadline of the Thread that is due at ``ctx.now`` ends its
-    assignment — delivery → timed out (R6.4-13), judgment → undecided (R6.4-12)."""
-    thread = ctx.get(cmd.thread)
-    if thread is None:
-        raise Refused(Rejection.not_found("thread", cmd.thread))
-    facts: list[Fact] = [
-        AssignmentExpired(
-            at=ctx.now, by=None, assignment=asg, thread=cmd.thread,
-            outcome=LIFECYCLE.deadlines[ctx.get(asg).state].outcomes[0],  # type: ignore[arg-type]
-        )
-        for asg in due_expiries(ctx, cmd.thread, ctx.now)
-    ]
-    if not facts:
-        raise Refused(Rejection.conflict(f"no deadline of thread {cmd.thread} is due"))
-    return make(facts, {"thread": cmd.thread, "expired": [f.assignment for f in facts]}, ctx)  # type: ignore[attr-defined]
+    state, _, me = WORK.load(cmd.work, ctx)
+    LIFECYCLE.check(state, "void", me)
+    fact = AssignmentVoided(at=ctx.now, by=me, **WORK.ids(state))
+    ended = [ob_id("deliver", cmd.work, state.taker)] if state.state == "taken" and state.taker else []
+    return WORK.decided([fact], cmd.work, "voided", ended, ctx)
 
 
 def apply(state: AssignmentState | None, fact: Fact) -> AssignmentState:
@@ -353,18 +269,10 @@ def apply(state: AssignmentState | None, fact: Fact) -> AssignmentState:
     match fact:
         case AssignmentTaken(taker=taker, deliver_by=deliver_by):
             return rep(state, state="taken", taker=taker, taken_at=fact.at, deliver_by=deliver_by)
-        case AssignmentDelivered():
-            return delivered(state, fact)
-        case AssignmentJudged():
-            return judged(state, fact)
-        case AssignmentDropped():
-            return ended(state, "dropped", fact.at)
         case AssignmentVoided() | ThreadClosed():
             return ended(state, "voided", fact.at)
-        case AssignmentExpired(outcome=outcome):
-            return ended(state, outcome, fact.at)
         case MembershipEnded(voided=voided) if state.assignment in voided:
             return ended(state, "voided", fact.at)
         case MembershipEnded():
             return rep(state, forfeited=True)
-    raise TypeError(f"assignment cannot apply {type(fact).__name__}")
+    return WORK.apply(state, fact)  # delivered, judged, dropped, expired: as for any work

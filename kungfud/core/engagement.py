@@ -29,22 +29,17 @@ from .facts import (
     Fact,
     contract_obj,
 )
-from .lifecycle import Deadline, Lifecycle, Refusal, delivered, due, ended, judged
-from .obligations import ob_id
-from .pins import Pin, resolve_pin
+from .lifecycle import Deadline, Lifecycle, Party, Refusal, due
 from .task import ContractState, TaskState, in_audience, may_read_contract
+from .work import Judge, Take, Work
 
 if TYPE_CHECKING:
     from .context import Ctx
 
 __all__ = [
     "EngagementState",
-    "TakeTask",
-    "DeliverTask",
-    "DropTask",
-    "JudgeTask",
-    "ExpireTask",
     "LIFECYCLE",
+    "WORK",
     "is_party",
     "take_refusal",
     "closed_to_takes",
@@ -83,6 +78,11 @@ LIFECYCLE = Lifecycle(
         # see expiry_outcomes. Adopted by the judge is not adopted by the deadline.
         "delivered": Deadline("judge_by", ("undecided", "adopted"), unless="judged_at"),
     },
+    parties={
+        "deliver": Party("agent", "only the engaged agent delivers {it}", rule="R7.3-9"),
+        "drop": Party("agent", "only the engaged agent may drop {it}", rule="R7.3-9"),
+        ("adopt", "reject"): Party("judge", "only the judge of {it} may judge it", rule="R7-1"),
+    },
     final_rule="R7.3-25",
 )
 TERMINAL = LIFECYCLE.terminal
@@ -110,30 +110,6 @@ class EngagementState(msgspec.Struct, frozen=True):
     judged_at: int | None = None
     reason: bytes | None = None
     ended_at: int | None = None
-
-
-class TakeTask(msgspec.Struct, frozen=True):
-    task: str
-    deliver: Pin | None = None
-
-
-class DeliverTask(msgspec.Struct, frozen=True):
-    engagement: str
-    pin: Pin
-
-
-class DropTask(msgspec.Struct, frozen=True):
-    engagement: str
-
-
-class JudgeTask(msgspec.Struct, frozen=True):
-    engagement: str
-    verdict: Literal["adopt", "reject"]
-    reason: bytes | None = None
-
-
-class ExpireTask(msgspec.Struct, frozen=True):
-    task: str
 
 
 def is_party(e: EngagementState, reader: str) -> bool:
@@ -219,12 +195,12 @@ def _take_result(e_id: str, task: TaskState, version: int, inputs: list, deliver
 
 
 @rejects
-def decide_take(cmd: TakeTask, ctx: "Ctx") -> Decision:
+def decide_take(cmd: Take, ctx: "Ctx") -> Decision:
     me = acting(ctx)
-    task: TaskState | None = ctx.get(cmd.task)
+    task: TaskState | None = ctx.get(cmd.work)
     if task is None or not may_read_contract(task, me):
-        raise Refused(Rejection.not_found("task", cmd.task))
-    contract: ContractState = ctx.get(contract_obj(cmd.task, task.latest))
+        raise Refused(Rejection.not_found("task", cmd.work))
+    contract: ContractState = ctx.get(contract_obj(cmd.work, task.latest))
     must(take_refusal(task, contract, me))
     existing = task.open_by_agent.get(me)
     if existing is not None:
@@ -236,9 +212,9 @@ def decide_take(cmd: TakeTask, ctx: "Ctx") -> Decision:
             )
         if not LIFECYCLE.allows(e.state, "deliver"):
             raise Refused(Rejection.conflict(
-                f"your engagement {existing} on task {cmd.task} was already delivered", rule="R7.3-13"
+                f"your engagement {existing} on task {cmd.work} was already delivered", rule="R7.3-13"
             ))
-        facts = _delivery(e, cmd.deliver, me, ctx)
+        facts = WORK.delivery(e, cmd.deliver, me, ctx)
         result = _take_result(existing, task, e.contract_version, e.inputs, e.deliver_by, "delivered", True)
         result["judge_by"] = rfc3339(facts[-1].judge_by)  # type: ignore[attr-defined]
         return make(facts, result, ctx)
@@ -251,7 +227,7 @@ def decide_take(cmd: TakeTask, ctx: "Ctx") -> Decision:
         at=ctx.now,
         by=me,
         engagement=e_id,
-        task=cmd.task,
+        task=cmd.work,
         agent=me,
         contract_version=task.latest,
         inputs=list(c.inputs),
@@ -267,99 +243,51 @@ def decide_take(cmd: TakeTask, ctx: "Ctx") -> Decision:
     result = _take_result(e_id, task, task.latest, c.inputs, deliver_by, "taken", False)
     if cmd.deliver is not None:
         # R7.3-15: the engagement is confirmed before the delivery is accepted.
-        delivered = _delivery(apply(None, confirmed), cmd.deliver, me, ctx)
+        delivered = WORK.delivery(apply(None, confirmed), cmd.deliver, me, ctx)
         facts += delivered
         result["state"] = "delivered"
         result["judge_by"] = rfc3339(delivered[-1].judge_by)  # type: ignore[attr-defined]
     return make(facts, result, ctx)
 
 
-def _delivery(e: EngagementState, pin: Pin, me: str, ctx: "Ctx") -> list[Fact]:
-    """The engaged agent pins its own Memory; the judgment deadline starts."""
-    facts, memory, version = must(resolve_pin(pin, ctx, "delivery"))
-    judge_by = ctx.now + e.judge_within_s * 1000
-    return [*facts, EngagementDelivered(
-        at=ctx.now, by=me, engagement=e.engagement, task=e.task, pin_memory=memory, pin_version=version,
-        judge_by=judge_by,
-    )]
+class _Engagements(Work):
+    """An engagement's own rules, as the shared verbs ask them (:mod:`kungfud.core.work`)."""
+
+    def readable(self, state: EngagementState, me: str, ctx: "Ctx") -> bool:
+        """R9-16: a party to it."""
+        return is_party(state, me)
+
+    def as_of(self, state: EngagementState, owner: TaskState, ctx: "Ctx") -> str:
+        return effective(state, ctx.now, owner, ctx.get)
+
+    def due(self, owner: TaskState, ctx: "Ctx") -> list[tuple[str, str]]:
+        return list(expiry_outcomes(owner, ctx.now, ctx.get))
+
+    def may_adopt(self, state: EngagementState, owner: TaskState, cmd: Judge) -> None:
+        """R7.4-2: the adoption limit of the bound version is checked now, over
+        every adoption of the Task. WIRE.md 1.1: the judge obligation stays until
+        a verdict; the one left is reject."""
+        if state.adoption_limit is not None and owner.adoptions >= state.adoption_limit:
+            raise Refused(Rejection(
+                "conflict",
+                f"task {state.task} reached its adoption limit of {state.adoption_limit}; "
+                "reject the delivery instead, with a reason the engaged agent can read",
+                "revise",
+                Hint("task.judge", {"engagement": cmd.work, "verdict": "reject"}),
+            ))
 
 
-def _load(engagement: str, ctx: "Ctx") -> tuple[EngagementState, TaskState, str]:
-    """The engagement, its Task and the acting caller, if the caller is a party
-    (R9-16); otherwise not_found worded as for a missing id."""
-    me = acting(ctx)
-    e: EngagementState | None = ctx.get(engagement)
-    if e is None or not is_party(e, me):
-        raise Refused(Rejection.not_found("engagement", engagement))
-    task: TaskState = ctx.get(e.task)
-    if engagement in due_expiries(task, ctx.now):
-        # A deadline at or before now wins; the actor records the expiry first.
-        raise Refused(LIFECYCLE.final(e, dict(expiry_outcomes(task, ctx.now, ctx.get))[engagement]))
-    return e, task, me
-
-
-@rejects
-def decide_deliver(cmd: DeliverTask, ctx: "Ctx") -> Decision:
-    e, _, me = _load(cmd.engagement, ctx)
-    if e.agent != me:
-        raise Refused(Rejection.forbidden(f"only the engaged agent delivers engagement {cmd.engagement}", rule="R7.3-9"))
-    LIFECYCLE.check(e, "deliver")
-    facts = _delivery(e, cmd.pin, me, ctx)
-    judge_by = facts[-1].judge_by  # type: ignore[attr-defined]
-    result = {"engagement": cmd.engagement, "state": "delivered", "judge_by": rfc3339(judge_by)}
-    return make(facts, {**result, "ended": [ob_id("deliver", cmd.engagement, e.agent)]}, ctx)
-
-
-@rejects
-def decide_drop(cmd: DropTask, ctx: "Ctx") -> Decision:
-    e, _, me = _load(cmd.engagement, ctx)
-    if e.agent != me:
-        raise Refused(Rejection.forbidden(f"only the engaged agent may drop engagement {cmd.engagement}", rule="R7.3-9"))
-    LIFECYCLE.check(e, "drop")
-    fact = EngagementDropped(at=ctx.now, by=e.agent, engagement=cmd.engagement, task=e.task)
-    return make([fact], {"engagement": cmd.engagement, "state": "dropped", "ended": [ob_id("deliver", cmd.engagement, e.agent)]}, ctx)
-
-
-@rejects
-def decide_judge(cmd: JudgeTask, ctx: "Ctx") -> Decision:
-    """R7.3-16, R7.3-17: the judge adopts or rejects; R7.4-2: the adoption limit
-    of the bound version is checked now, over every adoption of the Task."""
-    e, task, me = _load(cmd.engagement, ctx)
-    if e.judge != me:
-        raise Refused(Rejection.forbidden(f"only the judge of engagement {cmd.engagement} may judge it", rule="R7-1"))
-    final = LIFECYCLE.check(e, cmd.verdict)
-    if cmd.verdict == "reject" and cmd.reason is None:
-        raise Refused(Rejection.bad_request(
-            "a rejection must carry a reason the engaged agent can read - at `$.args.content`", rule="R7.3-17"
-        ))
-    if cmd.verdict == "adopt" and e.adoption_limit is not None and task.adoptions >= e.adoption_limit:
-        # WIRE.md 1.1: the judge obligation stays until a verdict; the one left is reject.
-        raise Refused(Rejection(
-            "conflict",
-            f"task {e.task} reached its adoption limit of {e.adoption_limit}; "
-            "reject the delivery instead, with a reason the engaged agent can read",
-            "revise",
-            Hint("task.judge", {"engagement": cmd.engagement, "verdict": "reject"}),
-        ))
-    fact = EngagementJudged(at=ctx.now, by=me, engagement=cmd.engagement, task=e.task, verdict=cmd.verdict, reason=cmd.reason)
-    return make([fact], {"engagement": cmd.engagement, "state": final, "ended": [ob_id("judge", cmd.engagement, me)]}, ctx)
-
-
-@rejects
-def decide_expire(cmd: ExpireTask, ctx: "Ctx") -> Decision:
-    """L4: delivery deadline → timed out (R7.3-10); judgment deadline → the
-    contract's result (R7.3-18): adopted only while the adoption limit allows,
-    otherwise undecided (B21)."""
-    task: TaskState | None = ctx.get(cmd.task)
-    if task is None:
-        raise Refused(Rejection.not_found("task", cmd.task))
-    facts: list[Fact] = [
-        EngagementExpired(at=ctx.now, by=None, engagement=e_id, task=cmd.task, outcome=outcome)
-        for e_id, outcome in expiry_outcomes(task, ctx.now, ctx.get)
-    ]
-    if not facts:
-        raise Refused(Rejection.conflict(f"no deadline of task {cmd.task} is due"))
-    return make(facts, {"task": cmd.task, "expired": [f.engagement for f in facts]}, ctx)  # type: ignore[attr-defined]
+WORK = _Engagements(
+    LIFECYCLE, "task", (EngagementDelivered, EngagementJudged, EngagementDropped, EngagementExpired),
+    reason=("the engaged agent", "R7.3-17"),
+)
+# The verbs an engagement shares with an assignment (:mod:`kungfud.core.work`):
+# the engaged agent fixes the output once (R7.3-9, R7.3-11, R7.3-13) or drops
+# it before delivery; the judge adopts or rejects (R7.3-16, R7.3-17) within the
+# adoption limit (R7.4-2); a delivery deadline ends it as timed out (R7.3-10), a
+# judgment deadline as the contract states (R7.3-18), adopted only while the
+# adoption limit allows, otherwise undecided (B21).
+decide_deliver, decide_drop, decide_judge, decide_expire = WORK.deliver, WORK.drop, WORK.judge, WORK.expire
 
 
 def apply(state: EngagementState | None, fact: Fact) -> EngagementState:
@@ -382,13 +310,4 @@ def apply(state: EngagementState | None, fact: Fact) -> EngagementState:
                 readers=fact.readers,
             )
     assert state is not None
-    match fact:
-        case EngagementDelivered():
-            return delivered(state, fact)
-        case EngagementJudged():
-            return judged(state, fact)
-        case EngagementDropped():
-            return ended(state, "dropped", fact.at)
-        case EngagementExpired(outcome=outcome):
-            return ended(state, outcome, fact.at)
-    raise TypeError(f"engagement cannot apply {type(fact).__name__}")
+    return WORK.apply(state, fact)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from . import agent, assignment, decision, engagement, entry, memory, obligations, task, thread
+from . import agent, assignment, decision, engagement, entry, memory, obligations, task, thread, work
 
 __all__ = ["Kind", "Deadlines", "KINDS", "kind", "kind_of", "state_type", "apply_to", "fold", "of_state"]
 
@@ -63,11 +63,11 @@ KINDS: tuple[Kind, ...] = (
     Kind("entry", "th_", entry.EntryState, entry.apply, sub=_numbered, obligations=obligations.respond),
     Kind(
         "thread", "th_", thread.ThreadState, thread.apply,
-        deadlines=Deadlines(assignment.Expire),
+        deadlines=Deadlines(work.Expire),
     ),
     Kind("assignment", "as_", assignment.AssignmentState, assignment.apply, obligations=obligations.of_assignment),
     Kind("contract", "tk_", task.ContractState, task.apply_contract, sub=_numbered),
-    Kind("task", "tk_", task.TaskState, task.apply, deadlines=Deadlines(engagement.ExpireTask)),
+    Kind("task", "tk_", task.TaskState, task.apply, deadlines=Deadlines(work.Expire)),
     Kind("engagement", "en_", engagement.EngagementState, engagement.apply, obligations=obligations.of_engagement),
 )
 

@@ -5,6 +5,9 @@ An assignment (R6.4-*) and an engagement (R7.3-*) each declare their own
 this mechanism, not a table. A table holds, in one place:
 
 - ``transitions``: per state, the verbs it allows and the state each leads to;
+- ``parties``: per verb, the one agent who may do it (the taker delivers, the
+  creator or the judge judges), any other refused as ``forbidden`` — checked
+  before the state (D5: permission before state);
 - ``refusals``: why a (state, verb) pair the table has no move for is refused,
   with its ``next`` and rule, worded as the spec's clients read it;
 - ``deadlines``: per running state, the field holding when it falls due and
@@ -19,14 +22,12 @@ recorded yet. As in h11's ``_state.py``, a test walks every (state, verb) pair.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, TypeVar
-
-import msgspec
+from typing import Any, Iterable, Mapping
 
 from ..errors import Next, Refused, Rejection
 from .clock import deadline_passed
 
-__all__ = ["Refusal", "Deadline", "Lifecycle", "due", "delivered", "judged", "ended"]
+__all__ = ["Refusal", "Party", "Deadline", "Lifecycle", "due"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +40,16 @@ class Refusal:
 
     def rejection(self, it: str) -> Rejection:
         return Rejection("conflict", self.reason.format(it=it), self.next, rule=self.rule)
+
+
+@dataclass(frozen=True, slots=True)
+class Party:
+    """Who alone may do a verb: the agent ``getattr(state, field)`` names; anyone
+    else is ``forbidden`` with ``reason`` (``{it}`` as in :class:`Refusal`)."""
+
+    field: str
+    reason: str
+    rule: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +72,7 @@ class Lifecycle:
         transitions: Mapping[str, Mapping[str, str]],
         refusals: Mapping[tuple[str | tuple[str, ...], str | tuple[str, ...]], Refusal],
         deadlines: Mapping[str, Deadline],
+        parties: Mapping[str | tuple[str, ...], Party],
         final_rule: str | None = None,
     ) -> None:
         self.name = name
@@ -69,15 +81,17 @@ class Lifecycle:
         self.deadlines = dict(deadlines)
         self.terminal = self.states - set(self.transitions) - set(self.deadlines)
         self.final_rule = final_rule
+        self.parties = {v: party for verbs, party in parties.items() for v in _each(verbs)}
         self.refusals: dict[tuple[str, str], Refusal] = {}
         for (states_, verbs), refusal in refusals.items():
-            for s in (states_,) if isinstance(states_, str) else states_:
-                for v in (verbs,) if isinstance(verbs, str) else verbs:
+            for s in _each(states_):
+                for v in _each(verbs):
                     self.refusals[(s, v)] = refusal
         assert all(s in self.states for s in (*self.transitions, *self.deadlines)), name
         assert all(t in self.states for m in self.transitions.values() for t in m.values()), name
         assert not any(v in self.transitions.get(s, {}) for s, v in self.refusals), f"{name}: a move is also refused"
         assert not any(s in self.terminal for s, _ in self.refusals), f"{name}: a terminal state refuses alike"
+        assert set(self.parties) == self.verbs, f"{name}: every verb has its one party"
 
     @property
     def verbs(self) -> frozenset[str]:
@@ -86,12 +100,21 @@ class Lifecycle:
     def allows(self, state: str, verb: str) -> bool:
         return verb in self.transitions.get(state, {})
 
-    def check(self, obj: Any, verb: str) -> str:
-        """The state ``verb`` leads ``obj`` to, or :class:`Refused`."""
+    def check(self, obj: Any, verb: str, me: str | None = None) -> str:
+        """The state ``verb`` leads ``obj`` to, or :class:`Refused`: first, when
+        ``me`` is given, unless ``me`` is the verb's party (forbidden), then
+        unless the state allows the verb (conflict)."""
+        if me is not None:
+            self.require_party(obj, verb, me)
         to = self.transitions.get(obj.state, {}).get(verb)
         if to is None:
             raise Refused(self.refusal(obj, verb))
         return to
+
+    def require_party(self, obj: Any, verb: str, me: str) -> None:
+        party = self.parties[verb]
+        if getattr(obj, party.field) != me:
+            raise Refused(Rejection.forbidden(party.reason.format(it=self._it(obj)), rule=party.rule))
 
     def refusal(self, obj: Any, verb: str) -> Rejection:
         """Why ``verb`` does not apply to ``obj`` in its state: its final state,
@@ -136,30 +159,11 @@ class Lifecycle:
         return f"{self.name} {self._id(obj)}"
 
 
+def _each(key: str | tuple[str, ...]) -> tuple[str, ...]:
+    return (key,) if isinstance(key, str) else key
+
+
 def due(live: Mapping[str, Any], now: int) -> list[str]:
     """The ids among ``live`` (id → a record with ``due``) whose deadline is at or
     before ``now``, in the order they fell due (ties by id)."""
     return [i for _, i in sorted((lv.due, i) for i, lv in live.items() if lv.due is not None and lv.due <= now)]
-
-
-# What delivering and judging record is the same for both kinds of work: the
-# facts carry the same fields, and the states keep them under the same names.
-W = TypeVar("W", bound=msgspec.Struct)
-
-
-def delivered(state: W, fact: Any) -> W:
-    """The output is fixed (R6.4-23, R7.3-11) and the judgment deadline starts."""
-    return msgspec.structs.replace(
-        state, state="delivered", delivered_at=fact.at, pin_memory=fact.pin_memory, pin_version=fact.pin_version,
-        judge_by=fact.judge_by,
-    )
-
-
-def judged(state: W, fact: Any) -> W:
-    """Adopted or rejected by its judge, with the reason a rejection carries."""
-    final = "adopted" if fact.verdict == "adopt" else "rejected"
-    return msgspec.structs.replace(state, state=final, judged_at=fact.at, reason=fact.reason, ended_at=fact.at)
-
-
-def ended(state: W, name: str, at: int) -> W:
-    return msgspec.structs.replace(state, state=name, ended_at=at)

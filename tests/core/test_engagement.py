@@ -10,6 +10,7 @@ import pytest
 
 from kungfud.actors.ops import ACTIONS
 from kungfud.core import engagement as eng_core
+from kungfud.core import work
 from kungfud.core.engagement import TERMINAL, effective
 from kungfud.core.facts import (
     EngagementConfirmed,
@@ -99,7 +100,7 @@ def test_R7_3_5_a_rejected_take_creates_nothing(w, a):
 @pytest.mark.rules("R7.3-7", "B19", "R7.3-6")
 def test_R7_3_7_B19_no_contract_requires_author_approval(w, a):
     # The contract has no approval term at all, so none can be added later.
-    fields = set(eng_core.TakeTask.__struct_fields__) | set(ContractSpec.__struct_fields__)
+    fields = set(work.Take.__struct_fields__) | set(ContractSpec.__struct_fields__)
     assert not [f for f in fields if "approv" in f]
     t = w.new_task(a.alice)
     e = w.engage(a.bob, t)

@@ -24,6 +24,7 @@ from kungfud.core import entry as entry_core
 from kungfud.core import memory as memory_core
 from kungfud.core import task as task_core
 from kungfud.core import thread as thread_core
+from kungfud.core import work
 from kungfud.core.agent import Register, SetStatus
 from kungfud.core.kinds import fold, of_state
 from kungfud.core.context import Ctx, Limits, counting_ids
@@ -234,7 +235,7 @@ class TaskWorld:
         return self.act(by, task_core.decide_set_accepting, task_core.SetAccepting(t, True))
 
     def take(self, by: str, t: str, deliver: Pin | None = None) -> Decision | Rejection:
-        return self.act(by, eng_core.decide_take, eng_core.TakeTask(t, deliver))
+        return self.act(by, eng_core.decide_take, work.Take(t, deliver))
 
     def engage(self, by: str, t: str, *, deliver: bool = False) -> str:
         """A new engagement of ``by`` on ``t`` (delivered too, when asked)."""
@@ -243,19 +244,19 @@ class TaskWorld:
         return d.result["engagement"]
 
     def deliver(self, by: str, e: str, pin: Pin | None = None) -> Decision | Rejection:
-        return self.act(by, eng_core.decide_deliver, eng_core.DeliverTask(e, pin or output()))
+        return self.act(by, eng_core.decide_deliver, work.Deliver(e, pin or output()))
 
     def drop(self, by: str, e: str) -> Decision | Rejection:
-        return self.act(by, eng_core.decide_drop, eng_core.DropTask(e))
+        return self.act(by, eng_core.decide_drop, work.Drop(e))
 
     def judge(self, by: str, e: str, verdict: str = "adopt", reason: bytes | None = None) -> Decision | Rejection:
-        return self.act(by, eng_core.decide_judge, eng_core.JudgeTask(e, verdict, reason))  # type: ignore[arg-type]
+        return self.act(by, eng_core.decide_judge, work.Judge(e, verdict, reason))  # type: ignore[arg-type]
 
     def reject(self, by: str, e: str, reason: bytes = REASON) -> Decision | Rejection:
         return self.judge(by, e, "reject", reason)
 
     def expire(self, t: str) -> Decision | Rejection:
-        return self.act(None, eng_core.decide_expire, eng_core.ExpireTask(t))
+        return self.act(None, eng_core.decide_expire, work.Expire(t))
 
     def tick(self, seconds: float, *tasks: str) -> None:
         """Move the clock and record the expiries then due, as the actor does

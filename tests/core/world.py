@@ -25,6 +25,7 @@ from kungfud.core import assignment as asg_core
 from kungfud.core import entry as entry_core
 from kungfud.core import memory as memory_core
 from kungfud.core import thread as thread_core
+from kungfud.core import work
 from kungfud.core.agent import Register, SetStatus
 from kungfud.core.assignment import AssignmentState, AssignSpec
 from kungfud.core.kinds import fold, of_state
@@ -299,19 +300,19 @@ class World:
         return d.result["entry"], d.result["assignment"]
 
     def take(self, by: str, a: str, deliver: Pin | None = None) -> Decision | Rejection:
-        return self.act(by, asg_core.decide_take, asg_core.Take(a, deliver))
+        return self.act(by, asg_core.decide_take, work.Take(a, deliver))
 
     def deliver(self, by: str, a: str, pin: Pin | None = None) -> Decision | Rejection:
-        return self.act(by, asg_core.decide_deliver, asg_core.Deliver(a, pin or text("output")))
+        return self.act(by, asg_core.decide_deliver, work.Deliver(a, pin or text("output")))
 
     def judge(self, by: str, a: str, verdict: str = "adopt", reason: bytes | None = None) -> Decision | Rejection:
-        return self.act(by, asg_core.decide_judge, asg_core.Judge(a, verdict, reason))  # type: ignore[arg-type]
+        return self.act(by, asg_core.decide_judge, work.Judge(a, verdict, reason))  # type: ignore[arg-type]
 
     def drop(self, by: str, a: str) -> Decision | Rejection:
-        return self.act(by, asg_core.decide_drop, asg_core.Drop(a))
+        return self.act(by, asg_core.decide_drop, work.Drop(a))
 
     def void(self, by: str, a: str) -> Decision | Rejection:
-        return self.act(by, asg_core.decide_void, asg_core.Void(a))
+        return self.act(by, asg_core.decide_void, work.Void(a))
 
     def expire(self, t: str) -> Decision | Rejection:
-        return self.act(None, asg_core.decide_expire, asg_core.Expire(t))
+        return self.act(None, asg_core.decide_expire, work.Expire(t))

@@ -81,8 +81,7 @@ from kungfud.actors.object_actor import Expire, ObjectActor, Slot, _DoneBatch, _
 from kungfud.actors.ops import ACTIONS, DEADLINE, DEADLINE_TASK, to_command
 from kungfud.actors.runtime import Job, Runtime
 from kungfud.core import agent as agent_core
-from kungfud.core import assignment as assignment_core
-from kungfud.core import engagement as engagement_core
+from kungfud.core import work
 from kungfud.core.kinds import apply_to, state_type
 from kungfud.core.queries import state_query
 from kungfud.core.context import Ctx, Limits
@@ -1130,9 +1129,9 @@ class Sim:
             secret = result.get("key") or ("kf_" + result["token"][3:] if result.get("token") else None)
             what = repr(req)
         elif isinstance(fact0, AssignmentExpired):
-            op, caller, command, secret, what = DEADLINE, None, assignment_core.Expire(fact0.thread), None, "deadline sweep"
+            op, caller, command, secret, what = DEADLINE, None, work.Expire(fact0.thread), None, "deadline sweep"
         elif isinstance(fact0, EngagementExpired):
-            op, caller, command, secret, what = DEADLINE_TASK, None, engagement_core.ExpireTask(fact0.task), None, "deadline sweep"
+            op, caller, command, secret, what = DEADLINE_TASK, None, work.Expire(fact0.task), None, "deadline sweep"
         else:
             self._violation(f"facts from seq {first} ({type(fact0).__name__}) answer no committed request")
             return

@@ -14,6 +14,7 @@ from kungfud.core import deactivation
 from kungfud.core import engagement as engagement_core
 from kungfud.core import memory as memory_core
 from kungfud.core import task as task_core
+from kungfud.core import work
 from kungfud.core.context import Ctx, Limits
 from kungfud.core.facts import Decision
 from kungfud.errors import Rejection
@@ -137,13 +138,13 @@ def task_item(store: Store, caller: str, ids: Ids, key: str, audience: list[str]
 def take_item(store: Store, caller: str, task: str, ids: Ids, key: str, *, now: int = T0) -> Item:
     """``task.take`` without a delivery: a taken engagement with a deadline."""
     scope = receipt_scope(caller, "task.take", key)
-    return decided(store, caller, engagement_core.decide_take, engagement_core.TakeTask(task), ids, scope,
+    return decided(store, caller, engagement_core.decide_take, work.Take(task), ids, scope,
                    f"take:{task}".encode(), now=now)
 
 
 def drop_item(store: Store, caller: str, engagement: str, ids: Ids, key: str) -> Item:
     scope = receipt_scope(caller, "task.drop", key)
-    return decided(store, caller, engagement_core.decide_drop, engagement_core.DropTask(engagement), ids, scope,
+    return decided(store, caller, engagement_core.decide_drop, work.Drop(engagement), ids, scope,
                    f"drop:{engagement}".encode())
 
 
