@@ -113,6 +113,10 @@ class OutcomeRow(msgspec.Struct, frozen=True, array_like=True):
     item: bytes
 
 
+# The states that can end or be an opportunity (the others need no look).
+_WORK = (AssignmentState, EngagementState, TaskState)
+
+
 def _ended(before: Any, after: Any) -> bool:
     """Did this fact bring an assignment or engagement to its terminal state?"""
     if isinstance(after, AssignmentState):
@@ -146,11 +150,26 @@ class Feed:
         self._is_member = is_member
         self._items: list[tuple[Any, str | None, bytes]] | None = None
 
-    def observe(self, obj: str, before: Any, after: Any, fact: Any) -> None:
-        if _ended(before, after):
-            self._ended.append((after, fact.by))
-        ob_before = {o.obligation_id: o for o in of_state(obj, before)} if before is not None else {}
-        ob_after = {o.obligation_id: o for o in of_state(obj, after)}
+    def observe(
+        self, obj: str, before: Any, after: Any, fact: Any, obligations: Callable[[str, Any], list] = of_state
+    ) -> None:
+        """How ``fact`` took ``obj`` from ``before`` to ``after``. ``obligations``
+        is :func:`~kungfud.core.kinds.of_state` or a caller's memo of it."""
+        if type(after) in _WORK:
+            if _ended(before, after):
+                self._ended.append((after, fact.by))
+            found = _opportunities(after)
+            if found:
+                opp_before = _opportunities(before) if before is not None else {}
+                for key, item in found.items():
+                    if key not in opp_before:
+                        self._opps.setdefault(key[0], []).append(item)
+        obs_before = obligations(obj, before) if before is not None else ()
+        obs_after = obligations(obj, after)
+        if not obs_before and not obs_after:
+            return
+        ob_before = {o.obligation_id: o for o in obs_before}
+        ob_after = {o.obligation_id: o for o in obs_after}
         for oid, ob in ob_after.items():
             if oid not in ob_before:
                 self._turn.setdefault(ob.holder, {"added": [], "ended": []})["added"].append(obligation_item(ob))
@@ -159,10 +178,6 @@ class Feed:
                 self._turn.setdefault(ob.holder, {"added": [], "ended": []})["ended"].append(
                     {"obligation_id": oid, "why": why_ended(fact)}
                 )
-        opp_before = _opportunities(before) if before is not None else {}
-        for key, item in _opportunities(after).items():
-            if key not in opp_before:
-                self._opps.setdefault(key[0], []).append(item)
 
     def _outcomes(self) -> list[tuple[Any, str | None, bytes]]:
         """(terminal state, acting agent, JSON of the outcome item)."""
