@@ -126,12 +126,13 @@ def _ended(before: Any, after: Any) -> bool:
     return False
 
 
-def _opportunities(state: Any) -> dict[tuple[str, str], dict[str, Any]]:
+def _opportunities(state: Any) -> dict[str, None]:
+    """The agents ``state`` is an opportunity for (an untaken assignment's
+    addressee, a restricted Task's audience), in order."""
     if isinstance(state, AssignmentState) and state.state == "open":
-        return {(state.to, state.assignment): opportunity_item(state)}
+        return {state.to: None}
     if isinstance(state, TaskState) and state.audience is not None:
-        item = opportunity_item(state)
-        return {(a, state.task): item for a in state.audience}
+        return dict.fromkeys(state.audience)
     return {}
 
 
@@ -160,10 +161,12 @@ class Feed:
                 self._ended.append((after, fact.by))
             found = _opportunities(after)
             if found:
-                opp_before = _opportunities(before) if before is not None else {}
-                for key, item in found.items():
-                    if key not in opp_before:
-                        self._opps.setdefault(key[0], []).append(item)
+                had = _opportunities(before) if before is not None else ()
+                new = [agent for agent in found if agent not in had]
+                if new:  # the item is rendered only for an opportunity that is new
+                    item = opportunity_item(after)
+                    for agent in new:
+                        self._opps.setdefault(agent, []).append(item)
         obs_before = obligations(obj, before) if before is not None else ()
         obs_after = obligations(obj, after)
         if not obs_before and not obs_after:
