@@ -166,6 +166,7 @@ def main() -> None:
     ap.add_argument("--posters", type=int, default=8)
     ap.add_argument("--rounds", type=int, default=2, help="repeat the four workloads, alternating")
     ap.add_argument("--profile", choices=["memory.create", "thread.create", "plain", "ask_assign"])
+    ap.add_argument("--only", choices=["memory.create", "thread.create", "plain", "ask_assign"], help="run one workload (for an outside profiler)")
     opts = ap.parse_args()
     b = Bench(profile=opts.profile is not None)
     try:
@@ -194,14 +195,15 @@ def main() -> None:
             b.run(name, calls, 4)
         for _ in range(opts.rounds):
             for name, (calls, per) in workloads.items():
-                if opts.profile is not None and name != opts.profile:
+                if name != (opts.profile or opts.only or name):
                     continue
                 row = b.run(name, calls, max(1, opts.n // per // opts.rounds), profile=opts.profile == name)
                 print(json.dumps(row), flush=True)
                 rows[name].append(row)
-        if opts.profile is not None:
-            b.prof.disable()
-            pstats.Stats(b.prof).sort_stats("tottime").print_stats(30)
+        if opts.profile is not None or opts.only is not None:
+            if b.prof is not None:
+                b.prof.disable()
+                pstats.Stats(b.prof).sort_stats("tottime").print_stats(30)
             return
 
         def per(name: str, field: str) -> float:
