@@ -182,6 +182,10 @@ class Feed:
                     {"obligation_id": oid, "why": why_ended(fact)}
                 )
 
+    def quiet(self) -> bool:
+        """Nothing observed yet that makes an event or an outcome row."""
+        return not (self._turn or self._opps or self._ended)
+
     def _outcomes(self) -> list[tuple[Any, str | None, bytes]]:
         """(terminal state, acting agent, JSON of the outcome item)."""
         if self._items is None:

@@ -186,8 +186,11 @@ def plan(batch: BatchState, tx: Tx, item: Item, now: Callable[[], int]) -> Plan 
             before = current.get(obj)
             current[obj] = after = _kind(kinds, obj).apply(before, fact)
             feed.observe(obj, before, after, fact, obligations)
-        rendered = feed.rendered()
-        rows = fact_rows(fact, seq) + feed.rows(seq, rendered)
+        if feed.quiet():  # no events, no outcomes (most facts)
+            rendered, rows = [], fact_rows(fact, seq)
+        else:
+            rendered = feed.rendered()
+            rows = fact_rows(fact, seq) + feed.rows(seq, rendered)
         facts.append(PlannedFact(seq, encode_fact(fact), objs, rows, rendered))
     if touched.keys() != item.states.keys():
         raise AssertionError(f"decision states disagree with the fold of its facts for {sorted(touched)}")
@@ -218,8 +221,12 @@ def plan(batch: BatchState, tx: Tx, item: Item, now: Callable[[], int]) -> Plan 
     result = item.result
     if "seq" in result and result["seq"] is None:
         result = {**result, "seq": seq}
-    receipt = None if item.scope is None else _mp.encode(Receipt(item.req_hash, _json.encode(redact(result)), seq))
-    return Plan(item, facts, objects, seq, _json.encode(result), receipt, dues)
+    encoded = _json.encode(result)
+    receipt = None
+    if item.scope is not None:
+        kept = _json.encode(redact(result)) if any(k in result for k in SECRET_FIELDS) else encoded
+        receipt = _mp.encode(Receipt(item.req_hash, kept, seq))
+    return Plan(item, facts, objects, seq, encoded, receipt, dues)
 
 
 def _kind(kinds: dict[str, Kind], obj: str) -> Kind:
