@@ -18,7 +18,7 @@ are identical); their CPU figures compare the two write paths::
     PYTHONPATH=/path/to/old/checkout python bench/write_replay.py replay /tmp/rec
 
 Under ``valgrind --tool=callgrind --collect-atstart=no
---toggle-collect='*ffi_call*'`` only the replayed writes are counted (each
+--toggle-collect=ffi_call`` only the replayed writes are counted (each
 replay runs inside a ctypes call): instruction counts that load does not move.
 No speed is asserted anywhere.
 """
