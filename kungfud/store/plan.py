@@ -253,12 +253,14 @@ class _Obligations:
     def __call__(self, obj: str, state: Any) -> list:
         if state is None:
             return []
+        derive = _kind(self.kinds, obj).obligations
+        if derive is None:  # a kind that implies none
+            return []
         seen = self.memo.setdefault(obj, [])
         for s, obs in seen:
             if s is state:
                 return obs
-        k = _kind(self.kinds, obj)
-        obs = [] if k.obligations is None else k.obligations(obj, state)
+        obs = derive(obj, state)
         seen.append((state, obs))
         return obs
 
