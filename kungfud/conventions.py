@@ -22,8 +22,15 @@ SECRET_FIELDS = ("key", "token")
 Role = Literal["observer", "speaker", "governor"]
 
 
+_second: tuple[int, str] = (0, _EPOCH.strftime("%Y-%m-%dT%H:%M:%S."))  # the last second written
+
+
 def rfc3339(ms: int) -> str:
     """``1764504000000`` → ``"2025-11-30T12:00:00.000Z"``: RFC 3339 UTC with
     milliseconds, from integer milliseconds since the Unix epoch."""
-    t = _EPOCH + _dt.timedelta(milliseconds=ms)
-    return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+    global _second
+    s, milli = divmod(ms, 1000)
+    last = _second  # one tuple, replaced whole: safe to share between threads
+    if last[0] != s:  # times written together mostly share their second
+        last = _second = (s, (_EPOCH + _dt.timedelta(seconds=s)).strftime("%Y-%m-%dT%H:%M:%S."))
+    return f"{last[1]}{milli:03d}Z"

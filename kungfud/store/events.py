@@ -113,6 +113,10 @@ class OutcomeRow(msgspec.Struct, frozen=True, array_like=True):
     item: bytes
 
 
+# The states that can end or be an opportunity (the others need no look).
+_WORK = (AssignmentState, EngagementState, TaskState)
+
+
 def _ended(before: Any, after: Any) -> bool:
     """Did this fact bring an assignment or engagement to its terminal state?"""
     if isinstance(after, AssignmentState):
@@ -122,12 +126,13 @@ def _ended(before: Any, after: Any) -> bool:
     return False
 
 
-def _opportunities(state: Any) -> dict[tuple[str, str], dict[str, Any]]:
+def _opportunities(state: Any) -> dict[str, None]:
+    """The agents ``state`` is an opportunity for (an untaken assignment's
+    addressee, a restricted Task's audience), in order."""
     if isinstance(state, AssignmentState) and state.state == "open":
-        return {(state.to, state.assignment): opportunity_item(state)}
+        return {state.to: None}
     if isinstance(state, TaskState) and state.audience is not None:
-        item = opportunity_item(state)
-        return {(a, state.task): item for a in state.audience}
+        return dict.fromkeys(state.audience)
     return {}
 
 
@@ -146,11 +151,28 @@ class Feed:
         self._is_member = is_member
         self._items: list[tuple[Any, str | None, bytes]] | None = None
 
-    def observe(self, obj: str, before: Any, after: Any, fact: Any) -> None:
-        if _ended(before, after):
-            self._ended.append((after, fact.by))
-        ob_before = {o.obligation_id: o for o in of_state(obj, before)} if before is not None else {}
-        ob_after = {o.obligation_id: o for o in of_state(obj, after)}
+    def observe(
+        self, obj: str, before: Any, after: Any, fact: Any, obligations: Callable[[str, Any], list] = of_state
+    ) -> None:
+        """How ``fact`` took ``obj`` from ``before`` to ``after``. ``obligations``
+        is :func:`~kungfud.core.kinds.of_state` or a caller's memo of it."""
+        if type(after) in _WORK:
+            if _ended(before, after):
+                self._ended.append((after, fact.by))
+            found = _opportunities(after)
+            if found:
+                had = _opportunities(before) if before is not None else ()
+                new = [agent for agent in found if agent not in had]
+                if new:  # the item is rendered only for an opportunity that is new
+                    item = opportunity_item(after)
+                    for agent in new:
+                        self._opps.setdefault(agent, []).append(item)
+        obs_before = obligations(obj, before) if before is not None else ()
+        obs_after = obligations(obj, after)
+        if not obs_before and not obs_after:
+            return
+        ob_before = {o.obligation_id: o for o in obs_before}
+        ob_after = {o.obligation_id: o for o in obs_after}
         for oid, ob in ob_after.items():
             if oid not in ob_before:
                 self._turn.setdefault(ob.holder, {"added": [], "ended": []})["added"].append(obligation_item(ob))
@@ -159,10 +181,10 @@ class Feed:
                 self._turn.setdefault(ob.holder, {"added": [], "ended": []})["ended"].append(
                     {"obligation_id": oid, "why": why_ended(fact)}
                 )
-        opp_before = _opportunities(before) if before is not None else {}
-        for key, item in _opportunities(after).items():
-            if key not in opp_before:
-                self._opps.setdefault(key[0], []).append(item)
+
+    def quiet(self) -> bool:
+        """Nothing observed yet that makes an event or an outcome row."""
+        return not (self._turn or self._opps or self._ended)
 
     def _outcomes(self) -> list[tuple[Any, str | None, bytes]]:
         """(terminal state, acting agent, JSON of the outcome item)."""

@@ -12,7 +12,7 @@ Two sources:
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import msgspec
 
@@ -41,11 +41,14 @@ Row = tuple[str, bytes, bytes]
 _mp = msgspec.msgpack.Encoder()
 
 
-def fact_rows(fact: Any, seq: int) -> Iterator[Row]:
-    if isinstance(fact, MemoryCreated):
-        yield "versions", fact.memory.encode() + b"\x00" + u32(1), u64(seq)
-    elif isinstance(fact, MemoryUpdated):
-        yield "versions", fact.memory.encode() + b"\x00" + u32(fact.version), u64(seq)
+def fact_rows(fact: Any, seq: int) -> list[Row]:
+    """The history rows of one fact (fact ``seq``); most facts have none."""
+    t = type(fact)
+    if t is MemoryCreated:
+        return [("versions", fact.memory.encode() + b"\x00" + u32(1), u64(seq))]
+    if t is MemoryUpdated:
+        return [("versions", fact.memory.encode() + b"\x00" + u32(fact.version), u64(seq))]
+    return []
 
 
 def obligation_key(holder: str, created_at: int, ob: str) -> bytes:
@@ -53,70 +56,109 @@ def obligation_key(holder: str, created_at: int, ob: str) -> bytes:
     return holder.encode() + b"\x00" + u64(created_at) + ob.encode()
 
 
-def state_rows(obj: str, state: Any) -> Iterator[Row]:
+Obligations = Callable[[str, Any], list]  # (object id, state) -> the obligations it implies
+
+
+def state_rows(obj: str, state: Any, obligations: Obligations = of_state) -> Iterator[Row]:
+    """The index rows of one object's current ``state``. ``obligations`` is
+    :func:`~kungfud.core.kinds.of_state` or a caller's memo of it (the
+    planner derives each state's obligations once for the feed and the rows)."""
     if state is None:
-        return
-    if isinstance(state, AgentState):
-        if state.key_hash:
-            yield "agent_keys", state.key_hash, state.agent.encode()
-    elif isinstance(state, MemoryState):
-        if state.valid:  # R5-11: withdrawal stops listing
-            yield "memories", state.author.encode() + b"\x00" + state.memory.encode(), b""
-    elif isinstance(state, MemberState):
-        if state.current:
-            th, ag, role = state.thread.encode(), state.agent.encode(), state.role.encode()
-            yield "memberships", ag + b"\x00" + th, role
-            yield "members", th + b"\x00j" + u64(state.joined_at) + ag, role
-            if state.role == "governor":
-                yield "members", th + b"\x00g" + ag, b""
-            if state.role in SPEAKING:
-                yield "members", th + b"\x00s" + ag, b""
-    elif isinstance(state, ThreadState):
-        if state.grant is not None:
-            yield "tokens", state.grant.token_hash, state.thread.encode()
-    elif isinstance(state, EntryState):
-        for ob in of_state(obj, state):
-            yield "obligations", obligation_key(ob.holder, ob.created_at, ob.obligation_id), _mp.encode(ob)
-        th = state.thread.encode()
-        for agent, r in state.responses.items():
-            if r.state == "pending":  # the "pending" query (D93)
-                yield "pending", th + b"\x00" + agent.encode() + b"\x00" + u32(state.entry), b""
-    elif isinstance(state, AssignmentState):
-        for ob in of_state(obj, state):
-            yield "obligations", obligation_key(ob.holder, ob.created_at, ob.obligation_id), _mp.encode(ob)
-        if state.state == "open":
-            yield "opportunities", state.to.encode() + b"\x00" + state.assignment.encode(), state.thread.encode()
-        due = state.deliver_by if state.state == "taken" else state.judge_by if state.state == "delivered" else None
-        if due is not None:
-            yield "deadlines", u64(due) + state.assignment.encode(), state.thread.encode()
-        if (lv := live_of(state)) is not None:  # the "live" and "due" queries (D93)
-            th, asg = state.thread.encode() + b"\x00", state.assignment.encode()
-            yield "live", th + b"a" + asg, _mp.encode(lv)
-            for party in {lv.creator, lv.taker} - {None}:
-                yield "live", th + b"p" + party.encode() + b"\x00" + asg, b""  # type: ignore[union-attr]
-            if lv.due is not None:
-                yield "live", th + b"d" + u64(lv.due) + asg, b""
-    elif isinstance(state, TaskState):
-        tk = state.task.encode()
-        yield "tasks", state.author.encode() + b"\x00" + tk, b"author"
-        if state.audience is None:
-            yield "tasks", b"*\x00" + tk, b"open"
-        else:
-            for agent in state.audience:
-                # B24: a restricted Task naming an agent is its opportunity.
-                yield "tasks", agent.encode() + b"\x00" + tk, b"named"
-                yield "opportunities", agent.encode() + b"\x00" + tk, tk
-    elif isinstance(state, EngagementState):
-        for ob in of_state(obj, state):
-            yield "obligations", obligation_key(ob.holder, ob.created_at, ob.obligation_id), _mp.encode(ob)
-        due = state.deliver_by if state.state == "taken" else state.judge_by if state.state == "delivered" else None
-        if due is not None:
-            yield "deadlines", u64(due) + state.engagement.encode(), state.task.encode()
-        en, tk = state.engagement.encode(), state.task.encode()
-        yield "engagements", state.agent.encode() + b"\x00" + tk + b"\x00" + en, b""  # an agent's, per Task
-        yield "engagements", tk + b"\x00" + en, b""  # every engagement of a Task
-        if state.state == "adopted":
-            yield "adopted", state.task.encode() + b"\x00" + state.engagement.encode(), b""
+        return iter(())
+    rows = _STATE_ROWS.get(type(state))
+    return iter(()) if rows is None else rows(obj, state, obligations)
+
+
+def _agent_rows(obj: str, state: AgentState, obligations: Obligations) -> Iterator[Row]:
+    if state.key_hash:
+        yield "agent_keys", state.key_hash, state.agent.encode()
+
+
+def _memory_rows(obj: str, state: MemoryState, obligations: Obligations) -> Iterator[Row]:
+    if state.valid:  # R5-11: withdrawal stops listing
+        yield "memories", state.author.encode() + b"\x00" + state.memory.encode(), b""
+
+
+def _member_rows(obj: str, state: MemberState, obligations: Obligations) -> Iterator[Row]:
+    if state.current:
+        th, ag, role = state.thread.encode(), state.agent.encode(), state.role.encode()
+        yield "memberships", ag + b"\x00" + th, role
+        yield "members", th + b"\x00j" + u64(state.joined_at) + ag, role
+        if state.role == "governor":
+            yield "members", th + b"\x00g" + ag, b""
+        if state.role in SPEAKING:
+            yield "members", th + b"\x00s" + ag, b""
+
+
+def _thread_rows(obj: str, state: ThreadState, obligations: Obligations) -> Iterator[Row]:
+    if state.grant is not None:
+        yield "tokens", state.grant.token_hash, state.thread.encode()
+
+
+def _obligation_rows(obj: str, state: Any, obligations: Obligations) -> Iterator[Row]:
+    for ob in obligations(obj, state):
+        yield "obligations", obligation_key(ob.holder, ob.created_at, ob.obligation_id), _mp.encode(ob)
+
+
+def _entry_rows(obj: str, state: EntryState, obligations: Obligations) -> Iterator[Row]:
+    yield from _obligation_rows(obj, state, obligations)
+    th = state.thread.encode()
+    for agent, r in state.responses.items():
+        if r.state == "pending":  # the "pending" query (D93)
+            yield "pending", th + b"\x00" + agent.encode() + b"\x00" + u32(state.entry), b""
+
+
+def _assignment_rows(obj: str, state: AssignmentState, obligations: Obligations) -> Iterator[Row]:
+    yield from _obligation_rows(obj, state, obligations)
+    if state.state == "open":
+        yield "opportunities", state.to.encode() + b"\x00" + state.assignment.encode(), state.thread.encode()
+    due = state.deliver_by if state.state == "taken" else state.judge_by if state.state == "delivered" else None
+    if due is not None:
+        yield "deadlines", u64(due) + state.assignment.encode(), state.thread.encode()
+    if (lv := live_of(state)) is not None:  # the "live" and "due" queries (D93)
+        th, asg = state.thread.encode() + b"\x00", state.assignment.encode()
+        yield "live", th + b"a" + asg, _mp.encode(lv)
+        for party in {lv.creator, lv.taker} - {None}:
+            yield "live", th + b"p" + party.encode() + b"\x00" + asg, b""  # type: ignore[union-attr]
+        if lv.due is not None:
+            yield "live", th + b"d" + u64(lv.due) + asg, b""
+
+
+def _task_rows(obj: str, state: TaskState, obligations: Obligations) -> Iterator[Row]:
+    tk = state.task.encode()
+    yield "tasks", state.author.encode() + b"\x00" + tk, b"author"
+    if state.audience is None:
+        yield "tasks", b"*\x00" + tk, b"open"
+    else:
+        for agent in state.audience:
+            # B24: a restricted Task naming an agent is its opportunity.
+            yield "tasks", agent.encode() + b"\x00" + tk, b"named"
+            yield "opportunities", agent.encode() + b"\x00" + tk, tk
+
+
+def _engagement_rows(obj: str, state: EngagementState, obligations: Obligations) -> Iterator[Row]:
+    yield from _obligation_rows(obj, state, obligations)
+    due = state.deliver_by if state.state == "taken" else state.judge_by if state.state == "delivered" else None
+    if due is not None:
+        yield "deadlines", u64(due) + state.engagement.encode(), state.task.encode()
+    en, tk = state.engagement.encode(), state.task.encode()
+    yield "engagements", state.agent.encode() + b"\x00" + tk + b"\x00" + en, b""  # an agent's, per Task
+    yield "engagements", tk + b"\x00" + en, b""  # every engagement of a Task
+    if state.state == "adopted":
+        yield "adopted", state.task.encode() + b"\x00" + state.engagement.encode(), b""
+
+
+# One row function per state type (a state of any other type has no rows).
+_STATE_ROWS: dict[type, Callable[[str, Any, Obligations], Iterator[Row]]] = {
+    AgentState: _agent_rows,
+    MemoryState: _memory_rows,
+    MemberState: _member_rows,
+    ThreadState: _thread_rows,
+    EntryState: _entry_rows,
+    AssignmentState: _assignment_rows,
+    TaskState: _task_rows,
+    EngagementState: _engagement_rows,
+}
 
 
 # --- the named queries (core/queries.py defines them; D90, D93) -------------------

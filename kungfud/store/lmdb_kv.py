@@ -21,7 +21,9 @@ class LmdbSnapshot:
         self.dbs = dbs
 
     def get(self, table: str, key: bytes) -> bytes | None:
-        return self.txn.get(key, db=self.dbs[table])
+        # Positional (key, default, db): py-lmdb parses keywords by name, a
+        # third of a small get's cost.
+        return self.txn.get(key, None, self.dbs[table])
 
     def scan(
         self, table: str, start: bytes = b"", stop: bytes | None = None, *, reverse: bool = False, values: bool = True
@@ -62,8 +64,9 @@ class LmdbTx(LmdbSnapshot):
     __slots__ = ()
 
     def put(self, table: str, key: bytes, value: bytes) -> None:
-        # The log is append only: a fact is never replaced.
-        self.txn.put(key, value, db=self.dbs[table], overwrite=table != "log")
+        # The log is append only: a fact is never replaced. Positional
+        # (key, value, dupdata, overwrite, append, db), as in get.
+        self.txn.put(key, value, False, table != "log", False, self.dbs[table])
 
     def delete(self, table: str, key: bytes) -> None:
         self.txn.delete(key, db=self.dbs[table])

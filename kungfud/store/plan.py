@@ -26,7 +26,7 @@ import msgspec
 
 from ..conventions import SECRET_FIELDS  # one definition, shared with the audit log
 from ..core.facts import member_obj
-from ..core.kinds import apply_to, state_type
+from ..core.kinds import Kind, kind_of
 from ..core.members import MemberState
 from ..errors import Rejection
 from .events import Feed
@@ -154,13 +154,15 @@ def plan(batch: BatchState, tx: Tx, item: Item, now: Callable[[], int]) -> Plan 
         return Stale("deadline")  # B5: a deadline the decision did not apply has come due; decide again
     if item.after and not all(p.written or id(p) in batch.items for p in item.after):
         return Stale("overlay")  # decided on an in-flight write that was not written (D145)
-    old = _read_expected(batch, tx, item)
-    if isinstance(old, Stale):
-        return old
+    read = _read_expected(batch, tx, item)
+    if isinstance(read, Stale):
+        return read
+    old, kinds = read
     facts: list[PlannedFact] = []
     seq = batch.seq
     touched: dict[str, int] = {}  # object -> facts of this action touching it
     current = dict(old)
+    obligations = _Obligations(kinds)
 
     def is_member(thread: str, agent: str) -> bool:
         # As the serial order has it at this fact: this action's states, then
@@ -182,53 +184,108 @@ def plan(batch: BatchState, tx: Tx, item: Item, now: Callable[[], int]) -> Plan 
         for obj in objs:
             touched[obj] = touched.get(obj, 0) + 1
             before = current.get(obj)
-            current[obj] = after = apply_to(obj, before, fact)
-            feed.observe(obj, before, after, fact)
-        rendered = feed.rendered()
-        rows = list(fact_rows(fact, seq)) + feed.rows(seq, rendered)
+            current[obj] = after = _kind(kinds, obj).apply(before, fact)
+            feed.observe(obj, before, after, fact, obligations)
+        if feed.quiet():  # no events, no outcomes (most facts)
+            rendered, rows = [], fact_rows(fact, seq)
+        else:
+            rendered = feed.rendered()
+            rows = fact_rows(fact, seq) + feed.rows(seq, rendered)
         facts.append(PlannedFact(seq, encode_fact(fact), objs, rows, rendered))
     if touched.keys() != item.states.keys():
         raise AssertionError(f"decision states disagree with the fold of its facts for {sorted(touched)}")
     objects: list[PlannedObject] = []
     dues: list[int] = []
     decided = item.encoded or {}
+    expect = item.expect
     for obj, n in touched.items():
         new_state = current[obj]
         # An object's version counts the facts that touched it, so a rebuild
         # from the log alone reproduces it.
-        version = item.expect[obj] + n
+        version = expect[obj] + n
         stored = encode_object(version, new_state)
         if stored != decided.get(obj) and new_state != item.states[obj]:
             # L1-1: what is stored is exactly the fold of the facts recorded.
             raise AssertionError(f"decision states disagree with the fold of its facts for {obj}")
-        before_rows = set(state_rows(obj, old[obj]))
-        after_rows = set(state_rows(obj, new_state))
-        added = after_rows - before_rows
-        objects.append(PlannedObject(obj, stored, version, new_state, before_rows - after_rows, added))
-        dues += [from_u64(key[:8]) for db, key, _ in added if db == "deadlines"]
+        before = old[obj]
+        after_rows = set(state_rows(obj, new_state, obligations))
+        if before is None:  # created by this action: nothing of it to remove
+            gone, added = set(), after_rows
+        else:
+            before_rows = set(state_rows(obj, before, obligations))
+            gone, added = before_rows - after_rows, after_rows - before_rows
+        objects.append(PlannedObject(obj, stored, version, new_state, gone, added))
+        for db, key, _ in added:
+            if db == "deadlines":
+                dues.append(from_u64(key[:8]))
     result = item.result
     if "seq" in result and result["seq"] is None:
         result = {**result, "seq": seq}
-    receipt = None if item.scope is None else _mp.encode(Receipt(item.req_hash, _json.encode(redact(result)), seq))
-    return Plan(item, facts, objects, seq, _json.encode(result), receipt, dues)
+    encoded = _json.encode(result)
+    receipt = None
+    if item.scope is not None:
+        kept = _json.encode(redact(result)) if any(k in result for k in SECRET_FIELDS) else encoded
+        receipt = _mp.encode(Receipt(item.req_hash, kept, seq))
+    return Plan(item, facts, objects, seq, encoded, receipt, dues)
 
 
-def _read_expected(batch: BatchState, tx: Tx, item: Item) -> dict[str, Any] | Stale:
+def _kind(kinds: dict[str, Kind], obj: str) -> Kind:
+    k = kinds.get(obj)
+    if k is None:
+        k = kinds[obj] = kind_of(obj)  # type: ignore[assignment]
+        if k is None:
+            raise KeyError(f"no object kind for id {obj!r}")
+    return k
+
+
+class _Obligations:
+    """The obligations a state implies (:func:`~kungfud.core.kinds.of_state`,
+    the one derivation), derived once per state of one plan: the feed (what
+    each fact added and ended) and the index rows (what stands after the
+    action) ask for the same states."""
+
+    __slots__ = ("kinds", "memo")
+
+    def __init__(self, kinds: dict[str, Kind]):
+        self.kinds = kinds
+        self.memo: dict[str, list[tuple[Any, list]]] = {}  # object -> (state, its obligations)
+
+    def __call__(self, obj: str, state: Any) -> list:
+        if state is None:
+            return []
+        derive = _kind(self.kinds, obj).obligations
+        if derive is None:  # a kind that implies none
+            return []
+        seen = self.memo.setdefault(obj, [])
+        for s, obs in seen:
+            if s is state:
+                return obs
+        obs = derive(obj, state)
+        seen.append((state, obs))
+        return obs
+
+
+def _read_expected(batch: BatchState, tx: Tx, item: Item) -> tuple[dict[str, Any], dict[str, Kind]] | Stale:
     """The state of every object the decision read, if each is still at the
-    version (and, for overlay reads, the exact bytes) it decided on (L5)."""
+    version (and, for overlay reads, the exact bytes) it decided on (L5); and
+    the kind of each."""
     old: dict[str, Any] = {}
+    kinds: dict[str, Kind] = {}
+    written, decoded, assumed = batch.written, batch.decoded, item.assumed
     for obj, expected in item.expect.items():
         # Objects written earlier in this batch are known; others are read.
-        if obj in batch.written:
-            raw = batch.written[obj]
-            version, state = batch.decoded[obj]
+        if obj in written:
+            raw = written[obj]
+            version, state = decoded[obj]
         else:
             raw = tx.get("objects", obj.encode())
-            version, state = (0, None) if raw is None else decode_object(raw, state_type(obj))
-        assumed = item.assumed.get(obj)
-        if assumed is not None and raw != assumed:
+            if raw is None:
+                version, state = 0, None
+            else:
+                version, state = decode_object(raw, _kind(kinds, obj).state)
+        if assumed and (a := assumed.get(obj)) is not None and raw != a:
             return Stale(obj)  # same version maybe, but not the state decided on
         if version != expected:
             return Stale(obj)
         old[obj] = state
-    return old
+    return old, kinds

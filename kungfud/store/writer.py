@@ -11,8 +11,8 @@ of its facts (L1-1), its index and feed rows — is the planner's
 (:mod:`kungfud.store.plan`); this module only begins, writes, commits, aborts
 and reports. Plans are re-made inside the transaction, so the commit order is
 the serial order and no decision rests on stale state. The named write points
-go through :meth:`Writer._put` / :meth:`Writer._delete`, the one place a test
-fault hook is called (D87).
+are in :meth:`Writer._execute`, the one place a test fault hook is called
+before a write (D87).
 """
 
 from __future__ import annotations
@@ -289,34 +289,35 @@ class Writer:
 
     def _execute(self, tx: Tx, p: Plan) -> Committed:
         """Write a planned action through the :class:`Tx` (nothing here is
-        a backend's). Only storage can fail here."""
+        a backend's). Only storage can fail here. The test fault hook, if
+        set, is called at each named write point first."""
         put = tx.put
+        fault = self.fault
         for f in p.facts:
-            self._put(tx, "log", u64(f.seq), f.encoded, "log")
+            if fault is not None:
+                fault("log")
+            put("log", u64(f.seq), f.encoded)
             for obj in f.objects:
                 put("stream", stream_key(obj, f.seq), b"")  # no fault point (D87)
             for table, key, value in f.rows:  # the fact's history and feed rows: no fault point
                 put(table, key, value)
         for o in p.objects:
-            self._put(tx, "objects", o.id.encode(), o.stored, "objects")
+            if fault is not None:
+                fault("objects")
+            put("objects", o.id.encode(), o.stored)
             for table, key, _ in o.rows_gone:
-                self._delete(tx, table, key, "index")
+                if fault is not None:
+                    fault("index")
+                tx.delete(table, key)
             for table, key, value in o.rows_added:
-                self._put(tx, table, key, value, "index")
+                if fault is not None:
+                    fault("index")
+                put(table, key, value)
         if p.receipt is not None:
-            self._put(tx, "receipts", p.item.scope, p.receipt, "receipt")  # type: ignore[arg-type]
+            if fault is not None:
+                fault("receipt")
+            put("receipts", p.item.scope, p.receipt)  # type: ignore[arg-type]
         return Committed(p.result, p.seq)
-
-    def _put(self, tx: Tx, table: str, key: bytes, value: bytes, point: str) -> None:
-        """A write at a named write point: the test fault hook may raise first."""
-        if self.fault is not None:
-            self.fault(point)
-        tx.put(table, key, value)
-
-    def _delete(self, tx: Tx, table: str, key: bytes, point: str) -> None:
-        if self.fault is not None:
-            self.fault(point)
-        tx.delete(table, key)
 
     def _expected(self, e: BaseException) -> bool:
         """A storage failure (or an injected one): logged as such, no traceback."""
