@@ -15,7 +15,7 @@ import pytest
 from kungfud.store import Committed, Store, Writer
 from kungfud.store.check import compare, expected_indexes
 from tests.store.contract import content, mentions, new_rows, unavailable
-from tests.store.helpers import Ids, Reported, commit, create_item, dump, register_item, run_batch
+from tests.store.helpers import Ids, commit, create_item, dump, register_item, reporting, run_batch
 
 
 @pytest.fixture
@@ -166,18 +166,7 @@ def test_L1_4_actions_queued_while_the_writer_waits_for_the_write_lock_join_its_
     w = Writer(store)
     w.start()
     try:
-        done = []
-        for item in items:
-            rep = Reported()
-
-            def report(outcome, rep=rep, scope=item.scope):
-                with store.read() as view:
-                    rep.receipt_visible = view.receipt(scope) is not None
-                rep.outcome = outcome
-                rep.event.set()
-
-            item.done = report
-            done.append(rep)
+        done = reporting(items, store)
         w.submit(items[0])
         assert waiting.wait(10)  # the writer holds items[0] and waits for the lock
         w.submit(items[1])
