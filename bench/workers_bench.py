@@ -12,7 +12,10 @@ of N processes, then the same client pattern as bench/memory_create.py (each
 connection its own agent, one request at a time). Rounds alternate the worker
 counts so that a change in the machine's load hits both. Prints one JSON line
 per measurement and one kungfud/echo ratio per round and N. Every figure is
-whole-daemon: /metrics answers for one worker only, so no CPU per action here.
+whole-daemon (/metrics answers for one worker only): ``cpu_us_per_action`` is
+the CPU of the supervisor and its workers (/proc, Linux) over the measurement
+and its warm-up, divided by the actions of that time (``per_s`` × both), and
+``cpu_share`` how busy each process was (1.0: one core).
 """
 
 from __future__ import annotations
@@ -21,12 +24,37 @@ import argparse
 import asyncio
 import json
 import os
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.memory_create import _register, bench_daemon, echo_servers, measure  # noqa: E402
+
+
+def _cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        raw = f.read()
+    fields = raw[raw.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _tree(pid: int) -> list[int]:
+    """``pid`` and its children (the supervisor and its workers)."""
+    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
+    return [pid, *map(int, out)]
+
+
+def _cpu(pids: list[int]) -> dict[int, float]:
+    out = {}
+    for pid in pids:
+        try:
+            out[pid] = _cpu_seconds(pid)
+        except OSError:
+            pass
+    return out
 
 
 async def one(n: int, args: argparse.Namespace, rnd: int) -> None:
@@ -35,8 +63,17 @@ async def one(n: int, args: argparse.Namespace, rnd: int) -> None:
             keys = await _register(b.url, args.connections)
             rows = {}
             for target, url, ks in (("echo", echo_url, [None] * args.connections), ("kungfud", b.url, keys)):
+                pids = _tree(b.daemon.pid) if target == "kungfud" else []
+                cpu0, t0 = _cpu(pids), time.perf_counter()
                 row = {"bench": "workers", "round": rnd, "workers": n, "target": target,
                        **await measure(url, ks, args.seconds, args.warmup, f"{target}{n}r{rnd}")}
+                if pids:
+                    cpu1, wall = _cpu(pids), time.perf_counter() - t0
+                    used = {pid: cpu1[pid] - cpu0[pid] for pid in cpu1 if pid in cpu0}
+                    actions = row["per_s"] * (args.seconds + args.warmup)
+                    row["cpu_us_per_action"] = round(sum(used.values()) / max(1.0, actions) * 1e6, 1)
+                    row["cpu_share"] = [round(v / wall, 2) for v in used.values()]
+                    row["load"] = round(os.getloadavg()[0], 2)
                 rows[target] = row
                 print(json.dumps(row), flush=True)
             k, e = rows["kungfud"], rows["echo"]

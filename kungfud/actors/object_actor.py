@@ -30,13 +30,12 @@ from typing import TYPE_CHECKING, Any
 import pykka
 
 from ..core.kinds import kind_of
-from ..core.queries import KEYED_BY_AGENT, answers, order
 from ..errors import Rejection, StoreUnavailable
 from ..store import Committed, Failed, Item, Outcome, Replayed, Stale
 from ..store.layout import encode_object
-from ..store.store import View
 from ..store.writer import mismatch
 from .ops import ACTIONS, DEADLINE, DEADLINE_TASK
+from .overlay import Reads, owns_deadlines
 
 if TYPE_CHECKING:
     from .runtime import Job, Runtime
@@ -67,11 +66,6 @@ class Expire:
 _DEADLINE_OPS = {"thread": DEADLINE, "task": DEADLINE_TASK}
 
 
-def _owns_deadlines(obj: str) -> bool:
-    k = kind_of(obj)
-    return k is not None and k.deadlines is not None
-
-
 def _expiry(obj: str) -> tuple[Any, str]:
     """Of an object that owns deadlines: its expiry command and its op."""
     k = kind_of(obj)
@@ -79,7 +73,7 @@ def _expiry(obj: str) -> tuple[Any, str]:
     return k.deadlines.expire, _DEADLINE_OPS[k.name]
 
 
-def _is_due(reads: "_Reads", obj: str, state: Any, now: int) -> bool:
+def _is_due(reads: "Reads", obj: str, state: Any, now: int) -> bool:
     """Whether a deadline of ``obj`` (a Thread or a Task) is due at ``now``."""
     due = reads.next_due(obj, state)
     return due is not None and due <= now
@@ -116,80 +110,6 @@ class _Done:
         self.versions = versions
 
 
-class _Reads:
-    """``ctx.get`` over one view and the actor's overlay, recording every version
-    read (L5) and the earliest deadline among the Threads and Tasks read (B5)."""
-
-    __slots__ = ("view", "overlay", "expect", "assumed", "states", "valid_until", "owners", "used_overlay", "after")
-
-    def __init__(self, view: View, overlay: "dict[str, tuple[int, Any, bytes, Item]] | None" = None):
-        self.view = view
-        self.overlay = overlay or {}
-        self.expect: dict[str, int] = {}
-        # Overlay objects read: the exact stored form the decision assumes. A
-        # version number alone is not enough: another actor can reach the same
-        # version with another state just as our own in-flight write fails.
-        self.assumed: dict[str, bytes] = {}
-        self.states: dict[str, Any] = {}
-        self.valid_until: int | None = None
-        self.owners: list[str] = []  # Threads and Tasks read that have a running deadline
-        self.used_overlay = False
-        # The in-flight items whose overlay states this decision read (D145).
-        self.after: dict[int, Item] = {}
-
-    def query(self, name: str, key: str, limit: int | None = None, party: str | None = None) -> list[Any]:
-        """A named query (Ctx.query, core/queries.py): the view's index rows,
-        with the overlay's in-flight objects answering for themselves. It
-        records no version: the decision's read of the Thread (or
-        ``ag_….threads``) guards it (D90, D93)."""
-        mine = []
-        for obj, entry in self.overlay.items():
-            if _may_answer(obj, name, key):
-                mine.append((obj, entry[1]))
-                self.after[id(entry[3])] = entry[3]
-        rows = self.view.query(name, key, limit, party, {obj for obj, _ in mine})
-        if not mine:
-            return [answer for answer, _ in rows]
-        out = order(name, [a for a, _ in rows] + [a for _, state in mine for a in answers(name, key, party, state)])
-        return out if limit is None else out[:limit]
-
-    def next_due(self, obj: str, state: Any) -> int | None:
-        """The earliest running deadline of a Thread (its ``due`` query) or Task."""
-        if kind_of(obj).name == "thread":  # type: ignore[union-attr]
-            rows = self.query("due", obj, 1)
-            return rows[0][0] if rows else None
-        return state.next_due()
-
-    def get(self, obj: str) -> Any:
-        if obj in self.states:
-            return self.states[obj]
-        if obj in self.overlay:
-            entry = self.overlay[obj]
-            version, state = entry[0], entry[1]
-            self.assumed[obj] = entry[2]
-            self.after[id(entry[3])] = entry[3]
-            self.used_overlay = True
-        else:
-            try:
-                version, state = self.view.obj(obj)
-            except KeyError:  # an id of no known kind names nothing
-                return None
-        self.expect[obj] = version
-        self.states[obj] = state
-        if state is not None and _owns_deadlines(obj) and (due := self.next_due(obj, state)) is not None:
-            self.valid_until = due if self.valid_until is None else min(self.valid_until, due)
-            self.owners.append(obj)
-        return state
-
-
-def _may_answer(obj: str, name: str, key: str) -> bool:
-    """Whether object ``obj`` may contribute to query ``name`` of ``key``: a
-    membership, entry or assignment of that Thread (or that agent's membership)."""
-    if name in KEYED_BY_AGENT:
-        return obj.endswith("/" + key)
-    return obj.startswith(key + "/") or obj.startswith(key + ".") or obj.startswith("as_")
-
-
 class _DoneBatch:
     """A wake-up: outcomes are waiting in the actor's done box. The writer
     reports a whole group commit at once; one message per actor per commit,
@@ -211,7 +131,7 @@ class ObjectActor(pykka.ThreadingActor):
         self.runtime = runtime
         self.key = key
         self.slot = slot
-        self.owns_deadlines = _owns_deadlines(key)
+        self.owns_deadlines = owns_deadlines(key)
         self.shared = getattr(getattr(runtime, "nodes", None), "shared", False)
         self.max_attempts = SHARED_MAX_ATTEMPTS if self.shared else MAX_ATTEMPTS
         # Pipelining state; touched only on this actor's thread.
@@ -322,7 +242,7 @@ class ObjectActor(pykka.ThreadingActor):
             else:
                 self._dispatch(run)
 
-    def _decide(self, decide: Any, reads: "_Reads") -> Any:
+    def _decide(self, decide: Any, reads: "Reads") -> Any:
         """``decide()``, except that on a shared store a failure of a decision
         that read this actor's overlay of in-flight writes is taken for what it
         most likely is: another node's commit overtook an overlay entry, and the
@@ -360,7 +280,7 @@ class ObjectActor(pykka.ThreadingActor):
         True when that could not be decided yet (``_BEHIND``: a sweep is held)."""
         command, op = _expiry(self.key)
         with self.runtime.store.read() as view:
-            reads = _Reads(view, self.overlay)
+            reads = Reads(view, self.overlay)
             state = reads.get(self.key)
             if state is None or not _is_due(reads, self.key, state, now):
                 return False
@@ -395,7 +315,7 @@ class ObjectActor(pykka.ThreadingActor):
                 if job.scope is not None and (rec := view.receipt(job.scope)) is not None:
                     self._reply(run, Replayed(rec.result) if rec.req_hash == job.req_hash else Failed(mismatch()))
                     return
-                reads = _Reads(view, self.overlay)
+                reads = Reads(view, self.overlay)
                 caller = reads.get(job.caller) if job.caller is not None else None
                 ctx = rt.ctx(caller, now, reads.get, reads.query)
                 decision = self._decide(lambda: spec.decide(job.command, ctx), reads)
@@ -425,7 +345,7 @@ class ObjectActor(pykka.ThreadingActor):
         self._submit(run, job.scope, job.req_hash, decision, reads, reads.valid_until)
 
     def _submit(
-        self, run: _Run, scope: bytes | None, req_hash: bytes, decision: Any, reads: _Reads, valid_until: int | None
+        self, run: _Run, scope: bytes | None, req_hash: bytes, decision: Any, reads: Reads, valid_until: int | None
     ) -> None:
         expect = reads.expect
         counts: dict[str, int] = {}
@@ -486,7 +406,7 @@ class ObjectActor(pykka.ThreadingActor):
         command, op = _expiry(owner)
         for _ in range(MAX_ATTEMPTS):
             with self.runtime.store.read() as view:
-                reads = _Reads(view)
+                reads = Reads(view)
                 state = reads.get(owner)
                 if state is None or not _is_due(reads, owner, state, now):
                     return

@@ -75,6 +75,8 @@ class Writer:
         self._q: queue.SimpleQueue[Item | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="kungfud-writer", daemon=True)
         self._stopped = False
+        self._stopping = False  # the thread took the stop sentinel: it ends after this batch
+        self._filling: list[Item] | None = None  # the thread's batch, until its commit
         # Test hooks (reliability suite, simulation): ``fault`` is called at
         # named write points and may raise; ``on_item`` is told, with the
         # transaction, as the writer starts on each item.
@@ -125,19 +127,27 @@ class Writer:
             if first is None:
                 return
             batch = [first]
-            stop = False
-            while len(batch) < self.max_batch:
-                try:
-                    nxt = self._q.get_nowait()
-                except queue.Empty:
-                    break
-                if nxt is None:
-                    stop = True
-                    break
-                batch.append(nxt)
-            self._write_batch(batch)
-            if stop:
+            self._take_queued(batch)
+            self._filling = batch
+            try:
+                self._write_batch(batch)
+            finally:
+                self._filling = None
+            if self._stopping:
                 return
+
+    def _take_queued(self, batch: list[Item]) -> None:
+        """Move what is queued into ``batch`` (up to ``max_batch``), without
+        waiting; the stop sentinel ends the thread after this batch."""
+        while not self._stopping and len(batch) < self.max_batch:
+            try:
+                nxt = self._q.get_nowait()
+            except queue.Empty:
+                return
+            if nxt is None:
+                self._stopping = True
+                return
+            batch.append(nxt)
 
     def _write_batch(self, batch: list[Item]) -> None:
         """Fast path: every action straight into one batch transaction. Checks
@@ -192,16 +202,25 @@ class Writer:
             if not self.store.storage_error(e):
                 raise
             return e
+        # The writer thread's batch grows by what arrives until its commit:
+        # while it waited for the write lock (another node's commit and its
+        # fsyncs) and while it wrote the batch. Joining this commit answers
+        # those sooner than the next one would, and fewer commits carry more.
+        topping_up = batch is self._filling
+        if topping_up:
+            self._take_queued(batch)
         outcomes: list[Outcome] = []
         written: list[Plan] = []
         try:
             tx = w.tx
             state = BatchState.open(tx)
-            for i, item in enumerate(batch):
+            for i, item in enumerate(batch):  # also what is appended meanwhile
                 try:
                     outcomes.append(write(w, state, i, item, written))
                 finally:
                     self.writing = None
+                if topping_up and i == len(batch) - 1:
+                    self._take_queued(batch)
             row = state.seq_row()
             if row is not None:
                 tx.put(*row)

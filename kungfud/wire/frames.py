@@ -160,8 +160,10 @@ def decode_envelope(text: str | bytes) -> Envelope:
     if spec.kind == "A":
         if env.key is None or env.key is msgspec.UNSET:
             raise FrameError(f"op {env.op} is an action and needs an idempotency `key`", env.id)
-        if not isinstance(env.key, str) or not (1 <= len(env.key) <= 128) or not all(
-            " " <= c <= "~" for c in env.key
+        # isascii + isprintable: every character in " "…"~", checked in C (a
+        # generator over the characters cost ~1 µs of each action's frame)
+        if not isinstance(env.key, str) or not (1 <= len(env.key) <= 128) or not (
+            env.key.isascii() and env.key.isprintable()
         ):
             raise FrameError("`key` must be 1-128 printable ASCII characters", env.id)
     elif env.key is not msgspec.UNSET:

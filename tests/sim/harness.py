@@ -290,7 +290,7 @@ class _SimWriter(Writer):
 
 class _OverlayDict(dict):
     """An actor's overlay with the same behaviour, recording what decisions read
-    from it (``_Reads.get`` reads it by subscript; nothing else does)."""
+    from it (``Reads.get`` (actors/overlay.py) reads it by subscript; nothing else does)."""
 
     __slots__ = ("sim",)
 

@@ -36,6 +36,7 @@ __all__ = [
     "create_item",
     "update_item",
     "set_status_item",
+    "reporting",
     "run_batch",
     "commit",
 ]
@@ -194,13 +195,9 @@ class Reported:
         self.event = threading.Event()
 
 
-def run_batch(
-    writer: Committer, items: list[Item], *, start: bool = False, timeout: float = 15.0, store: Recorder | None = None
-) -> list[Reported]:
-    """Submit ``items`` and wait for every outcome. With ``start``, the writer is
-    started only after all are queued, so they drain as one batch. ``store``
-    (default: the writer's) is read as each outcome is reported."""
-    reader: Recorder = store or writer.store  # type: ignore[attr-defined]
+def reporting(items: list[Item], reader: Recorder) -> list[Reported]:
+    """Give each item a ``done`` that records its outcome and whether ``reader``
+    already showed its receipt at that moment."""
     reports = []
     for item in items:
         rep = Reported()
@@ -214,6 +211,17 @@ def run_batch(
 
         item.done = done
         reports.append(rep)
+    return reports
+
+
+def run_batch(
+    writer: Committer, items: list[Item], *, start: bool = False, timeout: float = 15.0, store: Recorder | None = None
+) -> list[Reported]:
+    """Submit ``items`` and wait for every outcome. With ``start``, the writer is
+    started only after all are queued, so they drain as one batch. ``store``
+    (default: the writer's) is read as each outcome is reported."""
+    reports = reporting(items, store or writer.store)  # type: ignore[attr-defined]
+    for item in items:
         writer.submit(item)
     if start:
         writer.start()

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 
 import pytest
 
 from kungfud.store import Committed, Store, Writer
 from kungfud.store.check import compare, expected_indexes
 from tests.store.contract import content, mentions, new_rows, unavailable
-from tests.store.helpers import Ids, commit, create_item, dump, register_item, run_batch
+from tests.store.helpers import Ids, commit, create_item, dump, register_item, reporting, run_batch
 
 
 @pytest.fixture
@@ -139,3 +140,42 @@ def test_L2_1_storage_full_rejections_are_logged_once_per_burst_with_a_count(tmp
         assert "5 action(s) rejected as unavailable in the last 10 s" in lines[1], lines[1]
     finally:
         store.close()
+
+
+# --- group commit: what arrives while the writer waits joins its commit -----------------
+
+
+@pytest.mark.rules("L1-4")
+def test_L1_4_actions_queued_while_the_writer_waits_for_the_write_lock_join_its_commit(store):
+    """Another node's commit holds the write lock (here: ``begin_write`` held
+    back). Actions queued meanwhile are written in the same commit as the one
+    the writer took first, and each is reported only once that commit is
+    durable (its receipt visible to a new reader)."""
+    ids = Ids()
+    alice = _agent(store, ids)
+    items = [create_item(store, alice, ids, f"k{i}", content(i)) for i in range(3)]
+    waiting, release = threading.Event(), threading.Event()
+    begin_write = store.begin_write
+
+    def held_back():
+        waiting.set()
+        assert release.wait(10)
+        return begin_write()
+
+    store.begin_write = held_back  # type: ignore[method-assign]
+    w = Writer(store)
+    w.start()
+    try:
+        done = reporting(items, store)
+        w.submit(items[0])
+        assert waiting.wait(10)  # the writer holds items[0] and waits for the lock
+        w.submit(items[1])
+        w.submit(items[2])
+        release.set()
+        for rep in done:
+            assert rep.event.wait(15)
+    finally:
+        w.stop()
+    assert [type(rep.outcome) for rep in done] == [Committed] * 3
+    assert all(rep.receipt_visible for rep in done)
+    assert w.batches == 1 and w.items == 3
