@@ -19,7 +19,7 @@ from .core.context import Ctx, Limits
 from .core.facts import Decision
 from .nodes import open_nodes
 from .server import Server
-from .testing import faults
+from .testing import deaf, faults
 from .store import Committed, Item, StoreDamaged
 from .store.interface import Backend
 from .store.open import open_store
@@ -170,6 +170,7 @@ def new_runtime(store: Backend, cfg: Config, *, worker: int = 0, workers: int = 
     nodes = open_nodes(cfg.storage.url, cfg.data_dir, workers)  # issue 16: the other nodes
     rt = Runtime(store, limits_of(cfg), clock=test_clock or wall_ms, nodes=nodes)
     rt.worker, rt.workers = worker, workers  # type: ignore[attr-defined]
+    deaf.install_from_env(rt.link)  # tests only: KUNGFUD_TEST_DEAF (kungfud/testing/deaf.py)
     if test_clock is not None:
         test_clock.on_advance = rt.clock_thread.wake
     return rt

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import pykka
 
+from ..core.agent import KEY_REVOKED, key_revoked
 from ..core.kinds import kind_of
 from ..errors import Rejection, StoreUnavailable
 from ..store import Committed, Failed, Item, Outcome, Replayed, Stale
@@ -261,7 +262,7 @@ class ObjectActor(pykka.ThreadingActor):
         same request was in flight: once that committed, the answer is its
         receipt (L3-2) or a mismatch (L3-3), not the rejection."""
         job = run.job
-        if job is not None and job.scope is not None:
+        if job is not None and job.scope is not None and rejection != KEY_REVOKED:  # D185: no replay
             with self.runtime.store.read() as view:
                 rec = view.receipt(job.scope)
             if rec is not None:
@@ -312,13 +313,18 @@ class ObjectActor(pykka.ThreadingActor):
                 self.held.append((self.submitted, self.epoch, run, _BEHIND))  # after the held sweep
                 return
             with rt.store.read() as view:
-                if job.scope is not None and (rec := view.receipt(job.scope)) is not None:
-                    self._reply(run, Replayed(rec.result) if rec.req_hash == job.req_hash else Failed(mismatch()))
-                    return
                 reads = Reads(view, self.overlay)
+                # The caller's version is recorded (L5): an agent changed before
+                # this commit (a key rotated) makes it Stale, decided again here.
                 caller = reads.get(job.caller) if job.caller is not None else None
-                ctx = rt.ctx(caller, now, reads.get, reads.query)
-                decision = self._decide(lambda: spec.decide(job.command, ctx), reads)
+                # D185: a key rotated or reset stops working at once — no replay either.
+                decision = key_revoked(caller, job.key_hash)
+                if decision is None:
+                    if job.scope is not None and (rec := view.receipt(job.scope)) is not None:
+                        self._reply(run, Replayed(rec.result) if rec.req_hash == job.req_hash else Failed(mismatch()))
+                        return
+                    ctx = rt.ctx(caller, now, reads.get, reads.query)
+                    decision = self._decide(lambda: spec.decide(job.command, ctx), reads)
             if reads.valid_until is not None and reads.valid_until <= now:
                 # The decision read another Thread or Task with a deadline due
                 # (e.g. a deactivation): record those expiries, then decide again.

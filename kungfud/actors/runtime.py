@@ -18,7 +18,7 @@ from typing import Mapping, NamedTuple
 import msgspec
 
 from .. import wire
-from ..core.agent import key_hash
+from ..core.agent import key_hash, key_revoked
 from ..core.context import Ctx, Limits
 from ..core.ids import time_ordered
 from ..store import Failed, Outcome, Replayed, Store, Writer
@@ -50,6 +50,9 @@ class Job(msgspec.Struct):
     req_hash: bytes
     command: Any
     reply: Callable[[Outcome], None]  # thread-safe; delivers to the event loop
+    # The hash of the key the sending connection authenticated with: an action
+    # sent with a key that was rotated or reset is refused (D185); None: not checked.
+    key_hash: bytes | None = None
 
 
 class Identity(NamedTuple):
@@ -229,14 +232,24 @@ class Runtime:
 
     # --- the one way in ----------------------------------------------------------
 
-    def job(self, agent: str | None, op: str, key: str, args: Any, reply: Callable[[Outcome], None]) -> Job:
+    def job(
+        self,
+        agent: str | None,
+        op: str,
+        key: str,
+        args: Any,
+        reply: Callable[[Outcome], None],
+        key_hash: bytes | None = None,
+    ) -> Job:
         """Action ``op`` sent by ``agent`` with idempotency ``key``, as a Job:
-        its receipt scope, request hash (B6) and core command. Reads nothing.
+        its receipt scope, request hash (B6) and core command. ``key_hash``:
+        of the key the connection authenticated with (D185). Reads nothing.
         Raises :class:`wire.FrameError` for content that fails the op's shape."""
         # WIRE.md: agent.register is scoped (no agent, op, key) across all connections.
         caller = None if op == "agent.register" else agent
         command = to_command(op, args)
-        return Job(op, caller, receipt_scope(caller, op, key), wire.canonical_hash(op, args), command, reply)
+        scope = receipt_scope(caller, op, key)
+        return Job(op, caller, scope, wire.canonical_hash(op, args), command, reply, key_hash if caller else None)
 
     def route(self, job: Job) -> str:
         """The actor that serializes ``job``. Completes its command from the store
@@ -265,21 +278,34 @@ class Runtime:
         """What the receipt of ``job``'s scope already answers: its replay, or
         ``idempotency_mismatch`` for another request under the same key; None
         when there is no receipt. For a request refused before it reaches an
-        actor (a rate limit), which is still answered from its receipt (L4-5)."""
+        actor (a rate limit), which is still answered from its receipt (L4-5)
+        — unless it was sent with a key that was rotated or reset since: that
+        gets no replay either (D185)."""
         if job.scope is None:
             return None
         with self.store.read() as view:
+            if job.key_hash is not None and (revoked := key_revoked(view.state(job.caller), job.key_hash)):
+                return Failed(revoked)
             rec = view.receipt(job.scope)
         if rec is None:
             return None
         return Replayed(rec.result) if rec.req_hash == job.req_hash else Failed(mismatch())
 
     def read(
-        self, op: str, caller: str, args: Any, seen: Mapping[str, int] = MappingProxyType({})
+        self,
+        op: str,
+        caller: str,
+        args: Any,
+        seen: Mapping[str, int] = MappingProxyType({}),
+        key_hash: bytes | None = None,
     ) -> "dict | Rejection":
         """Answer read ``op`` from one consistent view, now (L4-3). ``seen``:
-        agent -> when this daemon last saw it (ms)."""
+        agent -> when this daemon last saw it (ms). ``key_hash``: of the key
+        the connection authenticated with; a key rotated or reset is refused
+        in the same view (D185)."""
         with self.store.read() as view:
+            if key_hash is not None and (revoked := key_revoked(view.state(caller), key_hash)):
+                return revoked
             return READS[op](view, caller, args, self.clock(), seen)
 
     # --- what the server asks of the store ------------------------------------------

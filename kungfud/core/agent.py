@@ -37,6 +37,8 @@ __all__ = [
     "require_active",
     "require_admin",
     "key_hash",
+    "KEY_REVOKED",
+    "key_revoked",
 ]
 
 Status = Literal["active", "deactivated"]
@@ -83,6 +85,25 @@ class ResetKey(msgspec.Struct, frozen=True):
 
 def key_hash(key: str) -> bytes:
     return hashlib.sha256(key.encode()).digest()
+
+
+# WIRE.md agent.rotate_key: "the old key stops working at once" (D185).
+KEY_REVOKED = Rejection(
+    "unauthenticated",
+    "the key this connection authenticated with was rotated or reset; connect with the new key",
+    "stop",
+)
+
+
+def key_revoked(state: AgentState | None, authenticated_with: bytes | None) -> Rejection | None:
+    """:data:`KEY_REVOKED` when a connection that authenticated with the key
+    of hash ``authenticated_with`` asks as the agent whose state is ``state``
+    and that key is no longer the agent's (rotated or reset). None when it
+    still is, when nothing was authenticated (no hash), or when the agent does
+    not exist (the action or read refuses that itself)."""
+    if authenticated_with is None or state is None or state.key_hash == authenticated_with:
+        return None
+    return KEY_REVOKED
 
 
 def require_active(ctx: "Ctx") -> Rejection | None:

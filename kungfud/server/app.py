@@ -27,7 +27,7 @@ from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
 from .. import wire
-from ..actors import Committed, Failed, Job, Outcome, Replayed, Runtime
+from ..actors import KEY_REVOKED, Committed, Failed, Job, Outcome, Replayed, Runtime
 from ..config import Config
 from ..errors import Hint, Rejection, StoreUnavailable
 from . import audit
@@ -331,7 +331,7 @@ class Server:
 
     def _read(self, conn: Conn, req_id: Any, op: str, args: Any) -> None:
         assert conn.agent is not None
-        result = self.rt.read(op, conn.agent, args, self.last_seen.map)
+        result = self.rt.read(op, conn.agent, args, self.last_seen.map, conn.key_hash)
         if isinstance(result, Rejection):
             self._reject(conn, req_id, result)
         else:
@@ -345,7 +345,7 @@ class Server:
         and routed by the runtime; it reaches its actor at the end of this loop
         turn (bridge). A refused action is still answered from its receipt."""
         ticket = _Ticket(self, conn, req_id, op)
-        job = self.rt.job(conn.agent, op, key, args, ticket.reply)  # FrameError: content of the wrong shape
+        job = self.rt.job(conn.agent, op, key, args, ticket.reply, conn.key_hash)  # FrameError: content of the wrong shape
         ticket.caller = job.caller
         admitted = self.intake.admit(op, job.caller, conn.peer_key)
         if isinstance(admitted, Rejection):
@@ -442,10 +442,13 @@ class Server:
     ) -> None:
         """``op``: the action refused, for the audit log (reads are not logged);
         ``caller``: the agent it was sent as (default: the connection's)."""
+        agent = conn.agent if caller is False else caller
         self.metrics.rejected(rejection.code)
         if op in wire.ACTION_OPS:
-            self._audit(conn.agent if caller is False else caller, op, code=rejection.code)
+            self._audit(agent, op, code=rejection.code)
         conn.send(wire.encode_error(req_id, rejection))
+        if agent is not None and rejection == KEY_REVOKED:  # D185: closed 4001 now, on any node
+            self._drop_stale_keys([agent])
 
     def _audit(
         self, agent: str | None, op: str, *, code: str | None = None, replayed: bool = False, result: bytes | None = None
