@@ -72,14 +72,14 @@ def _node_mode(request) -> str:
     return mode_of(request.config)
 
 
-def _new(request, data_dir: Path, config: Path | None = None, extra=None, test_clock: bool = False):
+def _new(request, data_dir: Path, config: Path | None = None, extra=None, test_clock: bool = False, env=None):
     """The daemon under test on ``data_dir``, not started: a Daemon (mode lmdb)
     or a two-node Cluster (lmdb2, pg2; tests/cluster.py)."""
     mode = _node_mode(request)
     if mode == "lmdb":
-        return Daemon(data_dir, config, extra, test_clock=test_clock)
+        return Daemon(data_dir, config, extra, env, test_clock=test_clock)
     store_url = request.getfixturevalue("pg_server").new_database() if mode == "pg2" else None
-    return Cluster(mode, data_dir, config, extra, test_clock=test_clock, store_url=store_url)
+    return Cluster(mode, data_dir, config, extra, env, test_clock=test_clock, store_url=store_url)
 
 
 @pytest.fixture
@@ -103,12 +103,15 @@ def make_daemon(request, tmp_path):
     """Factory for daemons with a config file or extra flags."""
     made: list = []
 
-    def make(config_text: str | None = None, name: str = "data", start: bool = True, extra: list[str] | None = None):
+    def make(
+        config_text: str | None = None, name: str = "data", start: bool = True, extra: list[str] | None = None,
+        env: dict | None = None,
+    ):
         cfg = None
         if config_text is not None:
             cfg = tmp_path / f"{name}.toml"
             cfg.write_text(config_text)
-        d = _new(request, tmp_path / name, cfg, extra)
+        d = _new(request, tmp_path / name, cfg, extra, env=env)
         made.append(d)
         return d.start() if start else d
 

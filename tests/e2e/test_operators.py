@@ -9,7 +9,7 @@ import asyncio
 import sys
 
 import pytest
-from websockets.exceptions import InvalidStatus
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from kungfud.client import Client, new_key
 from tests.e2e.helpers import Raw, check_failure, fake_id, register
@@ -165,6 +165,68 @@ async def test_wire_agent_rotate_key_old_key_stops_at_once_and_its_connections_c
         assert (await c.req("agent.whoami"))["ok"] is True
     async with await Client.connect(daemon.url, new) as c:
         assert (await c.read("agent.whoami"))["agent"] == agent
+
+
+async def _refused_as_old_key(conn: Raw, op: str, args: dict, *, strict: bool = False) -> None:
+    """``op`` sent with a key rotated or reset: refused ``unauthenticated`` and
+    then closed 4001 — or closed 4001 already. ``strict``: the connection was
+    not closed yet, so the refusal is the old-key check's own (D185)."""
+    try:
+        resp = await conn.req(op, args, key=new_key() if op == "memory.create" else None)
+    except ConnectionClosed as e:
+        assert not strict, "closed before the request was answered"
+        assert e.rcvd is not None and e.rcvd.code == 4001, e.rcvd
+        return
+    err = check_failure(resp, "unauthenticated")
+    if strict:
+        assert err["next"] == "stop" and "rotated or reset" in err["reason"], err
+    assert await conn.closed_with() == 4001
+
+
+@pytest.mark.rules("R4-3")
+async def test_wire_agent_rotate_key_old_key_refused_on_every_node_once_the_rotation_is_answered(daemon):
+    """WIRE.md agent.rotate_key, "the old key stops working at once", D156/D185:
+    connections of one agent on one node (A), the rotation sent on another (B,
+    in the two-node modes): an action or read sent on A after B's reply is
+    refused or closed 4001, whether or not that node has heard of it yet, and
+    nothing is written with the old key."""
+    agent, old = await register(daemon.url, "alice")
+    here, there = daemon.urls[0], daemon.urls[-1]
+    acting, reading = await Raw.connect(here, old), await Raw.connect(here, old)
+    assert (await acting.req("agent.whoami"))["ok"] is True
+    async with await Raw.connect(there, old) as rotating:
+        resp = await rotating.req("agent.rotate_key", {}, key=new_key())
+        assert resp["ok"] is True, resp
+        new = resp["result"]["key"]
+        await asyncio.gather(
+            _refused_as_old_key(acting, "memory.create", {"content": {"text": "late"}}),
+            _refused_as_old_key(reading, "memory.list", {}),
+        )
+    async with await Client.connect(here, new) as c:
+        assert (await c.read("memory.list", {}))["items"] == []  # nothing by the old key
+
+
+@pytest.mark.rules("R4-3")
+async def test_wire_old_key_refused_with_no_announcement_at_all(make_daemon):
+    """D185: with every node deaf to the others (KUNGFUD_TEST_DEAF: no
+    announcement, no safety poll), a key reset on one node is refused on the
+    other by the check itself — the window is closed, not narrowed — and the
+    connection is then closed 4001 there too."""
+    d = make_daemon(env={"KUNGFUD_TEST_DEAF": "1"})
+    alice, alice_key = await register(d.url, "alice")
+    bob, bob_key = await register(d.url, "bob")
+    here, there = d.urls[0], d.urls[-1]
+    # One agent per connection: a refusal closes all of its agent's connections on the node.
+    acting, reading = await Raw.connect(here, alice_key), await Raw.connect(here, bob_key)
+    assert (await reading.req("agent.whoami"))["ok"] is True
+    async with await Client.connect(there, d.admin_key) as admin:
+        await admin.act("admin.agent.reset_key", {"agent": alice})
+        await admin.act("admin.agent.reset_key", {"agent": bob})
+    strict = here != there  # one node: the reset's own node closes them at once
+    if strict:
+        await asyncio.sleep(1.5)  # past the safety poll (1 s): deaf, so nobody told this node
+    await _refused_as_old_key(acting, "memory.create", {"content": {"text": "late"}}, strict=strict)
+    await _refused_as_old_key(reading, "agent.whoami", {}, strict=strict)
 
 
 @pytest.mark.rules("R4-1", "R4-2", "L2-4")
