@@ -18,7 +18,7 @@ from typing import Mapping, NamedTuple
 import msgspec
 
 from .. import wire
-from ..core.agent import key_hash, key_revoked
+from ..core.agent import KEY_REVOKED, key_hash
 from ..core.context import Ctx, Limits
 from ..core.ids import time_ordered
 from ..store import Failed, Outcome, Replayed, Store, Writer
@@ -284,8 +284,8 @@ class Runtime:
         if job.scope is None:
             return None
         with self.store.read() as view:
-            if job.key_hash is not None and (revoked := key_revoked(view.state(job.caller), job.key_hash)):
-                return Failed(revoked)
+            if _key_revoked(view, job.caller, job.key_hash):
+                return Failed(KEY_REVOKED)
             rec = view.receipt(job.scope)
         if rec is None:
             return None
@@ -304,8 +304,8 @@ class Runtime:
         the connection authenticated with; a key rotated or reset is refused
         in the same view (D185)."""
         with self.store.read() as view:
-            if key_hash is not None and (revoked := key_revoked(view.state(caller), key_hash)):
-                return revoked
+            if _key_revoked(view, caller, key_hash):
+                return KEY_REVOKED
             return READS[op](view, caller, args, self.clock(), seen)
 
     # --- what the server asks of the store ------------------------------------------
@@ -352,6 +352,13 @@ class Runtime:
         (seqs are allocated in commit order under the writer exclusion)."""
         with self.store.read() as view:
             return view.last_seq(), {agent: _page(view, agent, after, limit) for agent, after in floors.items()}
+
+
+def _key_revoked(view: Any, agent: str | None, key_hash: bytes | None) -> bool:
+    """D185 in a read's view: whether the key of hash ``key_hash`` (None: not
+    checked) is no longer ``agent``'s. The key index names the agent only for
+    its current key (what authentication reads); one index get, no decode."""
+    return key_hash is not None and view.agent_for_key_hash(key_hash) != agent
 
 
 def _page(view: Any, agent: str, after: int, limit: int) -> tuple[list[tuple[int, bytes]], bool]:
