@@ -320,6 +320,12 @@ class Runtime:
             state = view.state(agent) if agent is not None else None
         return None if state is None else Identity(agent, state.status, h)  # type: ignore[arg-type]
 
+    def key_check(self, agent: str, key_hash: bytes | None) -> Rejection | None:
+        """:data:`KEY_REVOKED` when ``key_hash`` is no longer ``agent``'s key
+        (D185), for a request the server answers itself (``subscribe``)."""
+        with self.store.read() as view:
+            return KEY_REVOKED if _key_revoked(view, agent, key_hash) else None
+
     def key_hashes_of(self, agents: Any) -> dict[str, bytes]:
         """The hash of each agent's current key, from one snapshot (agents
         that do not exist are left out)."""

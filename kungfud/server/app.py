@@ -286,10 +286,12 @@ class Server:
             elif spec.kind == "A":
                 self._act(conn, req_id, op, env.key, args)
             elif self._read_allowed(conn, req_id):
-                if op == "subscribe":
-                    self.feed.subscribe(conn, req_id, args)
-                else:
+                if op != "subscribe":
                     self._read(conn, req_id, op, args)
+                elif (revoked := self.rt.key_check(conn.agent, conn.key_hash)) is not None:  # D185
+                    self._reject(conn, req_id, revoked)
+                else:
+                    self.feed.subscribe(conn, req_id, args)
         except wire.FrameError as e:
             self._reject(conn, req_id, Rejection.bad_request(e.reason), op)
         except StoreUnavailable as e:  # the store's server is down or restarting: retry, not a bug

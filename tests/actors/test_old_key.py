@@ -86,7 +86,7 @@ def test_a_job_with_a_rotated_key_is_refused_even_with_a_receipt_and_the_current
 
 
 @pytest.mark.rules("R4-3")
-def test_reads_and_replays_refused_by_admission_check_the_key_in_the_same_view(rt):
+def test_reads_subscribe_and_replays_refused_by_admission_check_the_key_in_the_same_view(rt):
     admin = bootstrap_admin(rt)
     old = _key_hash(rt, admin)
     note = MemoryCreateArgs({"text": "hi"})
@@ -94,10 +94,12 @@ def test_reads_and_replays_refused_by_admission_check_the_key_in_the_same_view(r
     assert rt.read("agent.whoami", admin, WhoamiArgs(), key_hash=old)["agent"] == admin
     stale_job, _ = _job(rt, admin, "memory.create", "k1", note, old)
     assert isinstance(rt.answered(stale_job), Replayed)
+    assert rt.key_check(admin, old) is None
     assert isinstance(_act(rt, admin, "agent.rotate_key", "r1", RotateKeyArgs(), old), Committed)
     new = _key_hash(rt, admin)
     assert rt.read("agent.whoami", admin, WhoamiArgs(), key_hash=old) == KEY_REVOKED
     assert rt.answered(stale_job) == Failed(KEY_REVOKED)
+    assert rt.key_check(admin, old) == KEY_REVOKED and rt.key_check(admin, new) is None  # subscribe
     assert rt.read("agent.whoami", admin, WhoamiArgs(), key_hash=new)["agent"] == admin
     current_job, _ = _job(rt, admin, "memory.create", "k1", note, new)
     assert isinstance(rt.answered(current_job), Replayed)

@@ -192,7 +192,7 @@ async def test_wire_agent_rotate_key_old_key_refused_on_every_node_once_the_rota
     nothing is written with the old key."""
     agent, old = await register(daemon.url, "alice")
     here, there = daemon.urls[0], daemon.urls[-1]
-    acting, reading = await Raw.connect(here, old), await Raw.connect(here, old)
+    acting, reading, subscribing = [await Raw.connect(here, old) for _ in range(3)]
     assert (await acting.req("agent.whoami"))["ok"] is True
     async with await Raw.connect(there, old) as rotating:
         resp = await rotating.req("agent.rotate_key", {}, key=new_key())
@@ -201,6 +201,7 @@ async def test_wire_agent_rotate_key_old_key_refused_on_every_node_once_the_rota
         await asyncio.gather(
             _refused_as_old_key(acting, "memory.create", {"content": {"text": "late"}}),
             _refused_as_old_key(reading, "memory.list", {}),
+            _refused_as_old_key(subscribing, "subscribe", {"since": 0}),
         )
     async with await Client.connect(here, new) as c:
         assert (await c.read("memory.list", {}))["items"] == []  # nothing by the old key
@@ -215,18 +216,21 @@ async def test_wire_old_key_refused_with_no_announcement_at_all(make_daemon):
     d = make_daemon(env={"KUNGFUD_TEST_DEAF": "1"})
     alice, alice_key = await register(d.url, "alice")
     bob, bob_key = await register(d.url, "bob")
+    carol, carol_key = await register(d.url, "carol")
     here, there = d.urls[0], d.urls[-1]
     # One agent per connection: a refusal closes all of its agent's connections on the node.
     acting, reading = await Raw.connect(here, alice_key), await Raw.connect(here, bob_key)
+    subscribing = await Raw.connect(here, carol_key)
     assert (await reading.req("agent.whoami"))["ok"] is True
     async with await Client.connect(there, d.admin_key) as admin:
-        await admin.act("admin.agent.reset_key", {"agent": alice})
-        await admin.act("admin.agent.reset_key", {"agent": bob})
+        for agent in (alice, bob, carol):
+            await admin.act("admin.agent.reset_key", {"agent": agent})
     strict = here != there  # one node: the reset's own node closes them at once
     if strict:
         await asyncio.sleep(1.5)  # past the safety poll (1 s): deaf, so nobody told this node
     await _refused_as_old_key(acting, "memory.create", {"content": {"text": "late"}}, strict=strict)
     await _refused_as_old_key(reading, "agent.whoami", {}, strict=strict)
+    await _refused_as_old_key(subscribing, "subscribe", {"since": 0}, strict=strict)
 
 
 @pytest.mark.rules("R4-1", "R4-2", "L2-4")
