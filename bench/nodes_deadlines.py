@@ -1,5 +1,6 @@
 """Deadline lateness across LMDB workers (issue 16 item 5: within 100 ms p99
-when all nodes are up). ``--workers`` workers, each on its own port; delivery
+when all nodes are up). ``--workers`` LMDB workers, each on its own port, or
+PostgreSQL nodes (bench/nodes.py); delivery
 deadlines of 1 s are set by takes sent through every worker in turn, while
 only the lease holder runs the clock. Lateness of each = when its
 ``timed_out`` outcome event reaches a subscriber minus (when its take was sent
@@ -15,31 +16,33 @@ import argparse
 import asyncio
 import json
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.nodes import parse_node_args, started_nodes  # noqa: E402
 from kungfud.client import Client  # noqa: E402
 from kungfud.core.clock import parse_rfc3339  # noqa: E402
-from tests.nodes.procs import Cluster, PgCluster  # noqa: E402
 
 
 async def main(args: argparse.Namespace) -> None:
-    tmp = Path(tempfile.mkdtemp(prefix="kf-deadlines-"))
-    cluster = PgCluster(tmp, args.workers, args.store) if args.store else Cluster(tmp, args.workers)
-    nodes = cluster.nodes
-    try:
-        admin = await Client.connect(nodes[0].url, cluster.admin_key)
+    for n in args.nodes:
+        await one(n, args)
+
+
+async def one(n: int, args: argparse.Namespace) -> None:
+    with started_nodes(n, args.store, "kf-deadlines-") as cluster:
+        urls = cluster.urls
+        admin = await Client.connect(urls[0], cluster.admin_key)
         t = (await admin.act("thread.create", {"content": {"title": "deadlines"}}))["thread"]
-        async with await Client.connect(nodes[0].url) as c:
+        async with await Client.connect(urls[0]) as c:
             r = await c.act("agent.register", {"content": {"name": "x"}})
         x_id, x_key = r["agent"], r["key"]
         grant = await admin.act("thread.admit", {"thread": t, "role": "speaker"})
-        xs = [await Client.connect(n.url, x_key) for n in nodes]
+        xs = [await Client.connect(url, x_key) for url in urls]
         await xs[0].act("thread.join", {"token": grant["token"]})
-        watch = await Client.connect(nodes[-1].url, x_key)
+        watch = await Client.connect(urls[-1], x_key)
         await watch.read("subscribe", {})
         asgs = []
         for i in range(args.deadlines):
@@ -80,7 +83,7 @@ async def main(args: argparse.Namespace) -> None:
             decided.append(parse_rfc3339(g["ended_at"]) - parse_rfc3339(g["deliver_by"]))
         decided.sort()
         print(json.dumps({
-            "bench": "nodes.deadlines", "workers": args.workers, "deadlines": len(late),
+            "bench": "nodes.deadlines", "workers": n, "deadlines": len(late),
             "decided_p50_ms": decided[len(decided) // 2], "decided_p99_ms": decided[int(len(decided) * 0.99)],
             "decided_max_ms": decided[-1],
             "event_p50_ms": round(late[len(late) // 2], 1), "event_p99_ms": round(late[int(len(late) * 0.99)], 1),
@@ -88,14 +91,10 @@ async def main(args: argparse.Namespace) -> None:
         }))
         for c in [*xs, watch, admin]:
             await c.close()
-    finally:
-        cluster.stop()
 
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
-    ap.add_argument("--workers", type=int, default=2, help="LMDB workers, or PostgreSQL nodes with --store")
-    ap.add_argument("--store", help="postgresql://… of an empty database: nodes on PostgreSQL instead of LMDB workers")
     ap.add_argument("--deadlines", type=int, default=200)
     ap.add_argument("--spread", type=float, default=2.0, help="seconds over which the takes are sent")
-    asyncio.run(main(ap.parse_args()))
+    asyncio.run(main(parse_node_args(ap)))
