@@ -9,7 +9,8 @@ or ``KUNGFUD_E2E_NODES=MODE`` (the option wins; default ``lmdb``):
   worker also on a private port (``KUNGFUD_WORKER_PORTS=1``);
 - ``pg2``: two ``kungfud serve --store postgresql://…`` processes, each with its
   own data directory, on a fresh database of the session's throwaway PostgreSQL
-  cluster (``tests/pg.py``); the first starts alone, so it bootstraps the admin.
+  cluster (``tests/pg.py``); they start together, and the one that bootstraps
+  the admin (the store's bootstrap lock, D112) is the first node.
 
 In the two-node modes the ``daemon``, ``clocked_daemon`` and ``make_daemon``
 fixtures give a :class:`Cluster`, which has :class:`Daemon`'s interface; its
@@ -110,11 +111,17 @@ class Daemon:
             self.env = {**(env or {}), "KUNGFUD_TEST_CLOCK": str(self.clock_path)}
         self.extra = extra or []
         self.proc: subprocess.Popen | None = None
+        self._stopping = False  # stop(): SIGTERM sent, exit not yet seen
         self.url = ""
         self.stderr_path = data_dir.parent / f"{data_dir.name}.stderr"
         DAEMON_LOGS.append(self.stderr_path)
 
     def start(self, listen: str = "127.0.0.1:0", timeout: float = 20.0) -> "Daemon":
+        self.spawn(listen)
+        return self.ready(timeout)
+
+    def spawn(self, listen: str = "127.0.0.1:0") -> None:
+        """Start the process; :meth:`ready` waits until it listens."""
         cmd = [sys.executable, "-m", "kungfud", "serve", "--data-dir", str(self.data_dir), "--listen", listen]
         if self.config is not None:
             cmd += ["--config", str(self.config)]
@@ -124,6 +131,9 @@ class Daemon:
             cmd, stdout=subprocess.PIPE, stderr=self._stderr, cwd=ROOT, text=True,
             env=None if self.env is None else {**os.environ, **self.env},
         )
+
+    def ready(self, timeout: float = 20.0) -> "Daemon":
+        """Until the spawned process says it listens (its URL is then ``url``)."""
         deadline = time.monotonic() + timeout
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
@@ -194,13 +204,24 @@ class Daemon:
         return self.start()
 
     def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
+        self.stopping()
+        self.stopped()
+
+    def stopping(self) -> None:
+        """SIGTERM, once, if it runs; :meth:`stopped` waits for the exit."""
+        if self.proc and self.proc.poll() is None and not self._stopping:
             self.proc.send_signal(signal.SIGTERM)
+            self._stopping = True
+
+    def stopped(self) -> None:
+        """Until it has exited (SIGKILL after 15 s)."""
+        if self.proc and self.proc.poll() is None:
             try:
                 self.proc.wait(15)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(5)
+        self._stopping = False
         if self.proc and self.proc.stdout:
             self.proc.stdout.close()
 
@@ -260,8 +281,19 @@ class Cluster:
     def start(self, listen: str = "127.0.0.1:0", timeout: float = 30.0) -> "Cluster":
         assert listen == "127.0.0.1:0", "a cluster's nodes listen on free ports"
         if not self._supervised:
-            for node in self.nodes:  # one by one: the first bootstraps the admin alone
-                node.start(timeout=timeout)
+            # All at once: the store's bootstrap lock lets one of them create the
+            # admin (D112); that one becomes node 0, whose directory holds admin.key.
+            for node in self.nodes:
+                node.spawn(listen)
+            try:
+                for node in self.nodes:
+                    node.ready(timeout)
+            except BaseException:
+                for node in self.nodes:
+                    node.kill()
+                raise
+            self.nodes.sort(key=lambda node: not (node.data_dir / "admin.key").exists())
+            self.data_dir = self.nodes[0].data_dir
             return self
         sup = self.nodes[0].start(timeout=timeout)
         with self._changed:
@@ -438,8 +470,10 @@ class Cluster:
         return self.start()
 
     def stop(self) -> None:
+        for node in self.nodes:  # all at once: each finishes in its own time
+            node.stopping()
         for node in self.nodes:
-            node.stop()
+            node.stopped()
         if self._supervised:  # workers the supervisor could not stop (it was killed)
             for pid in self.pids:
                 if _alive(pid):
