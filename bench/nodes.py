@@ -9,14 +9,19 @@ that database."""
 from __future__ import annotations
 
 import argparse
+import asyncio
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Awaitable, Callable, Iterator
 
+from kungfud.client import Client
 from tests.cluster import Cluster
 
-__all__ = ["parse_node_args", "started_nodes"]
+__all__ = ["parse_node_args", "started_nodes", "run_per_count", "Measure"]
+
+#: one measurement: (node count, the arguments, every node's URL, the admin's client, a new Thread's id)
+Measure = Callable[[int, argparse.Namespace, list[str], Client, str], Awaitable[None]]
 
 
 def _counts(text: str) -> list[int]:
@@ -54,3 +59,22 @@ def started_nodes(n: int, store: str | None, prefix: str) -> Iterator[Cluster]:
     finally:
         cluster.stop()
 
+
+def run_per_count(ap: argparse.ArgumentParser, measure: Measure, name: str) -> None:
+    """The bench's main: ``ap``'s arguments with the node options; then, for
+    each node count in turn, that many nodes on a fresh store, the admin
+    connected to the first and a new Thread titled ``name``, and ``measure``."""
+    args = parse_node_args(ap)
+
+    async def each() -> None:
+        for n in args.nodes:
+            with started_nodes(n, args.store, f"kf-{name}-") as cluster:
+                urls = cluster.urls
+                admin = await Client.connect(urls[0], cluster.admin_key)
+                try:
+                    thread = (await admin.act("thread.create", {"content": {"title": name}}))["thread"]
+                    await measure(n, args, urls, admin, thread)
+                finally:
+                    await admin.close()
+
+    asyncio.run(each())

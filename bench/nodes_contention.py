@@ -26,59 +26,49 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.nodes import parse_node_args, started_nodes  # noqa: E402
+from bench.nodes import run_per_count  # noqa: E402
 from kungfud.client import Client, new_key  # noqa: E402
 
 
-async def main(args: argparse.Namespace) -> None:
-    for n in args.nodes:
-        await one(n, args)
+async def measure(n: int, args: argparse.Namespace, urls: list[str], admin: Client, t: str) -> None:
+    posters = []
+    for i in range(args.posters):
+        url = urls[i % n]
+        async with await Client.connect(url) as c:
+            r = await c.act("agent.register", {"content": {"name": f"p{i}"}})
+        grant = await admin.act("thread.admit", {"thread": t, "role": "speaker"})
+        c = await Client.connect(url, r["key"])
+        await c.act("thread.join", {"token": grant["token"]})
+        posters.append(c)
+    op = args.op
+    codes: collections.Counter = collections.Counter()
+    reasons: collections.Counter = collections.Counter()
+    lat: list[float] = []
+    stop_at = time.monotonic() + args.seconds
 
+    async def run(c: Client) -> None:
+        while time.monotonic() < stop_at:
+            t0 = time.perf_counter()
+            args = {"thread": t, "content": {"x": 1}, "ask": []} if op == "thread.post" else {"content": {"x": 1}}
+            resp = await c.request(op, args, key=new_key())
+            lat.append(time.perf_counter() - t0)
+            if resp.get("ok"):
+                codes["ok"] += 1
+            else:
+                codes[resp["error"]["code"]] += 1
+                reasons[resp["error"]["reason"]] += 1
 
-async def one(n: int, args: argparse.Namespace) -> None:
-    with started_nodes(n, args.store, "kf-contention-") as cluster:
-        urls = cluster.urls
-        admin = await Client.connect(urls[0], cluster.admin_key)
-        t = (await admin.act("thread.create", {"content": {"title": "busy"}}))["thread"]
-        posters = []
-        for i in range(args.posters):
-            url = urls[i % n]
-            async with await Client.connect(url) as c:
-                r = await c.act("agent.register", {"content": {"name": f"p{i}"}})
-            grant = await admin.act("thread.admit", {"thread": t, "role": "speaker"})
-            c = await Client.connect(url, r["key"])
-            await c.act("thread.join", {"token": grant["token"]})
-            posters.append(c)
-        op = args.op
-        codes: collections.Counter = collections.Counter()
-        reasons: collections.Counter = collections.Counter()
-        lat: list[float] = []
-        stop_at = time.monotonic() + args.seconds
-
-        async def run(c: Client) -> None:
-            while time.monotonic() < stop_at:
-                t0 = time.perf_counter()
-                args = {"thread": t, "content": {"x": 1}, "ask": []} if op == "thread.post" else {"content": {"x": 1}}
-                resp = await c.request(op, args, key=new_key())
-                lat.append(time.perf_counter() - t0)
-                if resp.get("ok"):
-                    codes["ok"] += 1
-                else:
-                    codes[resp["error"]["code"]] += 1
-                    reasons[resp["error"]["reason"]] += 1
-
-        t0 = time.monotonic()
-        await asyncio.gather(*(run(c) for c in posters))
-        took = time.monotonic() - t0
-        lat.sort()
-        print(f"op={op} nodes={n} posters={args.posters} seconds={took:.1f}")
-        print(f"ok/s={codes['ok'] / took:.0f} p50={statistics.median(lat) * 1000:.1f}ms p99={lat[int(len(lat) * 0.99)] * 1000:.1f}ms")
-        print("outcomes:", dict(codes))
-        for reason, count in reasons.most_common():
-            print(f"  {count} x {reason}")
-        for c in posters:
-            await c.close()
-        await admin.close()
+    t0 = time.monotonic()
+    await asyncio.gather(*(run(c) for c in posters))
+    took = time.monotonic() - t0
+    lat.sort()
+    print(f"op={op} nodes={n} posters={args.posters} seconds={took:.1f}")
+    print(f"ok/s={codes['ok'] / took:.0f} p50={statistics.median(lat) * 1000:.1f}ms p99={lat[int(len(lat) * 0.99)] * 1000:.1f}ms")
+    print("outcomes:", dict(codes))
+    for reason, count in reasons.most_common():
+        print(f"  {count} x {reason}")
+    for c in posters:
+        await c.close()
 
 
 if __name__ == "__main__":
@@ -87,4 +77,4 @@ if __name__ == "__main__":
     ap.add_argument("--seconds", type=float, default=5)
     ap.add_argument("--op", choices=("thread.post", "memory.create"), default="thread.post",
                     help="thread.post into the one busy Thread (default), or memory.create by the same agents")
-    asyncio.run(main(parse_node_args(ap)))
+    run_per_count(ap, measure, "contention")
