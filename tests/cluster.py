@@ -379,8 +379,9 @@ class Cluster:
         return self.nodes[0].clock_path
 
     def advance_clock(self, seconds: float) -> None:
-        """Every node reads the same clock file: moving it moves every node's clock."""
-        self.nodes[0].advance_clock(seconds)
+        """Every node reads the same clock file: moving it moves every node's clock
+        (from the furthest offset any node wrote: start() may reorder the nodes)."""
+        max(self.nodes, key=lambda node: node.clock_offset_ms).advance_clock(seconds)
 
     def lease_holder(self) -> int | None:
         """The node (index into ``urls``) that holds the deadline lease, or None.
