@@ -19,7 +19,14 @@ def _workers(text: str) -> int | str:
     return int(text)
 
 
-def _parser() -> argparse.ArgumentParser:
+def _command(argv: list[str] | None) -> str | None:
+    """The subcommand named on the command line (its first word that is not an option)."""
+    return next((a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")), None)
+
+
+def _parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser; ``mcp``'s options only when ``command`` is mcp
+    (they import the bridge and the client, which serving does not need)."""
     p = argparse.ArgumentParser(prog="kungfud", description="Kungfu protocol daemon")
     p.add_argument("--version", action="version", version=f"kungfud {__version__}")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -47,15 +54,17 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("--config")
     m.add_argument("--data-dir")
     # --- mcp: MCP server (stdio, or --http) bridging to a running daemon (optional extra `mcp`) ---
-    from .mcp import add_arguments as mcp_arguments  # does not import the MCP SDK
+    mcp = sub.add_parser("mcp", help="MCP server (stdio, or --http) exposing the daemon's ops as tools (needs the mcp extra)")
+    if command == "mcp":
+        from .mcp import add_arguments as mcp_arguments  # does not import the MCP SDK
 
-    mcp_arguments(sub.add_parser("mcp", help="MCP server (stdio, or --http) exposing the daemon's ops as tools (needs the mcp extra)"))
+        mcp_arguments(mcp)
     # --- end mcp ---
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = _parser(_command(argv)).parse_args(argv)
     if args.cmd == "mcp":  # needs no config or data directory; imports the MCP SDK lazily
         from .mcp import main as mcp_main
 

@@ -9,7 +9,8 @@ or ``KUNGFUD_E2E_NODES=MODE`` (the option wins; default ``lmdb``):
   worker also on a private port (``KUNGFUD_WORKER_PORTS=1``);
 - ``pg2``: two ``kungfud serve --store postgresql://…`` processes, each with its
   own data directory, on a fresh database of the session's throwaway PostgreSQL
-  cluster (``tests/pg.py``); the first starts alone, so it bootstraps the admin.
+  cluster (``tests/pg.py``); they start together, and the one that bootstraps
+  the admin (the store's bootstrap lock, D112) is the first node.
 
 In the two-node modes the ``daemon``, ``clocked_daemon`` and ``make_daemon``
 fixtures give a :class:`Cluster`, which has :class:`Daemon`'s interface; its
@@ -75,6 +76,16 @@ def _kill9(pid: int, wait: float = 10.0) -> None:
         time.sleep(0.01)
 
 
+def wait_for(pred, timeout: float, step: float = 0.05) -> bool:
+    """Poll ``pred`` until it is true or ``timeout`` seconds pass; its last value."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(step)
+    return bool(pred())
+
+
 class Daemon:
     """A kungfud process on a data directory; restartable on the same directory."""
 
@@ -100,11 +111,17 @@ class Daemon:
             self.env = {**(env or {}), "KUNGFUD_TEST_CLOCK": str(self.clock_path)}
         self.extra = extra or []
         self.proc: subprocess.Popen | None = None
+        self._stopping = False  # stop(): SIGTERM sent, exit not yet seen
         self.url = ""
         self.stderr_path = data_dir.parent / f"{data_dir.name}.stderr"
         DAEMON_LOGS.append(self.stderr_path)
 
     def start(self, listen: str = "127.0.0.1:0", timeout: float = 20.0) -> "Daemon":
+        self.spawn(listen)
+        return self.ready(timeout)
+
+    def spawn(self, listen: str = "127.0.0.1:0") -> None:
+        """Start the process; :meth:`ready` waits until it listens."""
         cmd = [sys.executable, "-m", "kungfud", "serve", "--data-dir", str(self.data_dir), "--listen", listen]
         if self.config is not None:
             cmd += ["--config", str(self.config)]
@@ -114,6 +131,9 @@ class Daemon:
             cmd, stdout=subprocess.PIPE, stderr=self._stderr, cwd=ROOT, text=True,
             env=None if self.env is None else {**os.environ, **self.env},
         )
+
+    def ready(self, timeout: float = 20.0) -> "Daemon":
+        """Until the spawned process says it listens (its URL is then ``url``)."""
         deadline = time.monotonic() + timeout
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
@@ -184,13 +204,24 @@ class Daemon:
         return self.start()
 
     def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
+        self.stopping()
+        self.stopped()
+
+    def stopping(self) -> None:
+        """SIGTERM, once, if it runs; :meth:`stopped` waits for the exit."""
+        if self.proc and self.proc.poll() is None and not self._stopping:
             self.proc.send_signal(signal.SIGTERM)
+            self._stopping = True
+
+    def stopped(self) -> None:
+        """Until it has exited (SIGKILL after 15 s)."""
+        if self.proc and self.proc.poll() is None:
             try:
                 self.proc.wait(15)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(5)
+        self._stopping = False
         if self.proc and self.proc.stdout:
             self.proc.stdout.close()
 
@@ -200,8 +231,11 @@ class Cluster:
 
     ``url`` is the next node's URL at each read; ``urls``/``pids`` name every
     node; ``kill()``/``restart()``/``terminate()``/``stop()`` act on every node,
-    ``kill_node(i)`` on one (kill -9). ``data_dir`` is the LMDB directory
-    (lmdb2) or the first node's directory, which holds ``admin.key`` (pg2)."""
+    ``kill_node(i)`` on one (kill -9); ``lease_holder()`` is the node that runs
+    the deadline clock. ``data_dir`` is the LMDB directory (lmdb2) or the first
+    node's directory, which holds ``admin.key`` (pg2). ``nodes``: how many (the
+    node tests use three; the benches one, to compare: on LMDB one node is
+    ``serve`` alone, as ``--workers 1`` is)."""
 
     def __init__(
         self,
@@ -219,13 +253,16 @@ class Cluster:
         self.data_dir = data_dir
         self.store_url = store_url
         self.n = nodes
+        self._supervised = mode == "lmdb2" and nodes > 1  # a supervisor and its workers
         clock = data_dir.parent / f"{data_dir.name}.clock" if test_clock else None
         self._turn = 0
         self._workers: dict[int, tuple[int, str]] = {}  # lmdb2: worker index (from 1) -> (pid, url)
         self._changed = threading.Condition()
-        if mode == "lmdb2":
+        if self._supervised:
             env = {**(env or {}), "KUNGFUD_WORKER_PORTS": "1"}
             self.nodes = [Daemon(data_dir, config, [*(extra or []), "--workers", str(nodes)], env, clock_path=clock)]
+        elif mode == "lmdb2":
+            self.nodes = [Daemon(data_dir, config, extra, env, clock_path=clock)]
         else:
             assert store_url, "pg2 needs a PostgreSQL URL"
             self.nodes = [
@@ -243,9 +280,20 @@ class Cluster:
 
     def start(self, listen: str = "127.0.0.1:0", timeout: float = 30.0) -> "Cluster":
         assert listen == "127.0.0.1:0", "a cluster's nodes listen on free ports"
-        if self.mode == "pg2":
-            for node in self.nodes:  # one by one: the first bootstraps the admin alone
-                node.start(timeout=timeout)
+        if not self._supervised:
+            # All at once: the store's bootstrap lock lets one of them create the
+            # admin (D112); that one becomes node 0, whose directory holds admin.key.
+            for node in self.nodes:
+                node.spawn(listen)
+            try:
+                for node in self.nodes:
+                    node.ready(timeout)
+            except BaseException:
+                for node in self.nodes:
+                    node.kill()
+                raise
+            self.nodes.sort(key=lambda node: not (node.data_dir / "admin.key").exists())
+            self.data_dir = self.nodes[0].data_dir
             return self
         sup = self.nodes[0].start(timeout=timeout)
         with self._changed:
@@ -281,7 +329,7 @@ class Cluster:
 
     @property
     def urls(self) -> list[str]:
-        if self.mode == "pg2":
+        if not self._supervised:
             return [n.url for n in self.nodes]
         with self._changed:
             return [self._workers[i][1] for i in sorted(self._workers)]
@@ -289,7 +337,7 @@ class Cluster:
     @property
     def pids(self) -> list[int]:
         """The pid of every serving process (lmdb2: the workers, not the supervisor)."""
-        if self.mode == "pg2":
+        if not self._supervised:
             return [n.proc.pid for n in self.nodes if n.proc]
         with self._changed:
             return [self._workers[i][0] for i in sorted(self._workers)]
@@ -331,15 +379,51 @@ class Cluster:
         return self.nodes[0].clock_path
 
     def advance_clock(self, seconds: float) -> None:
-        """Every node reads the same clock file: moving it moves every node's clock."""
-        self.nodes[0].advance_clock(seconds)
+        """Every node reads the same clock file: moving it moves every node's clock
+        (from the furthest offset any node wrote: start() may reorder the nodes)."""
+        max(self.nodes, key=lambda node: node.clock_offset_ms).advance_clock(seconds)
+
+    def lease_holder(self) -> int | None:
+        """The node (index into ``urls``) that holds the deadline lease, or None.
+        lmdb2: the worker whose flock is on ``deadlines.lock`` (from /proc/locks,
+        D144); pg2: the node whose session holds the advisory lock (its pid is in
+        the session's name)."""
+        holder = self._pg_lease_pid() if self.mode == "pg2" else self._flock_pid(self.data_dir / "deadlines.lock")
+        pids = self.pids
+        return pids.index(holder) if holder in pids else None
+
+    @staticmethod
+    def _flock_pid(path: Path) -> int | None:
+        try:
+            ino = os.stat(path).st_ino
+        except FileNotFoundError:
+            return None
+        with open("/proc/locks") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) > 5 and parts[1] == "FLOCK" and parts[5].rsplit(":", 1)[-1] == str(ino):
+                    return int(parts[4])
+        return None
+
+    def _pg_lease_pid(self) -> int | None:
+        import psycopg
+
+        from kungfud.nodes.pg import LOCK_DEADLINES
+
+        with psycopg.connect(self.store_url, autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
+                " WHERE l.locktype = 'advisory' AND l.granted AND l.classid = %s AND l.objid = %s",
+                (LOCK_DEADLINES >> 32, LOCK_DEADLINES & 0xFFFFFFFF),
+            ).fetchone()
+        return None if row is None else int(row[0].rsplit("-", 1)[1])
 
     # --- ending nodes -------------------------------------------------------------
 
     def kill_node(self, i: int) -> int:
         """kill -9 node ``i`` alone; its pid. lmdb2: one worker (the supervisor
         starts another, whose URL replaces it in ``urls``); pg2: one process."""
-        if self.mode == "pg2":
+        if not self._supervised:
             pid = self.nodes[i].proc.pid
             self.nodes[i].kill()
             return pid
@@ -354,14 +438,14 @@ class Cluster:
 
     def wait_node(self, i: int, old_pid: int, timeout: float = 30.0) -> None:
         """lmdb2: until the supervisor has replaced killed worker ``i``; pg2: start node ``i`` again."""
-        if self.mode == "pg2":
+        if not self._supervised:
             self.nodes[i].start(timeout=timeout)
         else:
             self._wait_workers(timeout, gone=(i, old_pid))
 
     def kill(self) -> None:
         """SIGKILL every process at once (as a host crash would): no cleanup."""
-        workers = self.pids if self.mode == "lmdb2" else []
+        workers = self.pids if self._supervised else []
         for node in self.nodes:
             node.kill()
         for pid in workers:
@@ -387,9 +471,11 @@ class Cluster:
         return self.start()
 
     def stop(self) -> None:
+        for node in self.nodes:  # all at once: each finishes in its own time
+            node.stopping()
         for node in self.nodes:
-            node.stop()
-        if self.mode == "lmdb2":  # workers the supervisor could not stop (it was killed)
+            node.stopped()
+        if self._supervised:  # workers the supervisor could not stop (it was killed)
             for pid in self.pids:
                 if _alive(pid):
                     _kill9(pid)

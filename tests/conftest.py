@@ -122,17 +122,20 @@ def make_daemon(request, tmp_path):
 
 @pytest.fixture
 def make_cluster(request, tmp_path):
-    """Factory for two nodes on one store of a given kind (``lmdb2`` or ``pg2``),
-    whatever ``--nodes`` says: the cross-node tests name their store."""
+    """Factory for ``nodes`` (default two) nodes on one store of a given kind
+    (``lmdb2`` or ``pg2``), whatever ``--nodes`` says: the cross-node tests name
+    their store."""
     made: list[Cluster] = []
 
-    def make(kind: str, config_text: str | None = None, name: str = "data", test_clock: bool = False) -> Cluster:
+    def make(
+        kind: str, config_text: str | None = None, name: str = "data", test_clock: bool = False, nodes: int = 2
+    ) -> Cluster:
         cfg = None
         if config_text is not None:
             cfg = tmp_path / f"{name}.toml"
             cfg.write_text(config_text)
         store_url = request.getfixturevalue("pg_server").new_database() if kind == "pg2" else None
-        c = Cluster(kind, tmp_path / name, cfg, test_clock=test_clock, store_url=store_url)
+        c = Cluster(kind, tmp_path / name, cfg, test_clock=test_clock, store_url=store_url, nodes=nodes)
         made.append(c)
         return c.start()
 

@@ -23,9 +23,11 @@ reconnect) if the server asked for it (D177).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+import socket
 import threading
 import time
 from typing import Mapping, Sequence
@@ -246,6 +248,9 @@ class NotifyBus:
         with self._cond:
             self._closed = True
             self._cond.notify_all()
+        with contextlib.suppress(OSError, psycopg.Error, AttributeError):  # the listener wakes now, not at its 1 s timeout
+            with socket.socket(fileno=os.dup(self._listen_conn.fileno())) as s:  # type: ignore[union-attr]
+                s.shutdown(socket.SHUT_RDWR)
         if self._sender is not None:
             self._sender.join(timeout=5)
         if self._listener is not None:

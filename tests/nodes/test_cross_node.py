@@ -8,33 +8,35 @@ replays answer from any node."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 
 import pytest
 
 from kungfud.client import Client
+from tests.cluster import wait_for
 from tests.e2e.helpers import register
-from tests.nodes.procs import Cluster, PgCluster, wait_for
-from tests.pg import pg_server  # noqa: F401 (fixture)
 
 
 @pytest.fixture(params=["lmdb", "pg"])
-def cluster_of(request, tmp_path):
-    """A factory of ``n`` nodes on one store: LMDB workers, or PostgreSQL nodes."""
-    made = []
+def cluster_of(request, make_cluster):
+    """A factory of ``n`` nodes on one store: LMDB workers, or PostgreSQL nodes
+    (tests/cluster.py, each node on a port of its own)."""
+    kind = {"lmdb": "lmdb2", "pg": "pg2"}[request.param]
+    return lambda n: make_cluster(kind, nodes=n)
 
-    def make(n: int):
-        if request.param == "lmdb":
-            c = Cluster(tmp_path, n)
-        else:
-            c = PgCluster(tmp_path, n, request.getfixturevalue("pg_server").new_database())
-        made.append(c)
-        return c
 
-    yield make
-    for c in made:
-        c.stop()
+@contextlib.asynccontextmanager
+async def _closing():
+    """A list to put the test's clients in; each is closed at the end, whatever happened."""
+    clients: list[Client] = []
+    try:
+        yield clients
+    finally:
+        for c in clients:
+            with contextlib.suppress(Exception):
+                await c.close()
 
 
 async def _agent(url: str, name: str) -> tuple[str, str, Client]:
@@ -66,19 +68,17 @@ async def _collect(c: Client, until, timeout: float) -> list[dict]:
 
 @pytest.mark.rules("R8-20", "L5-1", "L1-4")
 async def test_two_nodes_commit_concurrently_and_a_third_nodes_subscriber_gets_every_seq_once_in_order(cluster_of):
-    cluster = cluster_of(3)
-    nodes = cluster.nodes
-    clients: list[Client] = []
-    try:
-        gov_id, _, gov = await _agent(nodes[0].url, "gov")
-        l_id, l_key, _ = await _agent(nodes[0].url, "listener")
-        p1_id, _, p1 = await _agent(nodes[0].url, "p1")
-        p2_id, p2_key, _ = await _agent(nodes[1].url, "p2")
-        p2 = await Client.connect(nodes[1].url, p2_key)  # posts through node 1
-        listener = await Client.connect(nodes[0].url, l_key)
+    urls = cluster_of(3).urls
+    async with _closing() as clients:
+        gov_id, _, gov = await _agent(urls[0], "gov")
+        l_id, l_key, _ = await _agent(urls[0], "listener")
+        p1_id, _, p1 = await _agent(urls[0], "p1")
+        p2_id, p2_key, _ = await _agent(urls[1], "p2")
+        p2 = await Client.connect(urls[1], p2_key)  # posts through node 1
+        listener = await Client.connect(urls[0], l_key)
         clients += [gov, p1, p2, listener]
         t = await _thread(gov, p1, p2, listener)
-        live = await Client.connect(nodes[2].url, l_key)  # the subscriber, on node 2
+        live = await Client.connect(urls[2], l_key)  # the subscriber, on node 2
         clients.append(live)
         top = (await live.read("subscribe", {}))["seq"]
 
@@ -111,14 +111,11 @@ async def test_two_nodes_commit_concurrently_and_a_third_nodes_subscriber_gets_e
         assert entries == set(e1) | set(e2)
 
         # What subscribe {since} replays afterwards, from another node, is what arrived live.
-        again = await Client.connect(nodes[1].url, l_key)
+        again = await Client.connect(urls[1], l_key)
         clients.append(again)
         await again.read("subscribe", {"since": top})
         replayed = await _collect(again, lambda evs: len(evs) >= len(got), 30)
         assert [(e["seq"], e["event"], e["data"]) for e in replayed] == [(e["seq"], e["event"], e["data"]) for e in got]
-    finally:
-        for c in clients:
-            await c.close()
 
 
 async def _outcome(c: Client, state: str, timeout: float) -> dict:
@@ -141,14 +138,14 @@ async def test_a_deadline_set_through_one_node_fires_and_after_its_kill_9_fires_
     cluster = cluster_of(2)
     assert wait_for(lambda: cluster.lease_holder() is not None, 5)
     a_node = cluster.lease_holder()  # A runs the deadline clock
-    (b_node,) = [n for n in cluster.nodes if n is not a_node]
-    clients: list[Client] = []
-    try:
-        _, a_key, a = await _agent(a_node.url, "a")  # type: ignore[union-attr]
-        x_id, x_key, x = await _agent(a_node.url, "x")
+    b_node = 1 - a_node
+    a_url, b_url = cluster.urls[a_node], cluster.urls[b_node]
+    async with _closing() as clients:
+        _, a_key, a = await _agent(a_url, "a")
+        x_id, x_key, x = await _agent(a_url, "x")
         clients += [a, x]
         t = await _thread(a, x)
-        watch = await Client.connect(b_node.url, x_key)  # x's subscriber on node B
+        watch = await Client.connect(b_url, x_key)  # x's subscriber on node B
         clients.append(watch)
         await watch.read("subscribe", {})
 
@@ -161,53 +158,42 @@ async def test_a_deadline_set_through_one_node_fires_and_after_its_kill_9_fires_
         # the supervisor starts in its place) takes the lease and fires it.
         asg = await _taken_assignment(a, x, t, x_id, 2)
         set_at = time.monotonic()
-        a_node.kill()
+        cluster.kill_node(a_node)
         got = await _outcome(watch, "timed_out", 2 + 5 + 2)
         assert time.monotonic() - set_at < 2 + 5, "the survivor fired it more than 5 s late"
         assert asg in json.dumps(got["data"]["ref"]), got
         # Fired once (L5-2): up to a fence event committed later through B,
         # no second outcome of that assignment arrives.
-        a_b = await Client.connect(b_node.url, a_key)
+        a_b = await Client.connect(b_url, a_key)
         clients.append(a_b)
         fence = (await a_b.act("thread.post", {"thread": t, "content": {"q": "?"}, "ask": [x_id]}))["entry"]
         more = await _collect(
             watch, lambda evs: any(e["event"] == "turn" and any(i["ref"].get("entry") == fence for i in e["data"]["added"]) for e in evs), 10
         )
         assert not [e for e in more if e["event"] == "outcome" and asg in json.dumps(e["data"]["ref"])], more
-    finally:
-        for c in clients:
-            try:
-                await c.close()
-            except Exception:
-                pass
 
 
 @pytest.mark.rules("L3-2")
 async def test_a_replay_answers_from_any_node(cluster_of):
-    cluster = cluster_of(2)
-    nodes = cluster.nodes
-    _, key = await register(nodes[0].url, "a")
-    c0 = await Client.connect(nodes[0].url, key)
-    c1 = await Client.connect(nodes[1].url, key)
-    first = await c0.act("memory.create", {"content": {"n": 1}}, key="k-1")
-    again = await c1.act("memory.create", {"content": {"n": 1}}, key="k-1")
-    assert again.replayed and dict(again) == dict(first)
-    await c0.close()
-    await c1.close()
+    urls = cluster_of(2).urls
+    _, key = await register(urls[0], "a")
+    async with _closing() as clients:
+        clients += [await Client.connect(urls[0], key), await Client.connect(urls[1], key)]
+        first = await clients[0].act("memory.create", {"content": {"n": 1}}, key="k-1")
+        again = await clients[1].act("memory.create", {"content": {"n": 1}}, key="k-1")
+        assert again.replayed and dict(again) == dict(first)
 
 
 @pytest.mark.rules("L5-1")
 async def test_an_actor_decides_on_the_store_not_on_what_it_saw_before_another_node_moved_it(cluster_of):
-    cluster = cluster_of(2)
-    nodes = cluster.nodes
-    clients: list[Client] = []
-    try:
-        gov_id, gov_key, gov_a = await _agent(nodes[0].url, "gov")
-        p_id, _, p_a = await _agent(nodes[0].url, "p")
+    urls = cluster_of(2).urls
+    async with _closing() as clients:
+        gov_id, gov_key, gov_a = await _agent(urls[0], "gov")
+        p_id, _, p_a = await _agent(urls[0], "p")
         clients += [gov_a, p_a]
         t = await _thread(gov_a, p_a)
         await p_a.act("thread.post", {"thread": t, "content": {"n": 1}, "ask": []})  # A's actor of t is live
-        gov_b = await Client.connect(nodes[1].url, gov_key)
+        gov_b = await Client.connect(urls[1], gov_key)
         clients.append(gov_b)
         await gov_b.act("thread.set_role", {"thread": t, "agent": p_id, "role": "observer"})  # through B
         r = await p_a.request("thread.post", {"thread": t, "content": {"n": 2}, "ask": []}, key="after-demotion")
@@ -215,6 +201,3 @@ async def test_an_actor_decides_on_the_store_not_on_what_it_saw_before_another_n
         await gov_b.act("thread.close", {"thread": t})
         r = await gov_a.request("thread.post", {"thread": t, "content": {"n": 3}, "ask": []}, key="after-close")
         assert not r.get("ok") and r["error"]["code"] in ("conflict", "forbidden"), r
-    finally:
-        for c in clients:
-            await c.close()

@@ -12,7 +12,7 @@ import pytest
 
 from kungfud.nodes import Nodes, SoleLease, single
 from kungfud.nodes.link import Link
-from tests.nodes.procs import wait_for
+from tests.cluster import wait_for
 
 
 class DeafBus:

@@ -15,8 +15,7 @@ import time
 
 from kungfud.nodes import MAX_AGENTS
 from kungfud.nodes.lmdb import FileLease, SocketBus
-from tests.conftest import ROOT
-from tests.nodes.procs import wait_for
+from tests.cluster import ROOT, wait_for
 
 # A sibling: its bus prints every announcement it hears as a JSON line and
 # announces what it reads on stdin; it takes the lease when told.

@@ -17,8 +17,7 @@ import psycopg
 
 from kungfud.nodes import MAX_AGENTS
 from kungfud.nodes.pg import AdvisoryLease, NotifyBus
-from tests.conftest import ROOT
-from tests.nodes.procs import wait_for
+from tests.cluster import ROOT, wait_for
 from tests.pg import pg_server  # noqa: F401 (fixture)
 
 

@@ -5,6 +5,7 @@ stores, the schema is created once and a newer one refused."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 
@@ -37,15 +38,23 @@ def _write(store: PgStore, fn) -> None:
     w.commit()
 
 
+@contextlib.contextmanager
+def _looking(store: PgStore):
+    """A write transaction's ``tx`` to look into, aborted on leaving: nothing done in it stays."""
+    w = store.begin_write()
+    try:
+        yield w.tx
+    finally:
+        w.abort()
+
+
 def test_keys_are_ordered_as_unsigned_bytes_and_scans_take_a_half_open_range(store):
     def fill(tx):
         for k in reversed(KEYS):
             tx.put("memories", k, b"v" + k)
 
     _write(store, fill)
-    w = store.begin_write()
-    try:
-        tx = w.tx
+    with _looking(store) as tx:
         assert [k for k, _ in tx.scan("memories")] == sorted(KEYS)
         assert [k for k, _ in tx.scan("memories", reverse=True)] == sorted(KEYS, reverse=True)
         assert list(tx.scan("memories", b"a", b"b")) == [(k, b"v" + k) for k in sorted(KEYS) if b"a" <= k < b"b"]
@@ -56,8 +65,6 @@ def test_keys_are_ordered_as_unsigned_bytes_and_scans_take_a_half_open_range(sto
         assert tx.count("memories") == len(KEYS)
         assert tx.get("memories", b"a\x00") == b"va\x00"
         assert tx.get("memories", b"zz") is None
-    finally:
-        w.abort()
 
 
 def test_a_scan_pages_lazily_and_continues_after_the_last_key(store):
@@ -68,18 +75,15 @@ def test_a_scan_pages_lazily_and_continues_after_the_last_key(store):
             tx.put("objects", i.to_bytes(4, "big"), b"x")
 
     _write(store, fill)
-    w = store.begin_write()
-    try:
-        got = [int.from_bytes(k, "big") for k, _ in w.tx.scan("objects")]
+    with _looking(store) as tx:
+        got = [int.from_bytes(k, "big") for k, _ in tx.scan("objects")]
         assert got == list(range(n))
-        back = [int.from_bytes(k, "big") for k, _ in w.tx.scan("objects", (100).to_bytes(4, "big"), reverse=True)]
+        back = [int.from_bytes(k, "big") for k, _ in tx.scan("objects", (100).to_bytes(4, "big"), reverse=True)]
         assert back == list(range(n - 1, 99, -1))
         # A caller that stops early leaves the rest unread (the first page only).
-        it = w.tx.scan("objects")
+        it = tx.scan("objects")
         assert next(it)[0] == (0).to_bytes(4, "big")
         it.close()
-    finally:
-        w.abort()
 
 
 def test_put_replaces_delete_and_clear_remove_and_a_log_row_is_never_replaced(store):
@@ -89,14 +93,12 @@ def test_put_replaces_delete_and_clear_remove_and_a_log_row_is_never_replaced(st
     w.tx.put("log", b"1", b"other")  # the first fact stays (the kv contract, as LMDB)
     assert w.tx.get("log", b"1") == b"f"
     w.commit()
-    w = store.begin_write()
-    assert w.tx.get("log", b"1") == b"f"
-    w.abort()
+    with _looking(store) as tx:
+        assert tx.get("log", b"1") == b"f"
     _write(store, lambda tx: tx.delete("objects", b"k"))
     _write(store, lambda tx: tx.clear("log"))
-    w = store.begin_write()
-    assert w.tx.get("objects", b"k") is None and w.tx.count("log") == 0
-    w.abort()
+    with _looking(store) as tx:
+        assert tx.get("objects", b"k") is None and tx.count("log") == 0
 
 
 def test_a_nested_transaction_is_a_savepoint(store):
@@ -111,11 +113,8 @@ def test_a_nested_transaction_is_a_savepoint(store):
     b.tx.put("objects", b"kept", b"1")
     b.commit()
     w.commit()
-    w = store.begin_write()
-    try:
-        assert [k for k, _ in w.tx.scan("objects")] == [b"kept", b"outer"]
-    finally:
-        w.abort()
+    with _looking(store) as tx:
+        assert [k for k, _ in tx.scan("objects")] == [b"kept", b"outer"]
 
 
 def test_a_failed_write_inside_a_savepoint_is_undone_by_its_abort(store):
@@ -129,11 +128,8 @@ def test_a_failed_write_inside_a_savepoint_is_undone_by_its_abort(store):
     a.abort()
     w.tx.put("objects", b"after", b"1")
     w.commit()
-    w = store.begin_write()
-    try:
-        assert [k for k, _ in w.tx.scan("objects")] == [b"after", b"before"]
-    finally:
-        w.abort()
+    with _looking(store) as tx:
+        assert [k for k, _ in tx.scan("objects")] == [b"after", b"before"]
 
 
 def test_writes_are_read_back_inside_their_transaction(store):
@@ -155,11 +151,8 @@ def test_an_aborted_write_leaves_nothing(store):
     w = store.begin_write()
     w.tx.put("objects", b"k", b"1")
     w.abort()
-    w = store.begin_write()
-    try:
-        assert w.tx.get("objects", b"k") is None
-    finally:
-        w.abort()
+    with _looking(store) as tx:
+        assert tx.get("objects", b"k") is None
 
 
 def test_one_writer_at_a_time_across_stores_on_one_database(pg_server, tmp_path):
@@ -245,8 +238,5 @@ def test_a_write_transaction_with_a_failed_statement_never_reports_a_commit(stor
         w.tx.count("log")
     with pytest.raises(RuntimeError, match="nothing was written"):
         w.commit()
-    w = store.begin_write()  # the store writes on afterwards
-    try:
-        assert w.tx.get("objects", b"k") is None
-    finally:
-        w.abort()
+    with _looking(store) as tx:  # the store writes on afterwards
+        assert tx.get("objects", b"k") is None
