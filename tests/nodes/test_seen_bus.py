@@ -16,7 +16,7 @@ from kungfud.nodes import SEEN_PER_MESSAGE, seen_messages
 from kungfud.nodes.lmdb import MAX_DATAGRAM, SocketBus, encode
 from kungfud.nodes.pg import MAX_PAYLOAD, NotifyBus, seen_payloads
 from kungfud.server.seen import SHARE_MOST
-from tests.nodes.procs import wait_for
+from tests.cluster import wait_for
 from tests.pg import pg_server  # noqa: F401 (fixture)
 
 LONGEST = "ag_" + "z" * 60  # the longest agent id the wire allows
