@@ -4,16 +4,21 @@
    (8 members of both post broadcasts concurrently, each sequentially; the two
    Threads measured in alternating blocks so drift hits both alike);
 2. 100,000 ``thread.create`` by 64 agents (64 connections, sequential each) ≥
-   0.8× the ``memory.create`` rate of the same 64 connections, measured before
-   and after the creates;
+   0.8× the ``memory.create`` rate of the same 64 connections, the creates in
+   10 blocks each beside a block of ``memory.create``, in alternating order;
 3. 4,000 posts that each ask and assign ≤ 1.3× the time of 4,000 plain posts
-   (8 concurrent posters, each kind in its own Thread, nobody answers: pending
-   responses and untaken assignments pile up to 4,000).
+   (8 concurrent posters, each kind in its own Thread, in 10 alternating
+   blocks; nobody answers: pending responses and untaken assignments pile up
+   to 4,000).
+
+Targets 2 and 3 alternate their two sides in blocks as target 1 does: on this
+shared VM one side measured a minute after the other can differ 2x by drift
+alone (docs/performance.md, 2026-12-02).
 
 Concurrent posters keep the daemon busy, so the figures show CPU per post (the
 size of the state decoded, folded and encoded), not one fsync per request.
 
-    python bench/scale_targets.py [--members 2000] [--creates 100000] [--posts 4000]
+    python bench/scale_targets.py [--members 2000] [--creates 100000] [--posts 4000] [--blocks 10]
 
 Every figure is one JSON line; the last line holds the three ratios. Run it from
 any checkout: it speaks only the wire, so ``PYTHONPATH=<old checkout>`` measures
@@ -32,7 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from memory_create import _dec, _enc, _register, bench_daemon, measure  # noqa: E402
+from memory_create import _dec, _enc, _register, bench_daemon  # noqa: E402
 from websockets.asyncio.client import connect  # noqa: E402
 
 
@@ -136,44 +141,66 @@ async def members_target(url: str, keys: list[str], members: int, posts: int, bl
     return row
 
 
-async def creates_target(url: str, keys: list[str], creates: int, seconds: float) -> dict:
-    """Target 2: ``thread.create`` by 64 agents against ``memory.create``."""
-    before = await measure(url, keys, seconds, 0.5, "mc-before")
-    conns = [await Conn.open(url, k, f"tc{i}") for i, k in enumerate(keys)]
-    each = creates // len(conns)
+async def _timed(conns: list[Conn], each: int, op: str, args_for) -> tuple[list[float], float]:
+    """Every connection sends ``each`` requests of ``op`` in turn, all
+    connections at once: (latencies, seconds)."""
     lat: list[float] = []
     t0 = time.perf_counter()
 
-    async def run(c: Conn) -> None:
-        for _ in range(each):
-            lat.append((await c.call("thread.create", {}))[1])
+    async def run(i: int, c: Conn) -> None:
+        for n in range(each):
+            lat.append((await c.call(op, args_for(i, n)))[1])
 
-    await asyncio.gather(*(run(c) for c in conns))
-    took = time.perf_counter() - t0
+    await asyncio.gather(*(run(i, c) for i, c in enumerate(conns)))
+    return lat, time.perf_counter() - t0
+
+
+async def creates_target(url: str, keys: list[str], creates: int, blocks: int, memory_each: int) -> dict:
+    """Target 2: ``creates`` ``thread.create`` by 64 agents against
+    ``memory.create`` by the same 64 connections. The creates run in
+    ``blocks`` blocks, each next to a block of ``memory_each`` ``memory.create``
+    per connection, the two in alternating order, so the machine's drift (this
+    VM's speed moves 2x within a minute) hits both rates alike. The Threads
+    still pile up to ``creates``: the last tenth shows any growth."""
+    conns = [await Conn.open(url, k, f"tc{i}") for i, k in enumerate(keys)]
+    each = creates // len(conns) // blocks
+    memory = lambda i, n: {"content": {"title": "bench", "n": n}}  # noqa: E731
+    thread = lambda i, n: {}  # noqa: E731
+    await _timed(conns, 20, "memory.create", memory)  # warm both paths
+    await _timed(conns, 20, "thread.create", thread)
+    lat: dict[str, list[float]] = {"thread.create": [], "memory.create": []}
+    took = {"thread.create": 0.0, "memory.create": 0.0}
+    for b in range(blocks):
+        order = [("thread.create", each, thread), ("memory.create", memory_each, memory)]
+        for op, n, args_for in order if b % 2 == 0 else order[::-1]:
+            ls, s = await _timed(conns, n, op, args_for)
+            lat[op] += ls
+            took[op] += s
     for c in conns:
         await c.close()
-    after = await measure(url, keys, seconds, 0.5, "mc-after")
-    tail = lat[-len(lat) // 10 :]
+    t, m = lat["thread.create"], lat["memory.create"]
     row = {
         "bench": "scale.creates",
         "agents": len(keys),
-        "thread_creates": len(lat),
-        "thread_create_per_s": round(len(lat) / took, 1),
-        "thread_create_p50_ms": _pct(lat, 0.5),
-        "thread_create_p99_ms": _pct(lat, 0.99),
-        "last_tenth_p50_ms": _pct(tail, 0.5),
-        "memory_create_per_s_before": before["per_s"],
-        "memory_create_per_s_after": after["per_s"],
-        "memory_create_p50_ms": [before["p50_ms"], after["p50_ms"]],
+        "thread_creates": len(t),
+        "blocks": blocks,
+        "thread_create_per_s": round(len(t) / took["thread.create"], 1),
+        "thread_create_p50_ms": _pct(t, 0.5),
+        "thread_create_p99_ms": _pct(t, 0.99),
+        "last_tenth_p50_ms": _pct(t[-len(t) // 10 :], 0.5),
+        "memory_creates": len(m),
+        "memory_create_per_s": round(len(m) / took["memory.create"], 1),
+        "memory_create_p50_ms": _pct(m, 0.5),
     }
-    row["ratio_rate"] = round(row["thread_create_per_s"] / ((before["per_s"] + after["per_s"]) / 2), 3)
+    row["ratio_rate"] = round(row["thread_create_per_s"] / row["memory_create_per_s"], 3)
     print(json.dumps(row), flush=True)
     return row
 
 
-async def pending_target(url: str, keys: list[str], posts: int, posters: int) -> dict:
+async def pending_target(url: str, keys: list[str], posts: int, posters: int, blocks: int) -> dict:
     """Target 3: posts that each ask and assign against plain posts, by
-    ``posters`` members posting concurrently, each kind into its own Thread;
+    ``posters`` members posting concurrently, each kind into its own Thread,
+    in ``blocks`` alternating blocks (as target 2, so drift hits both alike);
     poster i asks and assigns poster i+1, so nobody answers and pending
     responses and untaken assignments pile up to ``posts``."""
     gov = await Conn.open(url, keys[0], "t3")
@@ -183,18 +210,33 @@ async def pending_target(url: str, keys: list[str], posts: int, posters: int) ->
     who = [m["agent"] for m in (await _read(url, keys[1], "thread.get", {"thread": work}))["members"]]
     ids = {k: a for k, a in zip(keys[1 : posters + 1], who[1:])}  # joined in key order (after the creator)
     posting = keys[1 : posters + 1]
-    row: dict = {"bench": "scale.pending", "posts": posts, "posters": posters}
-    for name, t, extra in (
-        ("plain", plain, lambda i: {}),
-        ("ask_assign", work, lambda i: {"ask": [ids[posting[(i + 1) % posters]]], "assign": {
-            "to": ids[posting[(i + 1) % posters]], "content": {"criteria": "x"}}}),
-    ):
-        lat, took = await _posting(url, posting, name, lambda i, n, t=t, extra=extra: {
-            "thread": t, "content": {"text": "bench"}, **extra(i)}, posts)
-        row[f"{name}_s"] = round(took, 3)
-        row[f"{name}_p50_ms"] = _pct(lat, 0.5)
-        row[f"{name}_p99_ms"] = _pct(lat, 0.99)
-        row[f"{name}_last_tenth_p50_ms"] = _pct(lat[-posts // 10 :], 0.5)
+    conns = [await Conn.open(url, k, f"t3p{i}") for i, k in enumerate(posting)]
+
+    def ask(i: int) -> dict:
+        to = ids[posting[(i + 1) % posters]]
+        return {"ask": [to], "assign": {"to": to, "content": {"criteria": "x"}}}
+
+    kinds = {
+        "plain": lambda i, n: {"thread": plain, "content": {"text": "bench"}},
+        "ask_assign": lambda i, n: {"thread": work, "content": {"text": "bench"}, **ask(i)},
+    }
+    row: dict = {"bench": "scale.pending", "posts": posts, "posters": posters, "blocks": blocks}
+    lat: dict[str, list[float]] = {k: [] for k in kinds}
+    took = {k: 0.0 for k in kinds}
+    each = posts // posters // blocks
+    for b in range(blocks):
+        for name in kinds if b % 2 == 0 else reversed(list(kinds)):
+            ls, s = await _timed(conns, each, "thread.post", kinds[name])
+            lat[name] += ls
+            took[name] += s
+    for c in conns:
+        await c.close()
+    for name in kinds:
+        row[f"{name}_posts"] = len(lat[name])
+        row[f"{name}_s"] = round(took[name], 3)
+        row[f"{name}_p50_ms"] = _pct(lat[name], 0.5)
+        row[f"{name}_p99_ms"] = _pct(lat[name], 0.99)
+        row[f"{name}_last_tenth_p50_ms"] = _pct(lat[name][-len(lat[name]) // 10 :], 0.5)
     row["ratio_time"] = round(row["ask_assign_s"] / row["plain_s"], 3)
     print(json.dumps(row), flush=True)
     return row
@@ -213,7 +255,8 @@ def main() -> None:
     p.add_argument("--members", type=int, default=2000)
     p.add_argument("--member-posts", type=int, default=1000, help="posts into each of the two Threads")
     p.add_argument("--creates", type=int, default=100_000)
-    p.add_argument("--seconds", type=float, default=5.0, help="each memory.create measurement")
+    p.add_argument("--blocks", type=int, default=10, help="alternating blocks (targets 2 and 3)")
+    p.add_argument("--memory-each", type=int, default=60, help="memory.create per connection per block (target 2)")
     p.add_argument("--posts", type=int, default=4000)
     p.add_argument("--posters", type=int, default=8, help="concurrent posters (targets 1 and 3)")
     p.add_argument("--only", default="members,creates,pending")
@@ -229,9 +272,9 @@ def main() -> None:
             if "members" in only:
                 out["members_p50_ratio"] = (await members_target(b.url, keys, args.members, args.member_posts, 200, args.posters))["ratio_p50"]
             if "creates" in only:
-                out["creates_rate_ratio"] = (await creates_target(b.url, keys[-64:], args.creates, args.seconds))["ratio_rate"]
+                out["creates_rate_ratio"] = (await creates_target(b.url, keys[-64:], args.creates, args.blocks, args.memory_each))["ratio_rate"]
             if "pending" in only:
-                out["ask_assign_time_ratio"] = (await pending_target(b.url, keys[-(args.posters + 1):], args.posts, args.posters))["ratio_time"]
+                out["ask_assign_time_ratio"] = (await pending_target(b.url, keys[-(args.posters + 1):], args.posts, args.posters, args.blocks))["ratio_time"]
             print(json.dumps({"bench": "scale.targets", **out, "targets": {
                 "members_p50_ratio": "<= 1.2", "creates_rate_ratio": ">= 0.8", "ask_assign_time_ratio": "<= 1.3"}}), flush=True)
 

@@ -1,4 +1,4 @@
-"""Storage: the fact log, per-object streams, snapshots and derived indexes, over
+"""Storage: the fact log, object snapshots and derived indexes, over
 the kv layer (kv.py) of a backend (LMDB: store.py, lmdb_kv.py).
 
 The log is the only source of truth (L1). Everything else here is derived from it

@@ -21,7 +21,7 @@ from ..core.members import current
 from .events import Feed
 from .indexes import fact_rows, state_rows
 from .integrity import StoreDamaged
-from .layout import DERIVED, FORMAT, decode_fact, encode_object, from_u64, stream_key
+from .layout import DERIVED, FORMAT, RETIRED, decode_fact, encode_object, from_u64
 from .integrity import log_problems
 from .interface import Backend
 from .kv import Snapshot
@@ -63,7 +63,6 @@ def expected_indexes(
             continue
         feed = Feed(lambda th, ag: current(states.get(member_obj(th, ag))) is not None)
         for obj in objs:
-            out["stream"][stream_key(obj, seq)] = b""
             before = states.get(obj)
             states[obj] = folded[obj]
             feed.observe(obj, before, states[obj], fact)
@@ -100,7 +99,8 @@ def compare(store: Backend, expected: dict[str, dict[bytes, bytes]], kv: Snapsho
 
 def write(store: Backend, expected: dict[str, dict[bytes, bytes]], *, format: bytes | None = None) -> None:
     """Replace every derived table by ``expected`` in one transaction, and
-    with ``format`` record that storage format in the same one."""
+    with ``format`` record that storage format in the same one and drop the
+    tables older formats had (:data:`RETIRED`)."""
     w = store.begin_write()
     try:
         tx = w.tx
@@ -109,6 +109,8 @@ def write(store: Backend, expected: dict[str, dict[bytes, bytes]], *, format: by
             for key, value in rows.items():
                 tx.put(name, key, value)
         if format is not None:
+            for name in RETIRED:
+                w.drop_retired(name)
             tx.put("meta", b"format", format)
     except BaseException:
         w.abort()
@@ -118,11 +120,14 @@ def write(store: Backend, expected: dict[str, dict[bytes, bytes]], *, format: by
 
 def migrate(store: Backend, old: bytes) -> None:
     """D92: a store of an older format is brought to :data:`FORMAT` once, on
-    open, by rebuilding every derived row from the log (all but log, meta and
-    receipts are derived, L1-1) and recording the new format in the same
-    transaction: a crash leaves the old format, migrated again at next start.
-    A damaged log is refused, never rebuilt from."""
+    open, in one transaction that also records the new format: a crash leaves
+    the old format, migrated again at next start. From format 1, every
+    derived row is rebuilt from the log (all but log, meta and receipts are
+    derived, L1-1); from format 2, whose derived rows format 3 keeps as they
+    are, only the retired ``stream`` table is dropped (D186). A damaged log is
+    refused, never migrated."""
     t0 = time.monotonic()
+    rebuild = int(old) < 2
     with store.read() as view:
         damage = log_problems(view.kv, derived=False)
         if damage:
@@ -131,11 +136,13 @@ def migrate(store: Backend, old: bytes) -> None:
                 f"({'; '.join(damage[:3])}); restore the data directory from a backup"
             )
         facts = view.kv.count("log")
-        expected = expected_indexes(store, view.kv)
+        expected = expected_indexes(store, view.kv) if rebuild else {}
     write(store, expected, format=FORMAT)
     log.warning(
-        "migrated %s from storage format %s to %s: rebuilt the derived rows from %d facts in %.1f s",
-        store.data_dir, old.decode(), FORMAT.decode(), facts, time.monotonic() - t0,
+        "migrated %s from storage format %s to %s: %s (%d facts) in %.1f s",
+        store.data_dir, old.decode(), FORMAT.decode(),
+        "rebuilt the derived rows from the log" if rebuild else "dropped the per-object stream rows",
+        facts, time.monotonic() - t0,
     )
 
 

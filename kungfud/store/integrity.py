@@ -13,7 +13,7 @@ touches a page, the store is checked here (docs/decisions.md D38):
    rule on LMDB's own reading of the metadata (``env.info()``/``env.stat()``);
 3. the fact log against what was written with it (cheap: O(objects of one
    fact), whatever the store's size): the log's keys run 1..seq with seq the
-   stored last seq, and the last fact decodes and has its stream rows and object
+   stored last seq, and the last fact decodes and the objects it touched have
    snapshots.
 
 A failure raises :class:`StoreDamaged` with one message naming the file and
@@ -133,11 +133,11 @@ def check_env(env: Any, data_dir: str) -> None:
 def log_problems(kv: "Snapshot", *, derived: bool = True) -> list[str]:
     """Cheap consistency of the fact log with what each commit writes beside it:
     the stored last seq, the log's first and last keys and its row count,
-    the last fact decoding, and (``derived``) the last fact's
-    stream rows and object snapshots. Constant work per start, whatever the
+    the last fact decoding, and (``derived``) the snapshots of the objects
+    the last fact touched. Constant work per start, whatever the
     store's size."""
     from ..core.kinds import state_type
-    from .layout import decode_fact, decode_object, from_u64, stream_key
+    from .layout import decode_fact, decode_object, from_u64
 
     raw = kv.get("meta", b"seq")
     seq = from_u64(raw) if raw else 0
@@ -168,8 +168,6 @@ def log_problems(kv: "Snapshot", *, derived: bool = True) -> list[str]:
     if not derived:
         return problems
     for obj in objs:
-        if kv.get("stream", stream_key(obj, last)) is None:
-            problems.append(f"the last fact (seq {last}) touched {obj} but its stream row is missing")
         snapshot = kv.get("objects", obj.encode())
         if snapshot is None:
             problems.append(f"the last fact (seq {last}) touched {obj} but its object snapshot is missing")

@@ -177,6 +177,11 @@ class WriteTxn(Protocol):
 
     def abort(self) -> None: ...
 
+    def drop_retired(self, name: str) -> None:
+        """Drop the table ``name`` of an older storage format
+        (:data:`~kungfud.store.layout.RETIRED`) if the store has it; with
+        this transaction (the format migration, D186)."""
+
 
 @runtime_checkable
 class Backend(Recorder, Protocol):

@@ -4,7 +4,6 @@
 |------------|----------------------------------|----------------------------------------|
 | meta       | b"seq", b"format"                | last fact seq (u64 BE), format version |
 | log        | seq (u64 BE)                     | msgpack fact (the truth)               |
-| stream     | object id, 0, seq                | b"" (facts touching the object)        |
 | objects    | object id                        | msgpack [version, state snapshot]      |
 | receipts   | agent, 0, op, 0, idempotency key | msgpack Receipt                        |
 | agent_keys | sha256(agent key)                | agent id                               |
@@ -46,25 +45,28 @@ __all__ = [
     "Receipt",
     "u64",
     "from_u64",
-    "stream_key",
     "receipt_scope",
     "encode_fact",
     "decode_fact",
     "encode_object",
     "decode_object",
     "FORMAT",
+    "RETIRED",
 ]
 
 # The storage format: 2 moved members, memberships (D90), pending responses and
-# live assignments (D93) into objects and rows of their own. An older store is migrated once on start (D92); a newer one is
-# refused.
-FORMAT = b"2"
+# live assignments (D93) into objects and rows of their own; 3 dropped the
+# per-object ``stream`` rows, which no query read (D186). An older store is
+# migrated once on start (D92); a newer one is refused.
+FORMAT = b"3"
 DBS = (
-    "meta", "log", "stream", "objects", "receipts", "agent_keys", "memories", "versions",
+    "meta", "log", "objects", "receipts", "agent_keys", "memories", "versions",
     "memberships", "members", "pending", "live", "tokens", "obligations", "deadlines", "opportunities", "tasks", "engagements", "adopted",
     "events", "outcomes",
 )
 DERIVED = tuple(d for d in DBS if d not in ("meta", "log", "receipts"))
+# Tables of older formats, dropped when a store is migrated (D186).
+RETIRED = ("stream",)
 
 _U64 = struct.Struct(">Q")
 _U32 = struct.Struct(">I")
@@ -80,10 +82,6 @@ def from_u64(b: bytes) -> int:
 
 def u32(n: int) -> bytes:
     return _U32.pack(n)
-
-
-def stream_key(obj: str, seq: int) -> bytes:
-    return obj.encode() + b"\x00" + u64(seq)
 
 
 def receipt_scope(agent: str | None, op: str, key: str) -> bytes:

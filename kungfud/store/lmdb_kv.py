@@ -7,6 +7,10 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
+import lmdb
+
+from .layout import RETIRED
+
 __all__ = ["LmdbSnapshot", "LmdbTx", "LmdbWriteTxn"]
 
 
@@ -95,3 +99,12 @@ class LmdbWriteTxn:
 
     def abort(self) -> None:
         self.txn.abort()
+
+    def drop_retired(self, name: str) -> None:
+        if name not in RETIRED:
+            raise KeyError(f"{name!r} is not a retired table")
+        try:
+            db = self.env.open_db(name.encode(), txn=self.txn, create=False)
+        except lmdb.NotFoundError:
+            return
+        self.txn.drop(db, delete=True)

@@ -67,13 +67,11 @@ def mismatch() -> Rejection:
 
 @dataclass(slots=True)
 class PlannedFact:
-    """One fact to append: its log row, the objects whose streams it joins,
-    its history and feed rows (events and outcomes among them), and the events
+    """One fact to append: its log row, its history and feed rows (events and outcomes among them), and the events
     rendered per agent (published once the batch commits)."""
 
     seq: int
     encoded: bytes  # the log row's value
-    objects: tuple[str, ...]
     rows: list[Row]
     events: list[tuple[str, bytes]]  # (agent, event JSON)
 
@@ -191,7 +189,7 @@ def plan(batch: BatchState, tx: Tx, item: Item, now: Callable[[], int]) -> Plan 
         else:
             rendered = feed.rendered()
             rows = fact_rows(fact, seq) + feed.rows(seq, rendered)
-        facts.append(PlannedFact(seq, encode_fact(fact), objs, rows, rendered))
+        facts.append(PlannedFact(seq, encode_fact(fact), rows, rendered))
     if touched.keys() != item.states.keys():
         raise AssertionError(f"decision states disagree with the fold of its facts for {sorted(touched)}")
     objects: list[PlannedObject] = []

@@ -26,7 +26,7 @@ from typing import Any, Callable
 from ..errors import Rejection
 from .failures import FailureLog, storage_failure
 from .interface import Backend, Committed, Failed, Item, Outcome, Replayed, Stale, Tx, WriteTxn
-from .layout import stream_key, u64
+from .layout import u64
 from .plan import SECRET_FIELDS, BatchState, Plan, mismatch, plan, redact
 
 __all__ = [
@@ -316,8 +316,6 @@ class Writer:
             if fault is not None:
                 fault("log")
             put("log", u64(f.seq), f.encoded)
-            for obj in f.objects:
-                put("stream", stream_key(obj, f.seq), b"")  # no fault point (D87)
             for table, key, value in f.rows:  # the fact's history and feed rows: no fault point
                 put(table, key, value)
         for o in p.objects:

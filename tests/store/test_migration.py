@@ -1,12 +1,14 @@
-"""D92: a data directory written by an older storage format is migrated once, on
-start, by rebuilding its derived rows from the log (L1-1), and answers every read
-as before (L1: the log is the truth; facts do not change).
+"""D92, D186: a data directory written by an older storage format is migrated
+once, on start (format 1: its derived rows rebuilt from the log, L1-1; format 2:
+its retired ``stream`` table dropped), and answers every read as before (L1: the
+log is the truth; facts do not change).
 
-The fixture ``fixtures/v1_data.tar.gz`` was written by kungfud at 90022fd (format
-1) running ``fixtures/make_v1.py``, which also recorded every read it answered
-(``fixtures/v1_expected.json``). The daemon under test starts on it as users
-start it (a subprocess), and must answer the same, accept new actions, pass
-``kungfud check``, record the new format, and not migrate a second time.
+The fixtures ``fixtures/vN_data.tar.gz`` were written by kungfud at 90022fd
+(format 1) and at 57bd251 (format 2) running ``fixtures/make_v1.py``, which also
+recorded every read it answered (``fixtures/vN_expected.json``). The daemon under
+test starts on each as users start it (a subprocess), and must answer the same,
+accept new actions, pass ``kungfud check``, record the new format, keep no
+retired table, and not migrate a second time.
 """
 
 from __future__ import annotations
@@ -45,8 +47,17 @@ def _check(data: Path) -> subprocess.CompletedProcess:
     )
 
 
-def _unpack(tmp_path: Path) -> Path:
-    with tarfile.open(FIXTURES / "v1_data.tar.gz") as tar:
+def _tables(data: Path) -> set[str]:
+    env = lmdb.open(str(data / "lmdb"), readonly=True, max_dbs=64, lock=False)
+    try:
+        with env.begin() as txn:
+            return {k.decode() for k, _ in txn.cursor()}  # the main database names the tables
+    finally:
+        env.close()
+
+
+def _unpack(tmp_path: Path, name: str = "v1") -> Path:
+    with tarfile.open(FIXTURES / f"{name}_data.tar.gz") as tar:
         tar.extractall(tmp_path, filter="data")
     return tmp_path / "data"
 
@@ -56,20 +67,25 @@ def _json(x):
 
 
 @pytest.mark.rules("L1-1")
-def test_L1_1_a_format_1_directory_migrates_once_on_start_and_reads_alike(tmp_path):
-    expected = json.loads((FIXTURES / "v1_expected.json").read_text())
-    data = _unpack(tmp_path)
-    assert _format(data) == b"1"
+@pytest.mark.parametrize(
+    "name, old, how",
+    [("v1", b"1", "rebuilt the derived rows from the log"), ("v2", b"2", "dropped the per-object stream rows")],
+)
+def test_L1_1_an_older_format_directory_migrates_once_on_start_and_reads_alike(tmp_path, name, old, how):
+    expected = json.loads((FIXTURES / f"{name}_expected.json").read_text())
+    data = _unpack(tmp_path, name)
+    assert _format(data) == old
+    assert "stream" in _tables(data)  # formats 1 and 2 kept per-object stream rows
     # Read-only, check names the older format and what to do; it changes nothing.
     r = _check(data)
     assert r.returncode == 1 and "older than" in r.stdout and "--rebuild" in r.stdout, (r.stdout, r.stderr)
-    assert _format(data) == b"1"
+    assert _format(data) == old
 
     d = Daemon(data).start()
     try:
         assert _format_after_start(d) == FORMAT
         log = d.stderr_path.read_text()
-        assert log.count("migrated") == 1 and "from storage format 1 to 2" in log, log[-2000:]
+        assert log.count("migrated") == 1 and f"from storage format {old.decode()} to {FORMAT.decode()}: {how}" in log, log[-2000:]
         if time.time() * 1000 < expected["valid_until_ms"]:
             # Every read the format-1 daemon answered, answered alike.
             got = asyncio.run(reads(d.url, expected["made"]))
@@ -82,6 +98,7 @@ def test_L1_1_a_format_1_directory_migrates_once_on_start_and_reads_alike(tmp_pa
     r = _check(data)
     assert r.returncode == 0 and "OK" in r.stdout, (r.stdout, r.stderr)
     assert _format(data) == FORMAT
+    assert "stream" not in _tables(data)  # D186: the retired table is gone
 
     before = d.stderr_path.read_text().count("migrated")
     d = Daemon(data).start()  # a second start does not migrate again
@@ -142,5 +159,5 @@ def test_L1_1_a_newer_storage_format_is_refused_with_a_clear_message(tmp_path):
         [sys.executable, "-m", "kungfud", "serve", "--data-dir", str(data), "--listen", "127.0.0.1:0"],
         cwd=ROOT, capture_output=True, text=True, timeout=60,
     )
-    assert r.returncode == 2 and "storage format 99, newer than format 2" in r.stderr, r.stderr
+    assert r.returncode == 2 and f"storage format 99, newer than format {FORMAT.decode()}" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr and _format(data) == b"99"

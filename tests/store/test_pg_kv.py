@@ -6,8 +6,12 @@ stores, the schema is created once and a newer one refused."""
 from __future__ import annotations
 
 import contextlib
+import tarfile
 import threading
 import time
+from pathlib import Path
+
+import lmdb
 
 import psycopg
 import pytest
@@ -240,3 +244,61 @@ def test_a_write_transaction_with_a_failed_statement_never_reports_a_commit(stor
         w.commit()
     with _looking(store) as tx:  # the store writes on afterwards
         assert tx.get("objects", b"k") is None
+
+
+
+@pytest.mark.rules("L1-1")
+def test_L1_1_a_format_2_store_is_migrated_once_by_dropping_its_stream_table(pg_server, tmp_path, caplog):
+    """D186: format 3 keeps every table of format 2 but ``stream`` (per-object
+    fact lists no query read). A format-2 store — the fixture written by
+    57bd251, copied in, given back the ``kf_stream`` table and rows and the
+    format that 57bd251 wrote — is migrated once on open: the table dropped,
+    the format recorded, every other row as it was, and it checks OK."""
+    from kungfud.store import Store
+    from kungfud.store.check import run_check
+    from kungfud.store.postgres.migrate import copy_store
+    from tests.store.test_migration import _unpack
+
+    data = _unpack(tmp_path, "v2")
+    with tarfile.open(Path(__file__).parent / "fixtures" / "v2_data.tar.gz") as tar:
+        tar.extractall(tmp_path / "old", filter="data")
+    old = lmdb.open(str(tmp_path / "old" / "data" / "lmdb"), readonly=True, max_dbs=64, lock=False)
+    with old.begin() as txn:
+        stream = list(txn.cursor(db=old.open_db(b"stream", txn=txn, create=False)))
+    old.close()
+    assert stream
+    url = pg_server.new_database()
+    lm = Store(str(data))  # today's code on the LMDB copy (migrated to format 3 on open)
+    pg = PgStore(url, str(tmp_path / "a"))
+    try:
+        copy_store(lm, pg)
+        with lm.read() as v:
+            rows = {n: list(v.kv.scan(n)) for n in DBS if n != "meta"}
+    finally:
+        lm.close()
+        pg.close()
+    with psycopg.connect(url) as conn:
+        conn.execute("CREATE TABLE kf_stream (key bytea PRIMARY KEY, value bytea NOT NULL)")
+        with conn.cursor().copy("COPY kf_stream (key, value) FROM STDIN") as copy:
+            for row in stream:
+                copy.write_row(row)
+        conn.execute("UPDATE kf_meta SET value = %s WHERE key = %s", (b"2", b"format"))
+    caplog.clear()  # the LMDB copy's own migration is not this test's
+    with caplog.at_level("WARNING", logger="kungfud.store"):
+        s = PgStore(url, str(tmp_path / "b"))
+    try:
+        said = [r.getMessage() for r in caplog.records if "migrated" in r.getMessage()]
+        assert len(said) == 1 and f"from storage format 2 to {FORMAT.decode()}: dropped the per-object stream rows" in said[0]
+        with s.read() as v:
+            assert {n: list(v.kv.scan(n)) for n in DBS if n != "meta"} == rows
+    finally:
+        s.close()
+    with psycopg.connect(url) as conn:
+        tables = {r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE tablename LIKE 'kf_%'")}
+        assert tables == {f"kf_{n}" for n in DBS} | {"kf_schema"}
+        assert conn.execute("SELECT value FROM kf_meta WHERE key = 'format'::bytea").fetchall() == [(FORMAT,)]
+    assert run_check(str(tmp_path / "c"), url=url) == 0
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="kungfud.store"):
+        PgStore(url, str(tmp_path / "d")).close()  # once: a second open migrates nothing
+    assert not [r for r in caplog.records if "migrated" in r.getMessage()]

@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterator
 
 from psycopg.pq import TransactionStatus
 
+from ..layout import RETIRED
 from .schema import LOCK_WRITER, table
 
 __all__ = ["PgSnapshot", "PgTx", "PgWriteTxn", "WriteFailed"]
@@ -228,6 +229,11 @@ class PgWriteTxn:
             ok = True
         finally:
             self._release(self._conn, ok)
+
+    def drop_retired(self, name: str) -> None:
+        if name not in RETIRED:
+            raise KeyError(f"{name!r} is not a retired table")
+        self.tx._pending.append((f"DROP TABLE IF EXISTS kf_{name}", None))  # a fixed identifier
 
     def abort(self) -> None:
         if self._done:
