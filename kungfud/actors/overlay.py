@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..core.kinds import kind_of
-from ..core.queries import KEYED_BY_AGENT, answers, order
+from ..core.queries import answers, may_answer, order
 from ..store import Item
 from ..store.store import View
 
@@ -25,7 +25,9 @@ class Reads:
     """``ctx.get`` over one view and the actor's overlay, recording every version
     read (L5) and the earliest deadline among the Threads and Tasks read (B5)."""
 
-    __slots__ = ("view", "overlay", "expect", "assumed", "states", "valid_until", "owners", "used_overlay", "after")
+    __slots__ = (
+        "view", "overlay", "expect", "assumed", "states", "valid_until", "owners", "used_overlay", "after", "dues"
+    )
 
     def __init__(self, view: View, overlay: "dict[str, tuple[int, Any, bytes, Item]] | None" = None):
         self.view = view
@@ -41,6 +43,9 @@ class Reads:
         self.used_overlay = False
         # The in-flight items whose overlay states this decision read (D145).
         self.after: dict[int, Item] = {}
+        # Each Thread's earliest running deadline, once found: one view and one
+        # overlay answer alike for the life of these reads.
+        self.dues: dict[str, int | None] = {}
 
     def query(self, name: str, key: str, limit: int | None = None, party: str | None = None) -> list[Any]:
         """A named query (Ctx.query, core/queries.py): the view's index rows,
@@ -49,7 +54,7 @@ class Reads:
         ``ag_….threads``) guards it (D90, D93)."""
         mine = []
         for obj, entry in self.overlay.items():
-            if _may_answer(obj, name, key):
+            if may_answer(obj, name, key):
                 mine.append((obj, entry[1]))
                 self.after[id(entry[3])] = entry[3]
         rows = self.view.query(name, key, limit, party, {obj for obj, _ in mine})
@@ -61,8 +66,10 @@ class Reads:
     def next_due(self, obj: str, state: Any) -> int | None:
         """The earliest running deadline of a Thread (its ``due`` query) or Task."""
         if kind_of(obj).name == "thread":  # type: ignore[union-attr]
-            rows = self.query("due", obj, 1)
-            return rows[0][0] if rows else None
+            if obj not in self.dues:
+                rows = self.query("due", obj, 1)
+                self.dues[obj] = rows[0][0] if rows else None
+            return self.dues[obj]
         return state.next_due()
 
     def get(self, obj: str) -> Any:
@@ -85,11 +92,3 @@ class Reads:
             self.valid_until = due if self.valid_until is None else min(self.valid_until, due)
             self.owners.append(obj)
         return state
-
-
-def _may_answer(obj: str, name: str, key: str) -> bool:
-    """Whether object ``obj`` may contribute to query ``name`` of ``key``: a
-    membership, entry or assignment of that Thread (or that agent's membership)."""
-    if name in KEYED_BY_AGENT:
-        return obj.endswith("/" + key)
-    return obj.startswith(key + "/") or obj.startswith(key + ".") or obj.startswith("as_")

@@ -34,10 +34,7 @@ from .assignment import TERMINAL, AssignmentState
 from .entry import EntryState
 from .members import SPEAKING, MemberState
 
-__all__ = ["Live", "live_of", "answers", "state_query", "KEYED_BY_AGENT"]
-
-#: Queries whose key is an agent (the others are keyed by a Thread).
-KEYED_BY_AGENT = frozenset({"memberships"})
+__all__ = ["Live", "live_of", "answers", "may_answer", "state_query"]
 
 
 class Live(msgspec.Struct, frozen=True, array_like=True):
@@ -93,6 +90,21 @@ def answers(name: str, key: str, party: str | None, state: Any) -> list[Any]:
         if party is None or party in (lv.creator, lv.taker):
             return [(state.assignment, lv)]
     return []
+
+
+def may_answer(obj: str, name: str, key: str) -> bool:
+    """Whether object ``obj`` can, by its id, contribute to query ``name`` of
+    ``key`` (:func:`answers` gives nothing for any other): a membership of that
+    agent (``memberships``) or of that Thread (``governors``, ``speakers``),
+    an entry of that Thread (``pending``), any assignment (``live``, ``due``:
+    its id does not name its Thread)."""
+    if name == "memberships":
+        return obj.endswith("/" + key)
+    if name == "pending":
+        return obj.startswith(key + ".")
+    if name in ("live", "due"):
+        return obj.startswith("as_")
+    return obj.startswith(key + "/")
 
 
 def order(name: str, items: list[Any]) -> list[Any]:
