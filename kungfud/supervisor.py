@@ -15,6 +15,11 @@ A worker that dies is logged and replaced after a short backoff, on a fresh
 socket joined to the same port; one that dies before it listens three times in
 a row stops the supervisor (exit 2). SIGTERM/SIGINT are forwarded as SIGTERM;
 each worker finishes its in-flight requests; exit 0.
+
+The supervisor sleeps in one ``select`` and wakes at once for what it acts on:
+a stop signal and a worker's exit (SIGCHLD) through a self-pipe the signal
+handlers write to (``signal.set_wakeup_fd``), a starting worker's control line,
+and the next restart's time. It never polls.
 """
 
 from __future__ import annotations
@@ -73,6 +78,7 @@ class _Worker:
         self.restart_at: float | None = None
         self.announce = False  # a replacement: print its line once it listens
         self.failure = ""  # why it could not start, as it said
+        self.eof = False  # its control channel closed: it is dying (SIGCHLD tells when it is gone)
 
 
 class Supervisor:
@@ -80,9 +86,38 @@ class Supervisor:
         self.cfg, self.n, self.lock_fd, self.addr, self.log_args = cfg, n, lock_fd, addr, log_args
         self.workers = [_Worker(i) for i in range(1, n + 1)]
         self.stopping = False
+        # The wake-up pipe: every handled signal writes its number here (install()).
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+
+    def install(self) -> None:
+        """SIGTERM/SIGINT stop it; SIGCHLD (a worker exited) only wakes it. Each
+        handled signal writes its number to the wake-up pipe, so the wait in
+        :meth:`_wait` returns at once, whenever the signal lands."""
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._on_signal)
+        signal.signal(signal.SIGCHLD, lambda _signum, _frame: None)
+        signal.set_wakeup_fd(self._wake_w, warn_on_full_buffer=False)
 
     def _on_signal(self, signum: int, _frame: object) -> None:
         self.stopping = True
+
+    def _wait(self, timeout: float | None, lines: bool = True) -> None:
+        """Sleep until a signal, a line from a starting worker (``lines``) or
+        ``timeout`` (None: no limit); read what woke it."""
+        waiting = [w.control for w in self.workers if lines and w.control is not None and not (w.ready or w.eof)]
+        readable, _, _ = select.select([self._wake_r, *waiting], [], [], None if timeout is None else max(0.0, timeout))
+        if self._wake_r in readable:
+            try:
+                while signums := os.read(self._wake_r, 256):
+                    if signal.SIGTERM in signums or signal.SIGINT in signums:
+                        self.stopping = True  # whether or not its Python handler has run yet
+            except BlockingIOError:
+                pass
+        for w in self.workers:
+            if w.control is not None and w.control in readable:
+                self._read_ready(w)
 
     def spawn(self, w: _Worker, sock: socket.socket | None) -> None:
         """Start worker ``w`` on ``sock``, or (a replacement: None) on a socket
@@ -105,7 +140,7 @@ class Supervisor:
             if sock is not None:
                 sock.close()  # the worker holds it now: a dead worker's socket leaves the port
             theirs.close()
-        w.control, w.ready, w.url, w.restart_at, w.failure = ours, False, "", None, ""
+        w.control, w.ready, w.url, w.restart_at, w.failure, w.eof = ours, False, "", None, "", False
         w.control.setblocking(False)
 
     def _read_ready(self, w: _Worker) -> None:
@@ -117,7 +152,8 @@ class Supervisor:
             return
         except OSError:
             data = b""
-        if not data:  # EOF: it is dying; watch() or start() sees its exit
+        if not data:  # EOF: it is dying; watch() or start() sees its exit (SIGCHLD)
+            w.eof = True
             return
         line = data.decode(errors="replace").strip()
         if line.startswith("ready"):
@@ -125,16 +161,6 @@ class Supervisor:
             w.url = line[len("ready") :].strip()
         elif line.startswith("failed "):
             w.failure = line[len("failed ") :]
-
-    def _wait_ready(self, timeout: float) -> None:
-        waiting = [w.control for w in self.workers if w.control is not None and not w.ready]
-        if not waiting:
-            time.sleep(timeout)
-            return
-        readable, _, _ = select.select(waiting, [], [], timeout)
-        for w in self.workers:
-            if w.control in readable:
-                self._read_ready(w)
 
     def _line(self, w: _Worker) -> None:
         assert w.proc is not None
@@ -155,7 +181,7 @@ class Supervisor:
                     return self._fail(f"worker {w.index} {_status(w.proc.returncode)} before it was listening{_why(w)}")
             if time.monotonic() > deadline:
                 return self._fail(f"workers not listening within {START_WITHIN_S:.0f} s")
-            self._wait_ready(0.1)
+            self._wait(deadline - time.monotonic())
         print(f"kungfud listening on {ws_url(*self.addr[:2], self.cfg)}", flush=True)
         for w in self.workers:
             self._line(w)
@@ -164,7 +190,8 @@ class Supervisor:
     def watch(self) -> int:
         """Until SIGTERM/SIGINT: replace the workers that die."""
         while not self.stopping:
-            self._wait_ready(0.1)
+            restarts = [w.restart_at for w in self.workers if w.restart_at is not None]
+            self._wait(min(restarts) - time.monotonic() if restarts else None)
             if self.stopping:  # a signal while waiting: a worker it stopped is not replaced
                 break
             now = time.monotonic()
@@ -205,10 +232,10 @@ class Supervisor:
         for p in live:
             p.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + STOP_WITHIN_S + 5
+        while any(p.poll() is None for p in live) and time.monotonic() < deadline:
+            self._wait(deadline - time.monotonic(), lines=False)  # SIGCHLD wakes it
         for p in live:
-            try:
-                p.wait(max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
+            if p.poll() is None:
                 log.warning("worker pid %d did not stop in time: killing it", p.pid)
                 p.kill()
                 p.wait()
@@ -241,8 +268,7 @@ def run(cfg: Config, n: int, log_args: list[str]) -> int:
         print(f"kungfud: {e}", file=sys.stderr)
         return 2
     sup = Supervisor(cfg, n, lock_fd, addr, log_args)
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, sup._on_signal)
+    sup.install()
     code = sup.start(socks)
     return sup.watch() if code is None else code
 

@@ -19,14 +19,13 @@ from ..errors import Hint, Refused, Rejection, must, rejects
 from .clock import rfc3339
 from .context import acting
 from .decision import make
-from .facts import (
-    Decision,
+from .facts import Decision, Fact
+from .task_facts import (
     EngagementConfirmed,
     EngagementDelivered,
     EngagementDropped,
     EngagementExpired,
     EngagementJudged,
-    Fact,
     contract_obj,
 )
 from .lifecycle import Deadline, Lifecycle, Party, Refusal, due

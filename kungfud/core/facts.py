@@ -1,7 +1,9 @@
 """Facts: the recorded results of actions, deadlines and account changes (§1.1, L1).
 
-Every fact is a frozen msgspec Struct in one tagged union, so the store encodes and
-decodes all of them with one codec. A fact never changes once recorded; a
+Every fact is a frozen msgspec Struct in one tagged union
+(:data:`kungfud.core.kinds.AnyFact`), so the store encodes and decodes all of
+them with one codec. The facts of Tasks and engagements (§7) are in
+:mod:`kungfud.core.task_facts`. A fact never changes once recorded; a
 correction is a new fact (L1-3). Participant content travels as opaque JSON bytes
 in fields named ``content``/``note``/``reason`` (L6): nothing in the core looks
 inside them.
@@ -10,7 +12,7 @@ Each fact names the objects whose state it changes (:meth:`Fact.objects`). Objec
 ids are the wire ids, plus sub-objects that never appear on the wire:
 ``th_….N`` is entry N of a Thread, ``th_…/ag_…`` one membership,
 ``ag_….threads`` an agent's membership count and
-``tk_….vN`` version N of a Task's contract.
+``tk_….vN`` version N of a Task's contract (``task_facts.contract_obj``).
 Cross-object consequences are spelled out in the fact itself (which responses a
 departure ended, which assignments it voided), so indexes and every object's
 state follow from the facts alone.
@@ -18,7 +20,7 @@ state follow from the facts alone.
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal, Union
+from typing import ClassVar, Literal
 
 import msgspec
 
@@ -29,11 +31,9 @@ __all__ = [
     "MemoryVisibilitySet", "MemoryWithdrawn", "ThreadCreated", "AdmissionIssued", "AdmissionVoided",
     "MemberJoined", "MembershipEnded", "RoleSet", "EntryPosted", "ResponseHandled", "RequestRetracted",
     "ThreadClosed", "AssignmentCreated", "AssignmentTaken", "AssignmentDelivered", "AssignmentJudged",
-    "AssignmentDropped", "AssignmentVoided", "AssignmentExpired", "AnyFact", "Decision", "entry_obj",
-    "threads_obj", "member_obj", "contract_obj", "Contract", "TaskCreated", "TaskRevised", "TaskAcceptingSet",
-    "EngagementConfirmed", "EngagementDelivered", "EngagementJudged", "EngagementDropped", "EngagementExpired",
+    "AssignmentDropped", "AssignmentVoided", "AssignmentExpired", "Decision", "entry_obj", "threads_obj",
+    "member_obj",
 ]
-
 
 
 def entry_obj(thread: str, entry: int) -> str:
@@ -321,123 +321,6 @@ class AssignmentExpired(Fact, frozen=True, tag="assignment.expired"):
     outcome: Literal["timed_out", "undecided"]
 
     touches = ("assignment", "thread")
-
-
-# --- §7 Tasks ----------------------------------------------------------------------
-
-
-def contract_obj(task: str, version: int) -> str:
-    return f"{task}.v{version}"
-
-
-class Contract(msgspec.Struct, frozen=True):
-    """One contract version (§7.1). ``content`` holds the participant text
-    (``{"output", "criteria", "references"?}``); everything else is structure."""
-
-    inputs: list[tuple[str, int]]  # required inputs: (memory, version) of the author's own Memories
-    deliver_within_s: int
-    judge_within_s: int
-    content: bytes
-    on_no_judgment: Literal["undecided", "adopt"] = "undecided"
-    adoption_limit: int | None = None
-    judge: str | None = None  # designated judge; None: the author judges
-    eligibility: list[str] | None = None  # allow-list for taking (B18)
-    readers: Literal["parties", "public"] = "parties"  # who reads adopted content (T3)
-
-
-class TaskCreated(Fact, frozen=True, tag="task.created"):
-    task: str
-    author: str
-    audience: list[str] | None  # None: open; else the named agents (fixed, R7.2-1)
-    contract: Contract
-
-    def objects(self) -> tuple[str, ...]:
-        return (self.task, contract_obj(self.task, 1))
-
-
-class TaskRevised(Fact, frozen=True, tag="task.revised"):
-    task: str
-    version: int
-    contract: Contract
-
-    def objects(self) -> tuple[str, ...]:
-        return (self.task, contract_obj(self.task, self.version))
-
-
-class TaskAcceptingSet(Fact, frozen=True, tag="task.accepting_set"):
-    """B20: pause/resume new engagements; existing ones are untouched."""
-
-    task: str
-    accepting: bool
-
-    touches = ("task",)
-
-
-class EngagementConfirmed(Fact, frozen=True, tag="engagement.confirmed"):
-    """R7.3-2, R7.3-3: binds the agent, the contract version and the input versions."""
-
-    engagement: str
-    task: str
-    agent: str
-    contract_version: int
-    inputs: list[tuple[str, int]]
-    deliver_by: int
-    # The bound version's terms, so the engagement's state follows from its facts:
-    author: str
-    judge: str  # who judges: the designated judge, else the author (R7-1, B17)
-    judge_within_s: int
-    on_no_judgment: Literal["undecided", "adopt"]
-    adoption_limit: int | None
-    readers: Literal["parties", "public"]
-
-    touches = ("engagement", "task")
-
-
-class EngagementDelivered(Fact, frozen=True, tag="engagement.delivered"):
-    engagement: str
-    task: str
-    pin_memory: str
-    pin_version: int
-    judge_by: int
-
-    touches = ("engagement", "task")
-
-
-class EngagementJudged(Fact, frozen=True, tag="engagement.judged"):
-    engagement: str
-    task: str
-    verdict: Literal["adopt", "reject"]
-    reason: bytes | None = None
-
-    touches = ("engagement", "task")
-
-
-class EngagementDropped(Fact, frozen=True, tag="engagement.dropped"):
-    engagement: str
-    task: str
-
-    touches = ("engagement", "task")
-
-
-class EngagementExpired(Fact, frozen=True, tag="engagement.expired"):
-    """A deadline passed: delivery → timed_out; judgment → as the contract states
-    (undecided, or adopted while the adoption limit allows, B21)."""
-
-    engagement: str
-    task: str
-    outcome: Literal["timed_out", "undecided", "adopted"]
-
-    touches = ("engagement", "task")
-
-
-AnyFact = Union[
-    AgentRegistered, AgentStatusSet, AgentKeySet, MemoryCreated, MemoryUpdated, MemoryVisibilitySet,
-    MemoryWithdrawn, ThreadCreated, AdmissionIssued, AdmissionVoided, MemberJoined, MembershipEnded, RoleSet,
-    EntryPosted, ResponseHandled, RequestRetracted, ThreadClosed, AssignmentCreated, AssignmentTaken,
-    AssignmentDelivered, AssignmentJudged, AssignmentDropped, AssignmentVoided, AssignmentExpired, TaskCreated,
-    TaskRevised, TaskAcceptingSet, EngagementConfirmed, EngagementDelivered, EngagementJudged, EngagementDropped,
-    EngagementExpired,
-]
 
 
 class Decision(msgspec.Struct, frozen=True):

@@ -6,7 +6,8 @@ Object ids are wire ids (``ag_``, ``me_``, ``th_``, ``as_``, ``tk_``, ``en_``) p
 sub-objects that never appear on the wire: ``th_….N`` (entry N of a Thread),
 ``th_…/ag_…`` (one membership, D90), ``ag_….threads`` (an agent's membership
 count) and ``tk_….vN`` (version N of a Task's
-contract). The store decodes snapshots with :func:`state_type`; ``kungfud check``
+contract). The store decodes snapshots with :func:`state_type` and facts with
+:data:`AnyFact` (every fact, one tagged union); ``kungfud check``
 rebuilds every state by folding its facts (L1-1) with :func:`apply_to`; decisions
 fold through the same table (:mod:`kungfud.core.decision`). A new kind of object
 is one row here.
@@ -17,11 +18,24 @@ This module sits above every concept module and nothing in ``core`` imports it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Union
 
-from . import agent, assignment, decision, engagement, entry, memory, obligations, task, thread, work
+from . import agent, assignment, decision, engagement, entry, facts, memory, obligations, task, task_facts, thread, work
 
-__all__ = ["Kind", "Deadlines", "KINDS", "kind", "kind_of", "state_type", "apply_to", "fold", "of_state"]
+__all__ = ["Kind", "Deadlines", "KINDS", "kind", "kind_of", "state_type", "apply_to", "fold", "of_state", "AnyFact"]
+
+#: Every fact (core/facts.py, core/task_facts.py): the store encodes and decodes
+#: all of them with one codec, each by its tag.
+AnyFact = Union[
+    facts.AgentRegistered, facts.AgentStatusSet, facts.AgentKeySet, facts.MemoryCreated, facts.MemoryUpdated,
+    facts.MemoryVisibilitySet, facts.MemoryWithdrawn, facts.ThreadCreated, facts.AdmissionIssued,
+    facts.AdmissionVoided, facts.MemberJoined, facts.MembershipEnded, facts.RoleSet, facts.EntryPosted,
+    facts.ResponseHandled, facts.RequestRetracted, facts.ThreadClosed, facts.AssignmentCreated,
+    facts.AssignmentTaken, facts.AssignmentDelivered, facts.AssignmentJudged, facts.AssignmentDropped,
+    facts.AssignmentVoided, facts.AssignmentExpired, task_facts.TaskCreated, task_facts.TaskRevised,
+    task_facts.TaskAcceptingSet, task_facts.EngagementConfirmed, task_facts.EngagementDelivered,
+    task_facts.EngagementJudged, task_facts.EngagementDropped, task_facts.EngagementExpired,
+]
 
 
 @dataclass(frozen=True, slots=True)

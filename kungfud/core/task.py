@@ -22,15 +22,14 @@ from ..errors import Refused, Rejection, rejects
 from .agent import AgentState
 from .context import acting, fits
 from .decision import make
-from .facts import (
+from .facts import Decision, Fact
+from .task_facts import (
     Contract,
-    Decision,
     EngagementConfirmed,
     EngagementDelivered,
     EngagementDropped,
     EngagementExpired,
     EngagementJudged,
-    Fact,
     TaskAcceptingSet,
     TaskCreated,
     TaskRevised,

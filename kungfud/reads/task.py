@@ -18,7 +18,7 @@ import msgspec
 
 from ..core.clock import rfc3339
 from ..core.engagement import EngagementState, closed_to_takes, effective, is_party, take_refusal
-from ..core.facts import contract_obj
+from ..core.task_facts import contract_obj
 from ..core.shapes import contract_view, delivery, held_obligations, judgment
 from ..core.task import ContractState, TaskState, may_read_contract
 from ..errors import Rejection

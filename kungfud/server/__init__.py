@@ -5,7 +5,8 @@ and each read to ``Runtime.read``; it never decides protocol questions and
 imports nothing from the core or the store (tests/test_layers.py).
 
 Parts: :mod:`.app` (the front door), :mod:`.connection`, :mod:`.feed`,
-:mod:`.limits`, :mod:`.bridge`, :mod:`.metrics`, :mod:`.audit`, :mod:`.console`.
+:mod:`.limits`, :mod:`.bridge`, :mod:`.metrics`, :mod:`.audit`, :mod:`.console`,
+:mod:`.upgrade`, :mod:`.revocation`.
 """
 
 from .app import Server

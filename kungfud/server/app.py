@@ -8,21 +8,22 @@ bad frame → ``bad_request`` and the connection stays open.
 The parts: :mod:`.connection` (a client's outbox, backpressure and sends),
 :mod:`.feed` (subscriptions and events), :mod:`.limits` (admission policy,
 :class:`~.limits.Intake`), :mod:`.bridge` (the crossings to and from the actor
-threads). Below the server everything goes through :class:`kungfud.actors.Runtime`:
-``act`` for actions (here as its two steps, ``job`` and ``route``, with
-admission between), ``read`` for reads, ``authenticate`` for keys.
+threads), :mod:`.upgrade` (the HTTP request before the websocket upgrade),
+:mod:`.revocation` (closing the connections of a rotated or reset key). Below
+the server everything goes through :class:`kungfud.actors.Runtime`: ``act`` for
+actions (here as its two steps, ``job`` and ``route``, with admission between),
+``read`` for reads, ``authenticate`` for keys.
 """
 
 from __future__ import annotations
 
 import asyncio
-import http
+import functools
 import logging
 import socket
 import time
 from typing import Any
 
-import msgspec
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
@@ -33,11 +34,12 @@ from ..errors import Hint, Rejection, StoreUnavailable
 from . import audit
 from .bridge import Bridge
 from .connection import Conn
-from .console import console_response
 from .feed import Feed
 from .limits import Admitted, Intake, TokenBucket
 from .metrics import Metrics
+from .revocation import KEY_CHANGES, Revocation
 from .seen import LastSeen
+from .upgrade import process_request
 
 __all__ = ["Server", "Conn"]
 
@@ -46,10 +48,6 @@ log = logging.getLogger("kungfud.server")
 _HELLO_HINT = Hint("hello", {"key": "<your agent key>"})
 TURN_BUDGET_S = 0.002  # one connection's frames hold the loop this long before others get a turn
 STOP_WITHIN_S = 8.0  # Server.stop() ends within this, whatever clients do (SIGTERM exits 0 promptly)
-# Actions that give an agent a new key: connections that authenticated with the
-# old one are closed with this code (WIRE.md "Operating a deployment").
-_KEY_CHANGES = frozenset({"agent.rotate_key", "admin.agent.reset_key"})
-CLOSE_KEY_REVOKED = 4001
 
 
 def _wall_ms() -> int:
@@ -92,6 +90,7 @@ class Server:
         self.feed = Feed(runtime, self.metrics, max_pending_events)
         self.subscribers = self.feed.subscribers  # agent -> its subscribed connections (metrics read it)
         self.bridge = Bridge(runtime, self._finish)
+        self.revocation = Revocation(runtime, self.connections, self.feed)
         # When this deployment last saw each agent (ms): in memory only, not a
         # fact; shared with the other nodes when there are any (D32, D175).
         self.last_seen = LastSeen()
@@ -122,7 +121,7 @@ class Server:
             host,
             port,
             sock=sock,
-            process_request=self._process_request,
+            process_request=functools.partial(process_request, self),
             max_size=self.cfg.server.max_frame_bytes,
             compression=None,  # DESIGN.md: faster, less memory per connection
             open_timeout=10,
@@ -183,32 +182,6 @@ class Server:
                 log.warning("stopping: connection handlers still running; exiting anyway")
         self.last_seen.flush()  # what this node saw, to the others before it goes
 
-    # --- handshake -----------------------------------------------------------
-
-    def _process_request(self, connection: ServerConnection, request: Any) -> Any:
-        path = request.path.split("?", 1)[0]
-        if path == "/healthz":
-            return connection.respond(http.HTTPStatus.OK, "ok\n")
-        if path == "/metrics":
-            response = connection.respond(http.HTTPStatus.OK, self.metrics.render(self))
-            response.headers["Content-Type"] = "text/plain; version=0.0.4; charset=utf-8"
-            return response
-        if (page := console_response(request, self.cfg.server.path)) is not None:
-            return page
-        if path != self.cfg.server.path:
-            return connection.respond(http.HTTPStatus.NOT_FOUND, f"not found; connect to {self.cfg.server.path}\n")
-        if len(self.connections) >= self.cfg.server.max_connections:
-            return connection.respond(http.HTTPStatus.SERVICE_UNAVAILABLE, "too many connections; retry later\n")
-        auth = request.headers.get("Authorization")
-        if auth is not None:
-            scheme, _, key = auth.partition(" ")
-            who = self.rt.authenticate(key.strip()) if scheme.lower() == "bearer" else None
-            if who is None:
-                return connection.respond(http.HTTPStatus.UNAUTHORIZED, "unknown agent key\n")
-            connection.kungfu_agent = who.agent  # type: ignore[attr-defined]
-            connection.kungfu_key_hash = who.key_hash  # type: ignore[attr-defined]
-        return None
-
     # --- connection ----------------------------------------------------------
 
     async def _handler(self, ws: ServerConnection) -> None:
@@ -259,25 +232,14 @@ class Server:
         if conn.agent is not None:
             self.last_seen.saw(conn.agent, _wall_ms())
         if conn.in_flight >= self.cfg.server.max_in_flight:
-            self._reject(
-                conn,
-                req_id,
-                Rejection.rate_limited(
-                    f"this connection already has {conn.in_flight} requests in flight; "
-                    "wait for replies before sending more"
-                ),
-                op,
-            )
+            why = f"this connection already has {conn.in_flight} requests in flight; wait for replies before sending more"
+            self._reject(conn, req_id, Rejection.rate_limited(why), op)
             return
         spec = wire.OPS[op]
         if conn.agent is None and not spec.open:
             # Before authentication nothing but the envelope is read (H2).
-            self._reject(
-                conn,
-                req_id,
-                Rejection("unauthenticated", f"authenticate with hello before {op}", "revise", _HELLO_HINT),
-                op,
-            )
+            unauthenticated = Rejection("unauthenticated", f"authenticate with hello before {op}", "revise", _HELLO_HINT)
+            self._reject(conn, req_id, unauthenticated, op)
             return
         try:
             args = wire.decode_args(env)
@@ -390,8 +352,8 @@ class Server:
             self.metrics.action(op)
             self._audit(caller, op, result=outcome.result)
             conn.send(wire.encode_ok(req_id, outcome.result))
-            if op in _KEY_CHANGES:
-                self._drop_old_key(outcome.result)
+            if op in KEY_CHANGES:
+                self.revocation.key_changed(outcome.result)
         elif isinstance(outcome, Replayed):
             self.metrics.replays += 1  # its action count was given back (L4-5)
             self._audit(caller, op, replayed=True, result=outcome.result)
@@ -401,41 +363,11 @@ class Server:
         else:
             self._reject(conn, req_id, Rejection("internal", "unexpected outcome; nothing was written", "retry"), op, caller)
 
-    def _drop_old_key(self, result: bytes) -> None:
-        """WIRE.md "Operating a deployment": after a rotation or reset, every
-        connection that authenticated with an old key of the agent stops acting
-        as it at once and is closed with 4001 once its queued replies (the new
-        key, for the connection that rotated) are sent — on every node: the
-        other nodes are told (D156)."""
-        agent = msgspec.json.decode(result).get("agent")
-        self._drop_stale_keys([agent])
-        self.rt.announce_agents([agent])
-
     def _woken(self, agents: list[str] | None) -> None:
         """Another node committed for ``agents`` (None: maybe anyone): new
         events to deliver, and maybe a key that changed (D156)."""
         self.feed.wake(agents)
-        held = {c.agent for c in self.connections if c.agent is not None}
-        check = held if agents is None else held.intersection(agents)
-        if check:
-            self._drop_stale_keys(check)
-
-    def _drop_stale_keys(self, agents: Any) -> None:
-        """Close this node's connections of ``agents`` that authenticated with
-        a key that is no longer their agent's key (one snapshot for all)."""
-        try:
-            current = self.rt.key_hashes_of(agents)
-        except StoreUnavailable:  # checked again at the next wake-up or poll
-            return
-        for conn in list(self.connections):
-            if conn.agent in current and conn.key_hash != current[conn.agent]:
-                self.feed.unsubscribe(conn)
-                conn.agent = conn.key_hash = None
-                asyncio.ensure_future(self._close_revoked(conn))
-
-    async def _close_revoked(self, conn: Conn) -> None:
-        await conn.flush(asyncio.get_running_loop().time() + 1.0)
-        await conn.close(CLOSE_KEY_REVOKED, "this agent key was rotated or reset; connect with the new key")
+        self.revocation.recheck(agents)
 
     # --- answers -----------------------------------------------------------------------
 
@@ -450,7 +382,7 @@ class Server:
             self._audit(agent, op, code=rejection.code)
         conn.send(wire.encode_error(req_id, rejection))
         if agent is not None and rejection == KEY_REVOKED:  # D185: closed 4001 now, on any node
-            self._drop_stale_keys([agent])
+            self.revocation.drop_stale([agent])
 
     def _audit(
         self, agent: str | None, op: str, *, code: str | None = None, replayed: bool = False, result: bytes | None = None

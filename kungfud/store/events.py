@@ -34,16 +34,18 @@ from ..core.facts import (
     AssignmentJudged,
     AssignmentTaken,
     AssignmentVoided,
-    EngagementDelivered,
-    EngagementDropped,
-    EngagementExpired,
-    EngagementJudged,
     EntryPosted,
     MembershipEnded,
     RequestRetracted,
     ResponseHandled,
     RoleSet,
     ThreadClosed,
+)
+from ..core.task_facts import (
+    EngagementDelivered,
+    EngagementDropped,
+    EngagementExpired,
+    EngagementJudged,
 )
 from ..core.kinds import of_state
 from ..core.shapes import obligation_item, opportunity_item, outcome_item

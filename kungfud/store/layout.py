@@ -37,7 +37,7 @@ from typing import Any
 
 import msgspec
 
-from ..core.facts import AnyFact
+from ..core.kinds import AnyFact
 
 __all__ = [
     "DBS",

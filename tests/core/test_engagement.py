@@ -12,13 +12,13 @@ from kungfud.actors.ops import ACTIONS
 from kungfud.core import engagement as eng_core
 from kungfud.core import work
 from kungfud.core.engagement import TERMINAL, effective
-from kungfud.core.facts import (
+from kungfud.core.facts import MemoryCreated
+from kungfud.core.task_facts import (
     EngagementConfirmed,
     EngagementDelivered,
     EngagementDropped,
     EngagementExpired,
     EngagementJudged,
-    MemoryCreated,
 )
 from kungfud.core.kinds import of_state
 from kungfud.core.obligations import ob_id

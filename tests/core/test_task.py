@@ -29,11 +29,10 @@ from kungfud.core.agent import Register, SetStatus
 from kungfud.core.kinds import fold, of_state
 from kungfud.core.context import Ctx, Limits, counting_ids
 from kungfud.core.engagement import EngagementState
-from kungfud.core.facts import (
+from kungfud.core.facts import Decision, EntryPosted
+from kungfud.core.task_facts import (
     Contract,
-    Decision,
     EngagementExpired,
-    EntryPosted,
     TaskAcceptingSet,
     TaskCreated,
     TaskRevised,
@@ -167,7 +166,7 @@ class TaskWorld:
         }
 
     def terminal_facts(self, e: str) -> list[Any]:
-        from kungfud.core.facts import EngagementDropped, EngagementJudged
+        from kungfud.core.task_facts import EngagementDropped, EngagementJudged
 
         return [f for f in self.streams[e] if isinstance(f, (EngagementJudged, EngagementDropped, EngagementExpired))]
 

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
 from kungfud.core.engagement import TERMINAL
-from kungfud.core.facts import EngagementExpired, EngagementJudged
+from kungfud.core.task_facts import EngagementExpired, EngagementJudged
 from kungfud.core.obligations import ob_id
 
 from .test_task import GHOST_ENGAGEMENT, REASON, TaskWorld, ok, output

@@ -401,6 +401,32 @@ async def test_the_worker_count_comes_from_the_config_file_and_auto_is_one_per_c
     assert worker_count("auto") == os.cpu_count() and worker_count(2) == 2
 
 
+def _wake_ups(pid: int) -> int:
+    """How many times ``pid`` has gone to sleep (it wakes before each next one)."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("voluntary_ctxt_switches:"):
+                return int(line.split()[1])
+    raise AssertionError(f"no voluntary_ctxt_switches in /proc/{pid}/status")
+
+
+async def test_an_idle_supervisor_sleeps_until_a_signal_or_a_line_wakes_it(workers):
+    """The supervisor does not poll: a stop signal, a worker's exit (SIGCHLD)
+    and a starting worker's line wake it (supervisor.py), so while nothing
+    happens it does not wake at all — no turn of a timer, whose period would
+    delay a stop or a restart."""
+    w = workers(2)
+    settled = _wake_ups(w.proc.pid)
+    for _ in range(100):  # until it is asleep: no wake-up between two looks
+        time.sleep(0.05)
+        settled, last = _wake_ups(w.proc.pid), settled
+        if settled == last:
+            break
+    time.sleep(0.5)
+    assert _wake_ups(w.proc.pid) == settled
+    assert w.terminate() == 0
+
+
 async def test_sigint_to_the_supervisor_stops_every_worker_with_exit_0(workers):
     w = workers(2)
     w.proc.send_signal(signal.SIGINT)

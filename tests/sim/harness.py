@@ -92,12 +92,14 @@ from kungfud.core.facts import (
     AssignmentDelivered,
     AssignmentExpired,
     Decision,
+    MemoryCreated,
+    ThreadCreated,
+)
+from kungfud.core.task_facts import (
     EngagementConfirmed,
     EngagementDelivered,
     EngagementExpired,
-    MemoryCreated,
     TaskCreated,
-    ThreadCreated,
 )
 from kungfud.core.ids import time_ordered
 from kungfud.errors import Rejection

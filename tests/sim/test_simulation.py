@@ -35,7 +35,8 @@ import os
 
 import pytest
 
-from kungfud.core.facts import AssignmentExpired, EngagementExpired
+from kungfud.core.facts import AssignmentExpired
+from kungfud.core.task_facts import EngagementExpired
 from kungfud.store.layout import decode_fact
 
 from .harness import FAULT_POINTS, Sim, SimFailure, rerun_hint
