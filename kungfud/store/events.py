@@ -119,6 +119,13 @@ class OutcomeRow(msgspec.Struct, frozen=True, array_like=True):
 _WORK = (AssignmentState, EngagementState, TaskState)
 
 
+def observed(state_type: type, has_obligations: bool) -> bool:
+    """Whether a fact's change to an object of this kind can make an event or
+    an outcome (:meth:`Feed.observe` finds nothing for any other): work that
+    ends or is offered, or obligations that arise or end."""
+    return has_obligations or state_type in _WORK
+
+
 def _ended(before: Any, after: Any) -> bool:
     """Did this fact bring an assignment or engagement to its terminal state?"""
     if isinstance(after, AssignmentState):

@@ -29,7 +29,7 @@ from ..core.facts import member_obj
 from ..core.kinds import Kind, kind_of
 from ..core.members import MemberState
 from ..errors import Rejection
-from .events import Feed
+from .events import Feed, observed
 from .indexes import fact_rows, state_rows
 from .interface import Failed, Item, Replayed, Stale, Tx
 from .layout import Receipt, decode_object, encode_fact, encode_object, from_u64, u64
@@ -182,8 +182,10 @@ def plan(batch: BatchState, tx: Tx, item: Item, now: Callable[[], int]) -> Plan 
         for obj in objs:
             touched[obj] = touched.get(obj, 0) + 1
             before = current.get(obj)
-            current[obj] = after = _kind(kinds, obj).apply(before, fact)
-            feed.observe(obj, before, after, fact, obligations)
+            k = _kind(kinds, obj)
+            current[obj] = after = k.apply(before, fact)
+            if observed(k.state, k.obligations is not None):  # most objects make no event
+                feed.observe(obj, before, after, fact, obligations)
         if feed.quiet():  # no events, no outcomes (most facts)
             rendered, rows = [], fact_rows(fact, seq)
         else:
