@@ -5,10 +5,12 @@ caller was not shown is sealed (D44, R12-9). Pure: the rows are a list here."""
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 
 from kungfud.errors import Rejection
-from kungfud.reads import pager
+from kungfud.reads import cursors, pager
 
 ROWS = [(f"{n:02d}".encode(), n) for n in range(20)]  # (position, row), in page order
 
@@ -46,14 +48,21 @@ def test_R8_10_pages_skip_nothing_and_each_examines_at_most_its_budget(limit, bu
 
 
 @pytest.mark.rules("R12-9", "R8-10")
-def test_R12_9_a_cursor_that_stops_on_a_hidden_row_is_sealed_and_only_its_caller_resumes_it():
+def test_R12_9_a_cursor_that_stops_on_a_hidden_row_is_sealed_and_only_its_caller_resumes_it(monkeypatch):
+    # A fixed key and nonce make the sealed bytes the same in every run: the
+    # check below looks for the hidden positions in them, which random bytes
+    # would hold by chance once in ~30 runs.
+    monkeypatch.setattr(cursors, "_KEY", bytes(range(32)))
+    monkeypatch.setattr(cursors.os, "urandom", lambda n: bytes(range(1, n + 1)))
     hidden = {3, 4, 5}
-    got, cursors = _all(lambda n: None if n in hidden else {"n": n}, limit=100, budget=3)
+    got, cursor_list = _all(lambda n: None if n in hidden else {"n": n}, limit=100, budget=3)
     assert [i["n"] for i in got] == [n for _, n in ROWS if n not in hidden]
-    clear = [c for c in cursors if not c.startswith("~")]
-    assert clear and all(int(c) not in hidden for c in clear), cursors  # a position in the clear was shown
-    sealed = [c for c in cursors if c.startswith("~")]
-    assert sealed and not any(f"{n:02d}" in c for c in sealed for n in hidden)
+    clear = [c for c in cursor_list if not c.startswith("~")]
+    assert clear and all(int(c) not in hidden for c in clear), cursor_list  # a position in the clear was shown
+    sealed = [c for c in cursor_list if c.startswith("~")]
+    raw = [base64.urlsafe_b64decode(c[1:] + "=" * (-len(c[1:]) % 4)) for c in sealed]
+    assert sealed and not any(f"{n:02d}".encode() in r or f"{n:02d}" in c for r, c in zip(raw, sealed) for n in hidden)
+    assert [cursors.unseal("turn", "ag_01me", c) for c in sealed] == [b"05"]  # the last hidden row examined
     other = pager.page("turn", "ag_01other", sealed[0], 100, 3, _rows, lambda n: {"n": n}, pager.IDS)
     assert isinstance(other, Rejection) and other.code == "bad_request"
 
