@@ -154,6 +154,13 @@ def bench_daemon(extra_config: str = "", *, echo: bool = False, prefix: str = "k
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def cpu_seconds(pid: int) -> float:
+    """The CPU seconds (user + system) process ``pid`` has used (Linux)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _memory_kb(pid: int) -> dict[str, int]:
     out = {}
     with open(f"/proc/{pid}/status") as f:

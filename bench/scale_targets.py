@@ -31,14 +31,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from memory_create import _dec, _enc, _register, bench_daemon  # noqa: E402
+from memory_create import _dec, _enc, _register, bench_daemon, cpu_seconds  # noqa: E402
 from websockets.asyncio.client import connect  # noqa: E402
 
 
@@ -92,25 +91,31 @@ async def _thread_with(url: str, gov: Conn, keys: list[str], tag: str) -> str:
     return t
 
 
+async def _timed(conns: list[Conn], each: int, op: str, args_for) -> tuple[list[float], float]:
+    """Every connection sends ``each`` requests of ``op`` in turn, all
+    connections at once: (latencies, seconds)."""
+    lat: list[float] = []
+    t0 = time.perf_counter()
+
+    async def run(i: int, c: Conn) -> None:
+        for n in range(each):
+            lat.append((await c.call(op, args_for(i, n)))[1])
+
+    await asyncio.gather(*(run(i, c) for i, c in enumerate(conns)))
+    return lat, time.perf_counter() - t0
+
+
 async def _posting(url: str, keys: list[str], tag: str, args_for, total: int) -> tuple[list[float], float]:
     """``len(keys)`` connections post concurrently, each sequentially, ``total``
     posts in all: (latencies, seconds). Concurrent posters keep the Thread's
     actor and the writer busy, so the time is CPU (decoding, folding, encoding
     state), not the wait for one fsync per sequential post."""
     conns = [await Conn.open(url, k, f"{tag}{i}") for i, k in enumerate(keys)]
-    lat: list[float] = []
-    each = total // len(conns)
-    t0 = time.perf_counter()
-
-    async def run(i: int, c: Conn) -> None:
-        for n in range(each):
-            lat.append((await c.call("thread.post", args_for(i, n)))[1])
-
-    await asyncio.gather(*(run(i, c) for i, c in enumerate(conns)))
-    took = time.perf_counter() - t0
-    for c in conns:
-        await c.close()
-    return lat, took
+    try:
+        return await _timed(conns, total // len(conns), "thread.post", args_for)
+    finally:
+        for c in conns:
+            await c.close()
 
 
 async def members_target(url: str, keys: list[str], members: int, posts: int, block: int, posters: int) -> dict:
@@ -142,13 +147,6 @@ async def members_target(url: str, keys: list[str], members: int, posts: int, bl
     return row
 
 
-def _cpu(pid: int) -> float:
-    """The CPU seconds (user + system) process ``pid`` has used (Linux)."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 class Timed:
     """Latencies, wall seconds and the daemon's CPU seconds, summed over blocks."""
 
@@ -159,28 +157,14 @@ class Timed:
         self.cpu = 0.0
 
     async def block(self, conns: list[Conn], each: int, op: str, args_for) -> None:
-        c0 = _cpu(self.pid)
+        c0 = cpu_seconds(self.pid)
         lat, took = await _timed(conns, each, op, args_for)
-        self.cpu += _cpu(self.pid) - c0
+        self.cpu += cpu_seconds(self.pid) - c0
         self.lat += lat
         self.wall += took
 
     def cpu_us(self) -> float:
         return round(self.cpu / max(1, len(self.lat)) * 1e6, 1)
-
-
-async def _timed(conns: list[Conn], each: int, op: str, args_for) -> tuple[list[float], float]:
-    """Every connection sends ``each`` requests of ``op`` in turn, all
-    connections at once: (latencies, seconds)."""
-    lat: list[float] = []
-    t0 = time.perf_counter()
-
-    async def run(i: int, c: Conn) -> None:
-        for n in range(each):
-            lat.append((await c.call(op, args_for(i, n)))[1])
-
-    await asyncio.gather(*(run(i, c) for i, c in enumerate(conns)))
-    return lat, time.perf_counter() - t0
 
 
 async def creates_target(url: str, pid: int, keys: list[str], creates: int, blocks: int) -> dict:

@@ -31,14 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.memory_create import _register, bench_daemon, echo_servers, measure  # noqa: E402
-
-
-def _cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        raw = f.read()
-    fields = raw[raw.rindex(")") + 2 :].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+from bench.memory_create import _register, bench_daemon, cpu_seconds, echo_servers, measure  # noqa: E402
 
 
 def _tree(pid: int) -> list[int]:
@@ -51,7 +44,7 @@ def _cpu(pids: list[int]) -> dict[int, float]:
     out = {}
     for pid in pids:
         try:
-            out[pid] = _cpu_seconds(pid)
+            out[pid] = cpu_seconds(pid)
         except OSError:
             pass
     return out

@@ -67,8 +67,9 @@ def mismatch() -> Rejection:
 
 @dataclass(slots=True)
 class PlannedFact:
-    """One fact to append: its log row, its history and feed rows (events and outcomes among them), and the events
-    rendered per agent (published once the batch commits)."""
+    """One fact to append: its log row, its history and feed rows (events and
+    outcomes among them), and the events rendered per agent (published once the
+    batch commits)."""
 
     seq: int
     encoded: bytes  # the log row's value
