@@ -55,6 +55,8 @@ SHARED_MAX_ATTEMPTS = 64
 # a rejection decided on the overlay, until this actor's writes in flight are
 # done, then decided again on what the store holds then.
 _BEHIND = Rejection("internal", "the daemon failed on this request; nothing was written", "retry")
+# What a deadline sweep before an action found (ObjectActor._sweep).
+_CLEAR, _SWEPT, _HELD = object(), object(), object()
 
 
 class Expire:
@@ -279,20 +281,26 @@ class ObjectActor(pykka.ThreadingActor):
     def _expire_own(self, now: int) -> bool:
         """Record (pipelined) every expiry of this actor's object due at ``now``.
         True when that could not be decided yet (``_BEHIND``: a sweep is held)."""
-        command, op = _expiry(self.key)
         with self.runtime.store.read() as view:
-            reads = Reads(view, self.overlay)
-            state = reads.get(self.key)
-            if state is None or not _is_due(reads, self.key, state, now):
-                return False
-            ctx = self.runtime.ctx(None, now, reads.get, reads.query)
-            decision = self._decide(lambda: ACTIONS[op].decide(command(self.key), ctx), reads)
+            return self._sweep(now, Reads(view, self.overlay)) is _HELD
+
+    def _sweep(self, now: int, reads: Reads) -> object:
+        """:meth:`_expire_own` on ``reads`` (over an open view): ``_CLEAR`` when
+        nothing was due (``reads`` then holds only this object's read, and the
+        action that follows decides on the same reads), ``_SWEPT`` when expiries
+        were submitted (the overlay moved), ``_HELD`` when the sweep is held."""
+        state = reads.get(self.key)
+        if state is None or not _is_due(reads, self.key, state, now):
+            return _CLEAR
+        command, op = _expiry(self.key)
+        ctx = self.runtime.ctx(None, now, reads.get, reads.query)
+        decision = self._decide(lambda: ACTIONS[op].decide(command(self.key), ctx), reads)
         if decision is _BEHIND:
             self.held.append((self.submitted, self.epoch, _Run(None), _BEHIND))
-            return True
+            return _HELD
         if not isinstance(decision, Rejection):
             self._submit(_Run(None), None, b"", decision, reads, None)
-        return False
+        return _SWEPT
 
     def _run(self, run: _Run) -> None:
         job = run.job
@@ -309,11 +317,15 @@ class ObjectActor(pykka.ThreadingActor):
         rt = self.runtime
         while True:
             now = rt.clock()
-            if self.owns_deadlines and self._expire_own(now):  # L4-3: the deadline wins over this action
-                self.held.append((self.submitted, self.epoch, run, _BEHIND))  # after the held sweep
-                return
             with rt.store.read() as view:
                 reads = Reads(view, self.overlay)
+                if self.owns_deadlines:  # L4-3: the deadline wins over this action
+                    swept = self._sweep(now, reads)
+                    if swept is _HELD:
+                        self.held.append((self.submitted, self.epoch, run, _BEHIND))  # after the held sweep
+                        return
+                    if swept is _SWEPT:  # decide on the expiries in flight
+                        reads = Reads(view, self.overlay)
                 # The caller's version is recorded (L5): an agent changed before
                 # this commit (a key rotated) makes it Stale, decided again here.
                 caller = reads.get(job.caller) if job.caller is not None else None

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..core.kinds import kind_of
-from ..core.queries import answers, may_answer, order
+from ..core.queries import answering, answers, order
 from ..store import Item
 from ..store.store import View
 
@@ -52,15 +52,22 @@ class Reads:
         with the overlay's in-flight objects answering for themselves. It
         records no version: the decision's read of the Thread (or
         ``ag_….threads``) guards it (D90, D93)."""
-        mine = []
+        prefix, suffix = answering(name, key)
+        mine: list[tuple[str, list[Any]]] = []
         for obj, entry in self.overlay.items():
-            if may_answer(obj, name, key):
-                mine.append((obj, entry[1]))
-                self.after[id(entry[3])] = entry[3]
-        rows = self.view.query(name, key, limit, party, {obj for obj, _ in mine})
+            if obj.startswith(prefix) and obj.endswith(suffix):
+                got = answers(name, key, party, entry[1])
+                # An object created in flight (version 1) that answers nothing
+                # has no row in the view either, or the same state's: it
+                # neither answers nor hides a row (an untaken assignment of a
+                # deadline query, say), and the decision does not depend on it.
+                if got or entry[0] > 1:
+                    mine.append((obj, got))
+                    self.after[id(entry[3])] = entry[3]
         if not mine:
-            return [answer for answer, _ in rows]
-        out = order(name, [a for a, _ in rows] + [a for _, state in mine for a in answers(name, key, party, state)])
+            return [answer for answer, _ in self.view.query(name, key, limit, party)]
+        rows = self.view.query(name, key, limit, party, {obj for obj, _ in mine})
+        out = order(name, [a for a, _ in rows] + [a for _, got in mine for a in got])
         return out if limit is None else out[:limit]
 
     def next_due(self, obj: str, state: Any) -> int | None:

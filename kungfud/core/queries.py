@@ -30,11 +30,12 @@ from typing import Any, Callable, Literal
 
 import msgspec
 
+from .assignment import LIFECYCLE as ASSIGNMENT
 from .assignment import TERMINAL, AssignmentState
 from .entry import EntryState
 from .members import SPEAKING, MemberState
 
-__all__ = ["Live", "live_of", "answers", "may_answer", "state_query"]
+__all__ = ["Live", "live_of", "answers", "answering", "may_answer", "state_query"]
 
 
 class Live(msgspec.Struct, frozen=True, array_like=True):
@@ -53,8 +54,7 @@ def live_of(a: AssignmentState) -> Live | None:
     """The live view of an assignment; None once it is terminal."""
     if a.state in TERMINAL:
         return None
-    due = a.deliver_by if a.state == "taken" else a.judge_by if a.state == "delivered" else None
-    return Live(a.creator, a.to, a.entry, a.state, a.taker, due, a.forfeited)  # type: ignore[arg-type]
+    return Live(a.creator, a.to, a.entry, a.state, a.taker, ASSIGNMENT.due(a), a.forfeited)  # type: ignore[arg-type]
 
 
 def answers(name: str, key: str, party: str | None, state: Any) -> list[Any]:
@@ -82,29 +82,37 @@ def answers(name: str, key: str, party: str | None, state: Any) -> list[Any]:
     if isinstance(state, AssignmentState):
         if state.thread != key or name not in ("live", "due"):
             return []
+        if name == "due":  # no Live needed: the deadline of its running state
+            due = ASSIGNMENT.due(state)
+            return [] if due is None else [(due, state.assignment)]
         lv = live_of(state)
         if lv is None:
             return []
-        if name == "due":
-            return [(lv.due, state.assignment)] if lv.due is not None else []
         if party is None or party in (lv.creator, lv.taker):
             return [(state.assignment, lv)]
     return []
 
 
-def may_answer(obj: str, name: str, key: str) -> bool:
-    """Whether object ``obj`` can, by its id, contribute to query ``name`` of
-    ``key`` (:func:`answers` gives nothing for any other): a membership of that
-    agent (``memberships``) or of that Thread (``governors``, ``speakers``),
-    an entry of that Thread (``pending``), any assignment (``live``, ``due``:
-    its id does not name its Thread)."""
+def answering(name: str, key: str) -> tuple[str, str]:
+    """``(prefix, suffix)`` of the ids of the objects that can contribute to
+    query ``name`` of ``key`` (:func:`answers` gives nothing for any other): a
+    membership of that agent (``memberships``) or of that Thread
+    (``governors``, ``speakers``), an entry of that Thread (``pending``), any
+    assignment (``live``, ``due``: its id does not name its Thread). The
+    actor's overlay filters its in-flight objects by these in one pass."""
     if name == "memberships":
-        return obj.endswith("/" + key)
+        return "", "/" + key
     if name == "pending":
-        return obj.startswith(key + ".")
+        return key + ".", ""
     if name in ("live", "due"):
-        return obj.startswith("as_")
-    return obj.startswith(key + "/")
+        return "as_", ""
+    return key + "/", ""
+
+
+def may_answer(obj: str, name: str, key: str) -> bool:
+    """Whether object ``obj``, by its id, can contribute to query ``name`` of ``key``."""
+    prefix, suffix = answering(name, key)
+    return obj.startswith(prefix) and obj.endswith(suffix)
 
 
 def order(name: str, items: list[Any]) -> list[Any]:

@@ -17,11 +17,13 @@ from typing import Any, Callable, Iterator
 import msgspec
 
 from ..core.agent import AgentState
+from ..core.assignment import LIFECYCLE as ASSIGNMENT
 from ..core.assignment import AssignmentState
 from ..core.entry import EntryState
 from ..core.facts import MemoryCreated, MemoryUpdated
 from ..core.memory import MemoryState
 from ..core.kinds import of_state
+from ..core.engagement import LIFECYCLE as ENGAGEMENT
 from ..core.engagement import EngagementState
 from ..core.task import TaskState
 from ..core.members import SPEAKING, MemberState
@@ -112,7 +114,7 @@ def _assignment_rows(obj: str, state: AssignmentState, obligations: Obligations)
     yield from _obligation_rows(obj, state, obligations)
     if state.state == "open":
         yield "opportunities", state.to.encode() + b"\x00" + state.assignment.encode(), state.thread.encode()
-    due = state.deliver_by if state.state == "taken" else state.judge_by if state.state == "delivered" else None
+    due = ASSIGNMENT.due(state)  # the deadline of its running state
     if due is not None:
         yield "deadlines", u64(due) + state.assignment.encode(), state.thread.encode()
     if (lv := live_of(state)) is not None:  # the "live" and "due" queries (D93)
@@ -138,7 +140,7 @@ def _task_rows(obj: str, state: TaskState, obligations: Obligations) -> Iterator
 
 def _engagement_rows(obj: str, state: EngagementState, obligations: Obligations) -> Iterator[Row]:
     yield from _obligation_rows(obj, state, obligations)
-    due = state.deliver_by if state.state == "taken" else state.judge_by if state.state == "delivered" else None
+    due = ENGAGEMENT.due(state)
     if due is not None:
         yield "deadlines", u64(due) + state.engagement.encode(), state.task.encode()
     en, tk = state.engagement.encode(), state.task.encode()
