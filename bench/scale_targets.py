@@ -9,7 +9,8 @@
 3. 4,000 posts that each ask and assign ≤ 1.3× the time of 4,000 plain posts
    (8 concurrent posters, each kind in its own Thread, in 20 alternating
    blocks; nobody answers: pending responses and untaken assignments pile up
-   to 4,000).
+   to 4,000). With ``--parts`` posts that only ask and posts that only
+   assign run in the same blocks, each kind's ratio to plain beside it.
 
 Targets 2 and 3 alternate their two sides in blocks as target 1 does: on this
 shared VM one side measured a minute after the other can differ 2x by drift
@@ -18,7 +19,7 @@ alone (docs/performance.md, 2026-12-02).
 Concurrent posters keep the daemon busy, so the figures show CPU per post (the
 size of the state decoded, folded and encoded), not one fsync per request.
 
-    python bench/scale_targets.py [--members 2000] [--creates 100000] [--posts 4000] [--blocks 10]
+    python bench/scale_targets.py [--members 2000] [--creates 100000] [--posts 4000] [--blocks 20] [--parts]
 
 Every figure is one JSON line; the last line holds the three ratios. Run it from
 any checkout: it speaks only the wire, so ``PYTHONPATH=<old checkout>`` measures
@@ -210,34 +211,41 @@ async def creates_target(url: str, pid: int, keys: list[str], creates: int, bloc
     return row
 
 
-async def pending_target(url: str, pid: int, keys: list[str], posts: int, posters: int, blocks: int) -> dict:
+async def pending_target(url: str, pid: int, keys: list[str], posts: int, posters: int, blocks: int, parts: bool = False) -> dict:
     """Target 3: posts that each ask and assign against plain posts, by
     ``posters`` members posting concurrently, each kind into its own Thread,
     in ``blocks`` alternating blocks (as target 2, so drift hits both alike);
     poster i asks and assigns poster i+1, so nobody answers and pending
-    responses and untaken assignments pile up to ``posts``."""
+    responses and untaken assignments pile up to ``posts``. With ``parts``,
+    posts that only ask and posts that only assign run in the same blocks,
+    each in a Thread of its own: which half of the cost is which."""
     gov = await Conn.open(url, keys[0], "t3")
-    plain = await _thread_with(url, gov, keys[1 : posters + 1], "plain")
-    work = await _thread_with(url, gov, keys[1 : posters + 1], "work")
+    names = ["plain", "ask_assign"] + (["ask", "assign"] if parts else [])
+    threads = {name: await _thread_with(url, gov, keys[1 : posters + 1], name) for name in names}
     await gov.close()
-    who = [m["agent"] for m in (await _read(url, keys[1], "thread.get", {"thread": work}))["members"]]
+    who = [m["agent"] for m in (await _read(url, keys[1], "thread.get", {"thread": threads["plain"]}))["members"]]
     ids = {k: a for k, a in zip(keys[1 : posters + 1], who[1:])}  # joined in key order (after the creator)
     posting = keys[1 : posters + 1]
     conns = [await Conn.open(url, k, f"t3p{i}") for i, k in enumerate(posting)]
 
-    def ask(i: int) -> dict:
-        to = ids[posting[(i + 1) % posters]]
-        return {"ask": [to], "assign": {"to": to, "content": {"criteria": "x"}}}
+    def to(i: int) -> str:
+        return ids[posting[(i + 1) % posters]]
 
+    extra = {
+        "plain": lambda i: {},
+        "ask_assign": lambda i: {"ask": [to(i)], "assign": {"to": to(i), "content": {"criteria": "x"}}},
+        "ask": lambda i: {"ask": [to(i)]},
+        "assign": lambda i: {"assign": {"to": to(i), "content": {"criteria": "x"}}},
+    }
     kinds = {
-        "plain": lambda i, n: {"thread": plain, "content": {"text": "bench"}},
-        "ask_assign": lambda i, n: {"thread": work, "content": {"text": "bench"}, **ask(i)},
+        name: (lambda name: lambda i, n: {"thread": threads[name], "content": {"text": "bench"}, **extra[name](i)})(name)
+        for name in names
     }
     row: dict = {"bench": "scale.pending", "posts": posts, "posters": posters, "blocks": blocks}
     sides = {k: Timed(pid) for k in kinds}
     each = posts // posters // blocks
     for b in range(blocks):
-        for name in kinds if b % 2 == 0 else reversed(list(kinds)):
+        for name in names if b % 2 == 0 else names[::-1]:
             await sides[name].block(conns, each, "thread.post", kinds[name])
     for c in conns:
         await c.close()
@@ -250,6 +258,9 @@ async def pending_target(url: str, pid: int, keys: list[str], posts: int, poster
         row[f"{name}_daemon_cpu_us"] = t.cpu_us()
     row["ratio_time"] = round(row["ask_assign_s"] / row["plain_s"], 3)
     row["ratio_cpu"] = round(row["ask_assign_daemon_cpu_us"] / row["plain_daemon_cpu_us"], 3)
+    for name in names[2:]:
+        row[f"{name}_ratio_time"] = round(row[f"{name}_s"] / row["plain_s"], 3)
+        row[f"{name}_ratio_cpu"] = round(row[f"{name}_daemon_cpu_us"] / row["plain_daemon_cpu_us"], 3)
     print(json.dumps(row), flush=True)
     return row
 
@@ -271,6 +282,7 @@ def main() -> None:
     p.add_argument("--posts", type=int, default=4000)
     p.add_argument("--posters", type=int, default=8, help="concurrent posters (targets 1 and 3)")
     p.add_argument("--only", default="members,creates,pending")
+    p.add_argument("--parts", action="store_true", help="target 3 also times posts that only ask and only assign")
     args = p.parse_args()
     only = set(args.only.split(","))
 
@@ -285,7 +297,7 @@ def main() -> None:
             if "creates" in only:
                 out["creates_rate_ratio"] = (await creates_target(b.url, b.daemon.pid, keys[-64:], args.creates, args.blocks))["ratio_rate"]
             if "pending" in only:
-                out["ask_assign_time_ratio"] = (await pending_target(b.url, b.daemon.pid, keys[-(args.posters + 1):], args.posts, args.posters, args.blocks))["ratio_time"]
+                out["ask_assign_time_ratio"] = (await pending_target(b.url, b.daemon.pid, keys[-(args.posters + 1):], args.posts, args.posters, args.blocks, args.parts))["ratio_time"]
             print(json.dumps({"bench": "scale.targets", **out, "targets": {
                 "members_p50_ratio": "<= 1.2", "creates_rate_ratio": ">= 0.8", "ask_assign_time_ratio": "<= 1.3"}}), flush=True)
 
