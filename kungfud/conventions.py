@@ -1,14 +1,14 @@
 """Conventions every layer shares, with no dependency of their own (WIRE.md
-"Conventions"): how a time is written on the wire, and which receipt fields are
-secrets.
+"Conventions"): how a time is written on the wire, which receipt fields are
+secrets, and how two maps of when agents were last seen combine.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Literal
+from typing import Literal, Mapping
 
-__all__ = ["rfc3339", "SECRET_FIELDS", "Role"]
+__all__ = ["rfc3339", "SECRET_FIELDS", "Role", "merge_latest"]
 
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 
@@ -20,6 +20,15 @@ SECRET_FIELDS = ("key", "token")
 #: A member's role in a Thread (WIRE.md "Thread"; spec §6): the facts, the
 #: member objects and the wire's args all name it from here.
 Role = Literal["observer", "speaker", "governor"]
+
+
+def merge_latest(into: dict[str, int], seen: Mapping[str, int]) -> None:
+    """Merge ``seen`` (agent -> ms) into ``into`` by max: a node's map of when
+    agents were last seen, and what waits to be shared of it, only move
+    forward whatever order the shares arrive in (D175)."""
+    for agent, ms in seen.items():
+        if ms > into.get(agent, -1):
+            into[agent] = ms
 
 
 _second: tuple[int, str] = (0, _EPOCH.strftime("%Y-%m-%dT%H:%M:%S."))  # the last second written

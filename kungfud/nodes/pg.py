@@ -34,6 +34,7 @@ from typing import Mapping, Sequence
 
 import psycopg
 
+from ..conventions import merge_latest
 from . import MAX_AGENTS, Nodes, OnRemote, OnSeen, seen_messages
 
 __all__ = ["NotifyBus", "AdvisoryLease", "pg_nodes", "CHANNEL", "LOCK_DEADLINES"]
@@ -128,10 +129,7 @@ class NotifyBus:
 
     def _keep(self, seen: Mapping[str, int]) -> None:
         """Merge ``seen`` into what waits to be sent, by max (under the lock)."""
-        mine = self._seen
-        for agent, ms in seen.items():
-            if ms > mine.get(agent, -1):
-                mine[agent] = ms
+        merge_latest(self._seen, seen)
 
     def hello(self) -> None:
         self._hello = True

@@ -21,6 +21,8 @@ from __future__ import annotations
 import asyncio
 from typing import Callable
 
+from ..conventions import merge_latest
+
 __all__ = ["LastSeen", "SHARE_EVERY_S", "SHARE_MOST"]
 
 SHARE_EVERY_S = 1.0  # at most one share a second per node
@@ -69,10 +71,7 @@ class LastSeen:
         if seen is None:
             self._reshare()
             return
-        mine = self.map
-        for agent, ms in seen.items():
-            if ms > mine.get(agent, -1):
-                mine[agent] = ms
+        merge_latest(self.map, seen)
 
     def drain_news(self, most: int | None = None) -> dict[str, int]:
         """Up to ``most`` (None: all) of the agents seen since the last share,

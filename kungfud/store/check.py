@@ -128,19 +128,20 @@ def migrate(store: Backend, old: bytes) -> None:
     refused, never migrated."""
     t0 = time.monotonic()
     rebuild = int(old) < 2
+    where = store.damage_place()[0]  # the LMDB file, or the PostgreSQL store's redacted URL
     with store.read() as view:
         damage = log_problems(view.kv, derived=False)
         if damage:
             raise StoreDamaged(
-                f"cannot migrate {store.data_dir} from storage format {old.decode()}: the fact log is damaged "
-                f"({'; '.join(damage[:3])}); restore the data directory from a backup"
+                f"cannot migrate {where} from storage format {old.decode()}: the fact log is damaged "
+                f"({'; '.join(damage[:3])}); restore it from a backup"
             )
         facts = view.kv.count("log")
         expected = expected_indexes(store, view.kv) if rebuild else {}
     write(store, expected, format=FORMAT)
     log.warning(
         "migrated %s from storage format %s to %s: %s (%d facts) in %.1f s",
-        store.data_dir, old.decode(), FORMAT.decode(),
+        where, old.decode(), FORMAT.decode(),
         "rebuilt the derived rows from the log" if rebuild else "dropped the per-object stream rows",
         facts, time.monotonic() - t0,
     )

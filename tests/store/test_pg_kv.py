@@ -289,6 +289,8 @@ def test_L1_1_a_format_2_store_is_migrated_once_by_dropping_its_stream_table(pg_
     try:
         said = [r.getMessage() for r in caplog.records if "migrated" in r.getMessage()]
         assert len(said) == 1 and f"from storage format 2 to {FORMAT.decode()}: dropped the per-object stream rows" in said[0]
+        # It names the database it migrated, not the node's own directory.
+        assert f"migrated the store at {s.where} " in said[0] and str(tmp_path / "b") not in said[0], said[0]
         with s.read() as v:
             assert {n: list(v.kv.scan(n)) for n in DBS if n != "meta"} == rows
     finally:
