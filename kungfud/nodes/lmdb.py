@@ -7,8 +7,9 @@
   drops the datagram (the safety poll covers it). What a node saw
   (``last_seen_at``, D175) goes the same way as a msgpack map
   ``{agent: ms}`` of at most ``MAX_DATAGRAM`` bytes; an empty map is a node's
-  hello (D177). A "seen" datagram dropped on a full buffer is lost for that
-  peer until the agent is seen again (D176).
+  hello (D177). A "seen" datagram a peer's full buffer refuses is kept for
+  that peer (merged by max) and sent again before the next datagram to it
+  (D176): delayed, not lost, while the peer lives.
 - :class:`FileLease`: ``flock(LOCK_EX | LOCK_NB)`` on ``DATA_DIR/deadlines.lock``;
   the kernel releases it when its holder dies, however it dies.
 """
@@ -26,6 +27,7 @@ from typing import Mapping, Sequence
 
 import msgspec
 
+from ..conventions import merge_latest
 from . import MAX_AGENTS, Nodes, OnRemote, OnSeen, seen_messages
 
 __all__ = ["SocketBus", "FileLease", "lmdb_nodes"]
@@ -71,6 +73,11 @@ class SocketBus:
         self._closed = False
         self._thread: threading.Thread | None = None
         self.sent = self.received = self.dropped = 0
+        # Per peer, what a full receive buffer refused of the "seen" shares
+        # (merged by max) and whether a hello was refused: sent again first
+        # at the next send to that peer (D176).
+        self._unsent: dict[str, dict[str, int]] = {}
+        self._unsent_hello: set[str] = set()
 
     def _list_peers(self) -> list[str]:
         now = time.monotonic()
@@ -81,6 +88,9 @@ class SocketBus:
             except OSError:
                 names = []
             self._peers = [os.path.join(self.dir, n) for n in names if n.endswith(".sock") and n != self.name]
+            for peer in set(self._unsent) - set(self._peers):  # a sibling that closed its socket
+                del self._unsent[peer]
+            self._unsent_hello &= set(self._peers)
         return self._peers
 
     def announce(self, seq: int, agents: Sequence[str], dues: bool) -> None:
@@ -100,24 +110,50 @@ class SocketBus:
         with self._lock:
             gone = []
             for peer in self._list_peers():
-                for data in messages:
-                    try:
-                        self._out.sendto(data, peer)
-                        self.sent += 1
-                    except OSError as e:
-                        if e.errno in (errno.ECONNREFUSED, errno.ENOENT):
-                            gone.append(peer)
-                            break
-                        # EAGAIN (its buffer is full) and the like: the poll covers a
-                        # commit announcement; a "seen" one is lost for this peer (D176)
-                        self.dropped += 1
+                if not self._send_to(peer, self._owed(peer) + messages):
+                    gone.append(peer)
             for peer in gone:
                 self._peers.remove(peer)
+                self._unsent.pop(peer, None)
+                self._unsent_hello.discard(peer)
                 if os.path.exists(peer):
                     try:
                         os.unlink(peer)  # nobody is bound to it: its worker died
                     except OSError:
                         pass
+
+    def _owed(self, peer: str) -> list[bytes]:
+        """What ``peer``'s full buffer refused before, to go first (under the lock)."""
+        owed = [HELLO] if peer in self._unsent_hello else []
+        self._unsent_hello.discard(peer)
+        seen = self._unsent.pop(peer, None)
+        if seen:
+            owed += seen_messages(seen, _enc.encode, MAX_DATAGRAM)
+        return owed
+
+    def _send_to(self, peer: str, messages: list[bytes]) -> bool:
+        """Send ``messages`` to ``peer`` without blocking; False when nobody is
+        bound to it any more. A "seen" message its full buffer refuses is kept
+        for the next send; a commit announcement is not (the safety poll
+        covers it)."""
+        for data in messages:
+            try:
+                self._out.sendto(data, peer)
+                self.sent += 1
+            except OSError as e:
+                if e.errno in (errno.ECONNREFUSED, errno.ENOENT):
+                    return False
+                self.dropped += 1  # EAGAIN (its buffer is full) and the like
+                try:
+                    message = _dec.decode(data)
+                except msgspec.DecodeError:  # pragma: no cover - we encoded it
+                    continue
+                if isinstance(message, dict):
+                    if message:
+                        merge_latest(self._unsent.setdefault(peer, {}), message)
+                    else:
+                        self._unsent_hello.add(peer)
+        return True
 
     def start(self, on_remote: OnRemote, on_seen: OnSeen | None = None) -> None:
         def run() -> None:

@@ -9,9 +9,12 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+
+import msgspec
 
 from kungfud.nodes import MAX_AGENTS
 from kungfud.nodes.lmdb import FileLease, SocketBus
@@ -117,3 +120,38 @@ def test_closing_a_bus_stops_its_receiver(tmp_path):
     bus.start(lambda *a: None)
     bus.close()
     assert bus._thread is not None and not bus._thread.is_alive()
+
+
+def test_a_seen_share_a_full_peer_refuses_is_sent_again_before_the_next_datagram(tmp_path):
+    """WIRE.md ``admin.agent.list`` ``last_seen_at`` across LMDB workers (D175,
+    D176): a sibling's receive buffer that is full refuses a "seen" datagram
+    (EAGAIN); the sightings are kept for that peer, merged by max, and go
+    first when anything is next sent to it — delayed, not lost."""
+    d = str(tmp_path)
+    bus = SocketBus(d, name="test")
+    peer = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    peer.bind(os.path.join(d, "nodes", "peer.sock"))  # bound, never reading until told
+    try:
+        n = 0
+        while bus.dropped == 0:  # fill its queue with commit announcements
+            n += 1
+            assert n < 10_000, "the peer's queue never filled"
+            bus.announce(n, ["ag_x"], False)
+        bus.announce_seen({"ag_a": 5})  # refused: the queue is full
+        bus.announce_seen({"ag_a": 7, "ag_b": 1})  # refused too; merged by max
+        bus.hello()  # and a hello
+        peer.setblocking(False)
+        heard = []
+        while True:
+            try:
+                heard.append(msgspec.msgpack.decode(peer.recv(65536)))
+            except BlockingIOError:
+                break
+        assert not [m for m in heard if isinstance(m, dict)]  # none of the three got through
+        bus.announce(n + 1, ["ag_y"], False)  # the next send to it
+        heard = [msgspec.msgpack.decode(peer.recv(65536)) for _ in range(3)]
+        assert heard == [{}, {"ag_a": 7, "ag_b": 1}, [n + 1, ["ag_y"], False]], heard
+        assert bus._unsent == {} and bus._unsent_hello == set()
+    finally:
+        peer.close()
+        bus.close()
