@@ -231,22 +231,21 @@ async def pending_target(url: str, pid: int, keys: list[str], posts: int, poster
     def to(i: int) -> str:
         return ids[posting[(i + 1) % posters]]
 
-    extra = {
-        "plain": lambda i: {},
-        "ask_assign": lambda i: {"ask": [to(i)], "assign": {"to": to(i), "content": {"criteria": "x"}}},
-        "ask": lambda i: {"ask": [to(i)]},
-        "assign": lambda i: {"assign": {"to": to(i), "content": {"criteria": "x"}}},
-    }
-    kinds = {
-        name: (lambda name: lambda i, n: {"thread": threads[name], "content": {"text": "bench"}, **extra[name](i)})(name)
-        for name in names
-    }
+    def post(name: str, i: int) -> dict:
+        """Poster i's post of kind ``name``: plain, or asking and/or assigning poster i+1."""
+        args: dict = {"thread": threads[name], "content": {"text": "bench"}}
+        if name in ("ask", "ask_assign"):
+            args["ask"] = [to(i)]
+        if name in ("assign", "ask_assign"):
+            args["assign"] = {"to": to(i), "content": {"criteria": "x"}}
+        return args
+
     row: dict = {"bench": "scale.pending", "posts": posts, "posters": posters, "blocks": blocks}
-    sides = {k: Timed(pid) for k in kinds}
+    sides = {name: Timed(pid) for name in names}
     each = posts // posters // blocks
     for b in range(blocks):
         for name in names if b % 2 == 0 else names[::-1]:
-            await sides[name].block(conns, each, "thread.post", kinds[name])
+            await sides[name].block(conns, each, "thread.post", lambda i, n: post(name, i))  # noqa: B023 (awaited here)
     for c in conns:
         await c.close()
     for name, t in sides.items():
