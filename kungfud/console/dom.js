@@ -138,10 +138,14 @@ const need = (v, what) => {
   return v;
 };
 const link = (href, ...kids) => h("a", { href }, ...kids);
+// A reference to work or an entry: an assignment opens its own page (its
+// delivery and verdict stay readable there after it ended).
 const refLink = (ref) =>
   ref.task
     ? link(`#/tasks/${ref.task}`, h("code", {}, ref.engagement || ref.task))
-    : link(`#/threads/${ref.thread}`, h("code", {}, ref.assignment || `${ref.thread} #${ref.entry}`));
+    : ref.assignment
+      ? link(`#/assignments/${ref.assignment}`, h("code", {}, ref.assignment))
+      : link(`#/threads/${ref.thread}`, h("code", {}, `${ref.thread} #${ref.entry}`));
 
 function section(title, ...kids) {
   return h("section", { class: "card" }, h("h2", {}, title), ...kids);

@@ -13,14 +13,15 @@
 // api.js (the websocket), dom.js (text-only element helpers), session.js
 // (the tab's state, shared reads, the action form) and pages/*.js.
 
-import { h, $, notice, rejectionView, field, refLink, stateBadge, setMain } from "./dom.js";
+import { h, $, notice, rejectionView, field, link, refLink, stateBadge, setMain } from "./dom.js";
 import { Conn, Rejected } from "./api.js";
-import { KEY_SLOT, state, readAll, contents, scheduleRefresh, refreshTurnCount } from "./session.js";
+import { KEY_SLOT, state, readAll, contents, learnName, scheduleRefresh, refreshTurnCount } from "./session.js";
 import { pageTurn } from "./pages/turn.js";
 import { pageThreads, pageThread } from "./pages/threads.js";
 import { pageTasks, pageTask } from "./pages/tasks.js";
 import { pageMemories, pageMemory } from "./pages/memories.js";
 import { pageOutcomes } from "./pages/outcomes.js";
+import { pageAssignment } from "./pages/assignment.js";
 import { pageAdmin } from "./pages/admin.js";
 import { pageAccount } from "./pages/account.js";
 
@@ -70,10 +71,11 @@ async function login(key) {
   conn.onEvent = onEvent;
   const who = await conn.read("agent.whoami", {});
   state.me = { agent: hello.agent, status: who.status, name: who.content && who.content.name };
+  learnName(hello.agent, who.content);
   try {
     await conn.read("admin.agent.list", { limit: 1 });
     state.admin = true;
-    for (const a of await readAll("admin.agent.list", {}, 5)) state.names.set(a.agent, a.content && a.content.name);
+    for (const a of await readAll("admin.agent.list", {}, 5)) learnName(a.agent, a.content);
   } catch {
     state.admin = false;
   }
@@ -117,23 +119,42 @@ function onEvent(msg) {
 
 // ---------------------------------------------------------------- router
 
+// Pages by their route (#/page or #/page/id); null: the route needs an id.
+const PAGES = {
+  turn: [pageTurn, null],
+  threads: [pageThreads, pageThread],
+  tasks: [pageTasks, pageTask],
+  memories: [pageMemories, pageMemory],
+  assignments: [null, pageAssignment],
+  outcomes: [pageOutcomes, null],
+  admin: [pageAdmin, null],
+  account: [pageAccount, null],
+};
+
+// An unknown route says so (and offers the page it probably meant) instead of
+// silently showing another page.
+function pageNotFound(hash) {
+  const [, page, id] = hash.split("/");
+  const guess = PAGES[`${page}s`] ? `#/${page}s${id ? `/${id}` : ""}` : null;
+  setMain(h("section", { class: "card not-found" },
+    h("h1", {}, "Page not found"),
+    h("p", {}, "The console has no page at ", h("code", {}, hash), "."),
+    guess ? h("p", {}, "Did you mean ", link(guess, h("code", {}, guess)), "?") : null,
+    h("p", {}, "Pages: ", Object.keys(PAGES).filter((p) => PAGES[p][0] && (p !== "admin" || state.admin)).flatMap((p, n) => [n ? " · " : "", link(`#/${p}`, p)])),
+  ));
+  return null;
+}
+
 async function route() {
   if (!state.conn) return;
-  const [, page, id] = (location.hash || "#/turn").split("/");
+  const hash = location.hash && location.hash !== "#/" ? location.hash : "#/turn";
+  const [, page, id, ...rest] = hash.split("/");
   for (const a of document.querySelectorAll("#nav a")) a.toggleAttribute("aria-current", a.dataset.page === page);
   clearInterval(state.timer);
   state.refresh = null;
   $("#notice").hidden = true;
-  const pages = {
-    turn: pageTurn,
-    threads: id ? () => pageThread(id) : pageThreads,
-    tasks: id ? () => pageTask(id) : pageTasks,
-    memories: id ? () => pageMemory(id) : pageMemories,
-    outcomes: pageOutcomes,
-    admin: pageAdmin,
-    account: pageAccount,
-  };
-  const make = pages[page] || pageTurn;
+  const known = PAGES[page] && !rest.some(Boolean) ? PAGES[page][id ? 1 : 0] : null;
+  const make = known ? () => (id ? known(decodeURIComponent(id)) : known()) : () => pageNotFound(hash);
   const token = (route.token = (route.token || 0) + 1);
   try {
     const refresh = await make();
@@ -145,6 +166,9 @@ async function route() {
       // re-read every few seconds as well (two reads, far inside the daemon's read rate).
       if (page === "threads" && id) state.timer = setInterval(() => state.refresh && state.refresh().catch(() => {}), 4000);
     }
+    // The tab is titled by the page's heading (a Task by its contract, a Thread by its title).
+    const h1 = $("#main h1");
+    document.title = `${h1 ? h1.textContent : page} — kungfud`;
     $("#main").focus({ preventScroll: true });
   } catch (e) {
     if (token === route.token) setMain(rejectionView(e));

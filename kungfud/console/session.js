@@ -62,12 +62,47 @@ async function recentEntries(thread, count) {
   return page.items.reverse();
 }
 
-// An agent id, with its name where this console knows it (admins only).
+// Agents' names (WIRE.md 1.2 "Names beside ids"): learned from what this tab
+// may read — its own (agent.whoami), the members of a Thread it reads
+// (thread.get's members carry content.name where the daemon sends it) and, for
+// an admin, admin.agent.list. Nothing else is asked for: an agent the tab
+// learned no name for is shown by its id. Bounded; forgotten at log-out.
+const MAX_NAMES = 5000;
+function learnName(agent, content) {
+  const name = content && typeof content.name === "string" ? content.name : null;
+  if (!agent || !name) return;
+  if (state.names.size >= MAX_NAMES && !state.names.has(agent)) state.names.clear();
+  state.names.set(agent, name);
+}
+const learnMembers = (members) => (members || []).forEach((m) => learnName(m.agent, m.content));
+
+// A Thread's title and its members' names, read with thread.get: the title
+// once per tab (a Thread's content never changes), the names each time it is
+// read. A Thread the agent cannot read gives undefined.
+async function threadTitle(thread) {
+  return cachedContent(`title:${thread}`, async () => {
+    const t = await state.conn.read("thread.get", { thread });
+    learnMembers(t.members);
+    return t;
+  }, (t) => (t.content && (t.content.title || t.content.text)) || "");
+}
+
+// An agent: its name where this tab knows it, with the id one click away
+// (the name is a button that shows or hides the id); otherwise the id.
 function agentLabel(id) {
   if (!id) return h("span", {}, "—");
   const name = state.names.get(id);
-  const me = state.me && id === state.me.agent;
-  return h("span", { class: "agent", title: id }, name ? `${name} ` : "", h("code", {}, id), me ? " (you)" : "");
+  const me = state.me && id === state.me.agent ? " (you)" : "";
+  const code = h("code", { class: "agent-id" }, id);
+  if (!name) return h("span", { class: "agent", "data-agent": id }, code, me);
+  code.hidden = true;
+  const toggle = h("button", { type: "button", class: "link agent-name", title: id, "aria-expanded": "false" }, name);
+  toggle.addEventListener("click", (ev) => {
+    ev.preventDefault();
+    code.hidden = !code.hidden;
+    toggle.setAttribute("aria-expanded", String(!code.hidden));
+  });
+  return h("span", { class: "agent", "data-agent": id }, toggle, " ", code, me);
 }
 
 // An action form: submits with Enter (and Ctrl+Enter in text areas), shows
@@ -146,4 +181,4 @@ async function refreshTurnCount() {
   }
 }
 
-export { KEY_SLOT, state, readAll, pool, TITLED, contents, cachedContent, readEntry, recentEntries, agentLabel, actionForm, scheduleRefresh, showError, refreshTurnCount };
+export { KEY_SLOT, state, readAll, pool, TITLED, contents, cachedContent, readEntry, recentEntries, learnName, learnMembers, threadTitle, agentLabel, actionForm, scheduleRefresh, showError, refreshTurnCount };

@@ -29,6 +29,7 @@ SCRIPTS = (
     "main.js", "api.js", "dom.js", "session.js",
     "pages/work.js", "pages/turn.js", "pages/threads.js", "pages/tasks.js",
     "pages/memories.js", "pages/outcomes.js", "pages/admin.js", "pages/account.js",
+    "pages/assignment.js", "pages/webhook.js",
 )
 
 # URL path → (package file, content type). A fixed table: no path is ever joined
@@ -38,6 +39,9 @@ FILES: dict[str, tuple[str, str]] = {
     "/index.html": ("index.html", "text/html; charset=utf-8"),
     "/console.css": ("console.css", "text/css; charset=utf-8"),
     **{f"/console/{name}": (name, "text/javascript; charset=utf-8") for name in SCRIPTS},
+    # The page's icon; /favicon.ico too, which browsers ask for on their own.
+    "/favicon.svg": ("favicon.svg", "image/svg+xml"),
+    "/favicon.ico": ("favicon.svg", "image/svg+xml"),
 }
 
 # A Host header used in the CSP only when it is plainly a host[:port]; anything

@@ -351,7 +351,7 @@ def test_console_thread_create_admit_once_then_post_with_ask_and_assign(console,
     thread = console.d.execute_script("return location.hash").split("/")[2]
     run(_act(daemon.url, bo_key, "thread.join", {"token": token}))
     # Bo's arrival shows without a reload; Ada asks Bo and assigns work to Bo in one post.
-    console.wait_text("#thread-side", bo_id)
+    console.wait(lambda: console.find(f'#thread-side [data-member="{bo_id}"]'), what="Bo among the members")
     form = console.one("#post form.post")
     console.wait(lambda: console.find(f'input[name=ask][value="{bo_id}"]', form), what="Bo offered in Ask")
     console.fill(form, "text", "Draft the install page")

@@ -1,28 +1,34 @@
-// The Account page: rotate this agent's own key (the tab switches to it).
+// The Account page: rotate this agent's own key (the tab switches to it), and
+// its webhook (pages/webhook.js).
 
 import { h, section, secretBox, setMain } from "../dom.js";
 import { KEY_SLOT, state, agentLabel, actionForm } from "../session.js";
+import { webhookSection } from "./webhook.js";
 
 // --- account
 async function pageAccount() {
+  const webhook = webhookSection();
   setMain(
-    section("Your account",
-      h("p", {}, agentLabel(state.me.agent), ` · ${state.me.status}`),
-      h("p", { class: "small" }, "A new key replaces this one at once: this tab switches to it; every other session using the old key is closed."),
-      actionForm({
-        label: "Rotate my key",
-        cls: "rotate-key",
-        confirmText: "Issue a new key for yourself? The old one stops working at once.",
-        build: () => ({ op: "agent.rotate_key", args: {} }),
-        onDone: (r) => {
-          sessionStorage.setItem(KEY_SLOT, r.key);
-          state.conn.key = r.key;
-          return secretBox("Your new key", r.key);
-        },
-      }),
+    h("div", { class: "cols" },
+      section("Your account",
+        h("p", {}, agentLabel(state.me.agent), ` · ${state.me.status}`),
+        h("p", { class: "small" }, "A new key replaces this one at once: this tab switches to it; every other session using the old key is closed."),
+        actionForm({
+          label: "Rotate my key",
+          cls: "rotate-key",
+          confirmText: "Issue a new key for yourself? The old one stops working at once.",
+          build: () => ({ op: "agent.rotate_key", args: {} }),
+          onDone: (r) => {
+            sessionStorage.setItem(KEY_SLOT, r.key);
+            state.conn.key = r.key;
+            return secretBox("Your new key", r.key);
+          },
+        }),
+      ),
+      webhook.box,
     ),
   );
-  return null;
+  return webhook.refresh;
 }
 
 export { pageAccount };

@@ -2,7 +2,7 @@
 // key) and the daemon's health and headline metrics.
 
 import { h, fmtTime, field, textInput, val, need, section, stateBadge, secretBox, setMain, keyed, update } from "../dom.js";
-import { state, readAll, agentLabel, actionForm, scheduleRefresh } from "../session.js";
+import { state, readAll, learnName, agentLabel, actionForm, scheduleRefresh } from "../session.js";
 
 // --- admin
 function parseMetrics(text) {
@@ -53,7 +53,7 @@ async function pageAdmin() {
   return async () => {
     const args = filter.value === "all" ? {} : { status: filter.value };
     const list = await readAll("admin.agent.list", args);
-    for (const a of list) state.names.set(a.agent, a.content && a.content.name);
+    for (const a of list) learnName(a.agent, a.content);
     // Rows are kept while their agent's data is unchanged, so a re-read never
     // pulls a button from under the pointer.
     if (!tbody.isConnected) agents.replaceChildren(h("table", { class: "agents" }, h("thead", {}, h("tr", {}, ["Name", "Agent", "Status", "Last seen", ""].map((c) => h("th", {}, c)))), tbody));

@@ -4,6 +4,7 @@
 import { h, link, contentView, fmtDur, fmtTime, field, textArea, textInput, numInput, val, need, section, setMain, loading, update } from "../dom.js";
 import { state, readAll, pool, TITLED, cachedContent, agentLabel, actionForm } from "../session.js";
 import { engagementSummary, engagementActions, verdictForms } from "./work.js";
+import { workTitle } from "./assignment.js";
 
 // --- tasks
 function contractFields(c) {
@@ -61,7 +62,7 @@ async function pageTask(id) {
     const all = [];
     for (let v = Math.max(1, t.contract_version - 5); v <= t.contract_version; v++) all.push(v === t.contract_version ? t.contract : (await state.conn.read("task.get", { task: id, contract_version: v })).contract);
     const details = await pool(t.engagements, 8, (e) => state.conn.read("engagement.get", { engagement: e.engagement }).catch(() => e));
-    update(head, t, () => h("div", { class: "card" }, h("h1", {}, "Task ", h("code", {}, t.task)), h("p", { class: "small" }, "by ", agentLabel(t.author), ` · ${typeof t.audience === "string" ? t.audience : "restricted"} · ${t.accepting ? "accepting" : "not accepting"} · ${t.adoptions}${t.adoption_limit != null ? `/${t.adoption_limit}` : ""} adopted · created ${fmtTime(t.created_at)}`)));
+    update(head, t, () => h("div", { class: "card" }, h("h1", {}, workTitle(t.contract && t.contract.content, `Task ${t.task}`)), h("p", { class: "small" }, "Task ", h("code", {}, t.task), " by ", agentLabel(t.author), ` · ${typeof t.audience === "string" ? t.audience : "restricted"} · ${t.accepting ? "accepting" : "not accepting"} · ${t.adoptions}${t.adoption_limit != null ? `/${t.adoption_limit}` : ""} adopted · created ${fmtTime(t.created_at)}`)));
     update(versions, all, (cs) => cs.map((c, n) => h("div", { class: "version card" }, h("h3", {}, `v${c.version ?? t.contract_version - cs.length + 1 + n}`), h("p", { class: "small" }, `deliver within ${fmtDur((c.deliver_within_s || 0) * 1000)}, judge within ${fmtDur((c.judge_within_s || 0) * 1000)}`), contentView(c.content))));
     update(engs, details, (ds) =>
       ds.length

@@ -2,7 +2,8 @@
 // Thread (entries, post with ask and assignment, members, admit).
 
 import { h, $, link, contentView, fmtTime, plural, field, textArea, textInput, numInput, val, need, section, stateBadge, secretBox, setMain, loading, update } from "../dom.js";
-import { state, readAll, pool, TITLED, cachedContent, recentEntries, agentLabel, actionForm } from "../session.js";
+import { state, readAll, pool, TITLED, cachedContent, recentEntries, learnMembers, agentLabel, actionForm } from "../session.js";
+import { readAssignments, assignmentRow } from "./assignment.js";
 
 // --- threads
 async function pageThreads() {
@@ -18,19 +19,29 @@ async function pageThreads() {
           build: (f) => ({ op: "thread.create", args: { content: { title: need(val(f, "title"), "A title") } } }),
           onDone: (r) => h("span", {}, "Created ", link(`#/threads/${r.thread}`, h("code", {}, r.thread)), "."),
         })),
-        section("Join with a token", actionForm({
-          label: "Join",
-          cls: "join",
-          fields: [field("Admission token", textInput("token", { required: true }))],
-          build: (f) => ({ op: "thread.join", args: { token: need(val(f, "token"), "A token") } }),
-          onDone: (r) => h("span", {}, `Joined as ${r.role}: `, link(`#/threads/${r.thread}`, h("code", {}, r.thread))),
-        })),
+        section("Join with a token",
+          h("p", { class: "small", id: "watch-help" },
+            h("strong", {}, "To watch agents' work: "),
+            "a key reads only what its own agent may read — the admin's key too, which sees no other agent's Threads. ",
+            "Ask a Thread's governor for an observer token (in the console: Invite an observer on the Thread's page; ",
+            "an agent: ", h("code", {}, "thread.admit {thread, role: \"observer\"}"), ", or ", h("code", {}, "kungfu thread admit THREAD --role observer"),
+            "), paste it here and Join: you then read the Thread — entries, assignments, deliveries and verdicts — as it happens, and post nothing."),
+          actionForm({
+            label: "Join",
+            cls: "join",
+            fields: [field("Admission token", textInput("token", { required: true }))],
+            build: (f) => ({ op: "thread.join", args: { token: need(val(f, "token"), "A token") } }),
+            onDone: (r) => {
+              location.hash = `#/threads/${r.thread}`; // the Thread it joined, at once
+              return h("span", {}, `Joined as ${r.role}: `, link(`#/threads/${r.thread}`, h("code", {}, r.thread)));
+            },
+          })),
       ),
     ),
   );
   const refresh = async () => {
     const items = await readAll("thread.list", {});
-    const titled = await pool(items, 8, async (t, i) => ({ ...t, content: i < TITLED ? await cachedContent(`${t.thread}`, () => state.conn.read("thread.get", { thread: t.thread })) : undefined }));
+    const titled = await pool(items, 8, async (t, i) => ({ ...t, content: i < TITLED ? await cachedContent(`${t.thread}`, () => state.conn.read("thread.get", { thread: t.thread }).then((g) => (learnMembers(g.members), g))) : undefined }));
     update(list, titled, (ts) =>
       ts.length
         ? h("ul", { class: "rows" }, ts.map((t) => h("li", {}, link(`#/threads/${t.thread}`, (t.content && (t.content.title || t.content.text)) || t.thread), " ", h("code", { class: "small" }, t.thread), ` · ${t.role} · ${t.status} · ${plural(t.entries, "entry", "entries")}`)))
@@ -63,7 +74,7 @@ async function pageThread(id) {
       const chosen = toSelect.value;
       const speakers = list.filter((m) => m.role !== "observer");
       askList.replaceChildren(...speakers.filter((m) => m.agent !== state.me.agent).map((m) =>
-        h("label", { class: "check" }, h("input", { type: "checkbox", name: "ask", value: m.agent, checked: ticked.has(m.agent) }), " ", agentLabel(m.agent))));
+        h("label", { class: "check" }, h("input", { type: "checkbox", name: "ask", value: m.agent, checked: ticked.has(m.agent) }), " ", state.names.get(m.agent) || "", " ", h("code", {}, m.agent))));
       toSelect.replaceChildren(...speakers.map((m) => h("option", { value: m.agent }, `${state.names.get(m.agent) || ""} ${m.agent}${m.agent === state.me.agent ? " (you)" : ""}`)));
       if (speakers.some((m) => m.agent === chosen)) toSelect.value = chosen;
     };
@@ -106,9 +117,13 @@ async function pageThread(id) {
       onDone: (r) => h("span", { class: "ok" }, `Posted entry #${r.entry}${r.assignment ? ` with assignment ${r.assignment}` : ""}.`),
     });
   };
+  const asgCache = new Map();
   const refresh = async () => {
     ws = await state.conn.read("thread.get", { thread: id });
+    learnMembers(ws.members);
     const page = { items: await recentEntries(id, 100) };
+    const ids = [...new Set([...page.items.filter((e) => e.assignment).map((e) => e.assignment).reverse(), ...ws.assignments.map((a) => a.assignment)])];
+    const asgs = await readAssignments(ids, ws.assignments, asgCache);
     update(head, ws, (t) =>
       h("div", { class: "card" },
         h("h1", {}, (t.content && (t.content.title || t.content.text)) || "Thread"),
@@ -116,14 +131,12 @@ async function pageThread(id) {
       ),
     );
     update(entries, page.items, (items) => (items.length ? items.map(entryView) : h("p", { class: "muted" }, "No entries yet.")));
-    update(side, [ws.members, ws.assignments, ws.member_count], () => [
-      section(`Members (${ws.member_count})`, h("ul", { class: "rows" }, ws.members.map((m) => h("li", {}, agentLabel(m.agent), " · ", h("span", { class: `role r-${m.role}` }, m.role))))),
+    update(side, [ws.members, ws.member_count, asgs], () => [
+      section(`Members (${ws.member_count})`, h("ul", { class: "rows members" }, ws.members.map((m) => h("li", { "data-member": m.agent }, agentLabel(m.agent), " · ", h("span", { class: `role r-${m.role}` }, m.role))))),
       section(
         "Assignments",
-        ws.assignments.length
-          ? h("ul", { class: "rows" }, ws.assignments.map((a) => h("li", { "data-assignment": a.assignment }, h("code", {}, a.assignment), ` (entry #${a.entry}) to `, agentLabel(a.to), " · ", stateBadge(a.state),
-              a.state === "open" && a.to === state.me.agent ? actionForm({ label: "Take", cls: "take", build: () => ({ op: "assignment.take", args: { assignment: a.assignment } }) }) : null)))
-          : h("p", { class: "muted" }, "No live assignments."),
+        h("p", { class: "small muted" }, "Live and ended, newest first, with their deliveries and verdicts (those of the entries shown, and every live one)."),
+        asgs.length ? h("ul", { class: "rows assignments" }, asgs.map(assignmentRow)) : h("p", { class: "muted" }, "No assignments."),
       ),
     ]);
     if (setMembers && JSON.stringify(ws.members) !== membersSig) setMembers(ws.members);
@@ -134,6 +147,12 @@ async function pageThread(id) {
       else postBox.replaceChildren(h("p", { class: "muted" }, ws.status === "closed" ? "This Thread is closed." : "Observers read but do not post."));
       if (ws.actions.includes("thread.admit"))
         admitBox.replaceChildren(section("Admit", h("p", { class: "small muted" }, "Issues a token anyone can join with; a new token voids the previous one."), actionForm({
+          label: "Invite an observer",
+          cls: "invite-observer",
+          reset: false,
+          build: () => ({ op: "thread.admit", args: { thread: id, role: "observer" } }),
+          onDone: (r) => secretBox("Observer token (reads the Thread, posts nothing): paste it in Threads → Join", r.token),
+        }), actionForm({
           label: "Issue token",
           cls: "admit",
           reset: false,
@@ -154,7 +173,7 @@ function entryView(e) {
     { class: "entry", id: `entry-${e.entry}`, "data-entry": e.entry },
     h("header", {}, h("strong", {}, `#${e.entry}`), " ", agentLabel(e.author), h("span", { class: "muted small" }, ` ${fmtTime(e.at)}`), e.reply_to ? h("span", { class: "small" }, ` · reply to #${e.reply_to}`) : null),
     h("div", { class: "entry-content" }, contentView(e.content)),
-    e.assignment ? h("div", { class: "small" }, "Assignment ", h("code", {}, e.assignment)) : null,
+    e.assignment ? h("div", { class: "small" }, "Assignment ", link(`#/assignments/${e.assignment}`, h("code", {}, e.assignment))) : null,
     e.task ? h("div", { class: "small" }, "Task ", link(`#/tasks/${e.task}`, h("code", {}, e.task))) : null,
     (e.responses || []).length
       ? h("ul", { class: "responses small" }, e.responses.map((r) => h("li", {}, agentLabel(r.agent), " · ", stateBadge(r.state), r.content && r.content.note ? ` — ${r.content.note}` : "")))

@@ -2,7 +2,7 @@
 // it, kept in place card by card as events and re-reads arrive.
 
 import { h, link, contentView, fmtDur, fmtTime, due, tick, field, textArea, textInput, val, need, refLink, section, setMain, loading, rejectionView } from "../dom.js";
-import { state, readAll, readEntry, agentLabel, actionForm } from "../session.js";
+import { state, readAll, readEntry, threadTitle, agentLabel, actionForm } from "../session.js";
 import { assignmentSummary, assignmentActions, engagementSummary, engagementActions } from "./work.js";
 
 // --- turn
@@ -58,8 +58,8 @@ function turnCard(it) {
   );
   const fill = async () => {
     if (it.obligation === "respond") {
-      const e = await readEntry(ref.thread, ref.entry);
-      body.replaceChildren(e ? h("div", {}, h("div", { class: "small" }, "From ", agentLabel(e.author), ` in `, link(`#/threads/${ref.thread}`, h("code", {}, ref.thread)), ` (entry #${e.entry})`), contentView(e.content)) : h("p", {}, "The entry is gone."));
+      const [e, title] = await Promise.all([readEntry(ref.thread, ref.entry), threadTitle(ref.thread)]);
+      body.replaceChildren(e ? h("div", {}, h("div", { class: "small" }, "From ", agentLabel(e.author), ` in `, link(`#/threads/${ref.thread}`, title || h("code", {}, ref.thread)), ` (entry #${e.entry})`), contentView(e.content)) : h("p", {}, "The entry is gone."));
       actions.replaceChildren(
         actionForm({
           label: "Reply",
@@ -87,6 +87,7 @@ function turnCard(it) {
       );
     } else if (ref.assignment) {
       const a = await state.conn.read("assignment.get", { assignment: ref.assignment });
+      await threadTitle(a.thread); // its members' names
       body.replaceChildren(assignmentSummary(a));
       actions.replaceChildren(...assignmentActions(a, it.obligation));
     } else if (ref.engagement) {
@@ -101,10 +102,13 @@ function turnCard(it) {
 
 function oppCard(o) {
   const body = h("div", { class: "context" }, loading());
-  const card = h("article", { class: "item opp", "data-opportunity": o.ref.assignment || o.ref.task }, h("header", {}, h("strong", {}, o.opportunity === "task" ? "Task" : "Assignment"), " · ", refLink(o.ref), " · from ", agentLabel(o.creator || o.author)), body);
+  const from = h("span", {}, agentLabel(o.creator || o.author));
+  const card = h("article", { class: "item opp", "data-opportunity": o.ref.assignment || o.ref.task }, h("header", {}, h("strong", {}, o.opportunity === "task" ? "Task" : "Assignment"), " · ", refLink(o.ref), " · from ", from), body);
   const fill = async () => {
     if (o.opportunity === "assignment") {
       const a = await state.conn.read("assignment.get", { assignment: o.ref.assignment });
+      await threadTitle(a.thread); // its members' names
+      from.replaceChildren(agentLabel(o.creator || o.author));
       body.replaceChildren(
         assignmentSummary(a),
         h("p", { class: "small muted" }, `Deliver within ${fmtDur(a.deliver_within_s * 1000)} of taking.`),

@@ -1,0 +1,99 @@
+// One assignment, live or ended (#/assignments/ID): what was asked, the
+// delivery, the verdict and its reason, and the action this agent may take.
+// Also the Thread page's assignment rows and their cache: an assignment that
+// ended never changes again, so it is read once per tab (assignment.get).
+
+import { h, link, contentView, fmtTime, stateBadge, section, setMain, loading, update } from "../dom.js";
+import { state, threadTitle, agentLabel, actionForm } from "../session.js";
+import { assignmentSummary, assignmentActions } from "./work.js";
+
+const ENDED = new Set(["adopted", "rejected", "undecided", "dropped", "timed_out", "voided"]);
+
+// What the work is, in a few words: the output asked for, else the criteria.
+function workTitle(content, fallback) {
+  const c = content && typeof content === "object" ? content : {};
+  const text = c.output || c.title || c.criteria || c.text;
+  return typeof text === "string" && text ? (text.length > 120 ? `${text.slice(0, 117)}…` : text) : fallback;
+}
+
+// How it ended, in one line under the title: the verdict and its reason, or
+// what ended it.
+function endedLine(a) {
+  if (!ENDED.has(a.state)) return null;
+  const reason = a.judgment && a.judgment.content && a.judgment.content.reason;
+  const by = a.judgment ? a.creator : a.ended_by === "deadline" ? null : a.state === "dropped" ? a.taker : a.state === "voided" ? a.creator : null;
+  return h("div", { class: "ended small" },
+    "Ended ", stateBadge(a.state), a.ended_at ? ` ${fmtTime(a.ended_at)}` : "",
+    by ? h("span", {}, " by ", agentLabel(by)) : a.ended_by === "deadline" || a.state === "timed_out" ? " by its deadline" : "",
+    typeof reason === "string" ? h("div", { class: "reason" }, "Reason: ", reason) : null,
+  );
+}
+
+async function pageAssignment(id) {
+  const head = h("div", { id: "assignment-head" }, loading());
+  const body = h("div", { id: "assignment" });
+  const actions = h("div", { id: "assignment-actions" });
+  setMain(head, h("div", { class: "cols wide-left" }, section("The work", body), actions));
+  return async () => {
+    const a = await state.conn.read("assignment.get", { assignment: id });
+    const title = await threadTitle(a.thread); // also learns the members' names
+    update(head, [a.state, a.content, title, a.ended_at], () =>
+      h("div", { class: "card" },
+        h("h1", {}, workTitle(a.content, "Assignment")),
+        h("p", { class: "small" }, "Assignment ", h("code", {}, a.assignment), " · ", stateBadge(a.state), " · in ",
+          link(`#/threads/${a.thread}`, title || h("code", {}, a.thread)), ` (entry #${a.entry}) · created ${fmtTime(a.created_at)}`),
+        endedLine(a),
+      ),
+    );
+    update(body, a, () => assignmentSummary(a));
+    const mine = a.obligations.map((o) => o.obligation);
+    update(actions, [a.state, a.to, mine], () => {
+      const parts = [];
+      if (a.state === "open" && a.to === state.me.agent)
+        parts.push(section("Take", actionForm({ label: "Take", cls: "take", build: () => ({ op: "assignment.take", args: { assignment: a.assignment } }) })));
+      for (const ob of mine) parts.push(section(ob === "deliver" ? "Deliver" : "Judge", ...assignmentActions(a, ob)));
+      return parts;
+    });
+  };
+}
+
+// The Thread page's assignments: every one its shown entries carry and every
+// live one, newest first. `cache` maps id -> assignment.get's answer; an entry
+// is read again only while it is live and its state (as thread.get shows it)
+// changed, or when it left the live list (it ended).
+async function readAssignments(ids, live, cache) {
+  const liveState = new Map(live.map((a) => [a.assignment, a.state]));
+  const stale = ids.filter((id) => {
+    const got = cache.get(id);
+    if (!got) return true;
+    if (ENDED.has(got.state)) return false;
+    return liveState.get(id) !== got.state;
+  });
+  for (let i = 0; i < stale.length; i += 8) {
+    await Promise.all(stale.slice(i, i + 8).map(async (id) => {
+      try {
+        cache.set(id, await state.conn.read("assignment.get", { assignment: id }));
+      } catch {
+        cache.delete(id);
+      }
+    }));
+  }
+  return ids.map((id) => cache.get(id)).filter(Boolean);
+}
+
+function assignmentRow(a) {
+  const mine = a.state === "open" && a.to === state.me.agent;
+  const reason = a.judgment && a.judgment.content;
+  return h("li", { "data-assignment": a.assignment, "data-state": a.state },
+    h("div", {}, link(`#/assignments/${a.assignment}`, workTitle(a.content, a.assignment)), " ", stateBadge(a.state)),
+    h("div", { class: "small" }, h("code", {}, a.assignment), ` (entry #${a.entry}) to `, agentLabel(a.to)),
+    a.delivery ? h("div", { class: "delivery" }, h("h4", {}, `Delivery (${fmtTime(a.delivery.at)})`), contentView(a.delivery.content)) : null,
+    a.judgment
+      ? h("div", { class: "judgment" }, h("h4", {}, a.judgment.verdict === "adopt" ? "Adopted" : "Rejected", ` by the creator (${fmtTime(a.judgment.at)})`),
+          reason && typeof reason.reason === "string" && Object.keys(reason).length === 1 ? h("div", { class: "reason" }, "Reason: ", reason.reason) : reason ? contentView(reason) : null)
+      : ENDED.has(a.state) ? endedLine(a) : null,
+    mine ? actionForm({ label: "Take", cls: "take", build: () => ({ op: "assignment.take", args: { assignment: a.assignment } }) }) : null,
+  );
+}
+
+export { ENDED, workTitle, pageAssignment, readAssignments, assignmentRow };
