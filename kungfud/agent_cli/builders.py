@@ -288,6 +288,10 @@ def _b_entries(ns):
     return Call("thread.entries", args, follow=ns.all)
 
 
+def _b_thread_assignments(ns):
+    return Call("thread.assignments", _page(ns, _set({"thread": ns.thread}, "state", ns.state)), follow=ns.all)
+
+
 def _b_entry(ns):
     thread, entry = _entry_ref(ns.thread, ns.entry)
     return Call("thread.entry", {"thread": thread, "entry": entry})

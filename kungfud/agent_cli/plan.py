@@ -24,6 +24,7 @@ from .builders import (
     _b_drop,
     _b_engagement_get,
     _b_entries,
+    _b_thread_assignments,
     _b_entry,
     _b_get,
     _b_handle,
@@ -265,6 +266,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--full", action="store_true", help="include the pinned content")
     p.add_argument("--newest-first", action="store_true", help="page from the newest entry back")
     _add_page_args(p)
+    p = t.add("assignments", _b_thread_assignments, "the Thread's assignments, live and ended, newest first", action=False)
+    p.add_argument("thread", metavar="THREAD")
+    p.add_argument("--state", choices=["live", "ended"], help="only live or only ended ones")
+    _add_page_args(p)
     p = t.add("entry", _b_entry, "one entry, with the pinned content you may read", action=False)
     p.add_argument("thread", metavar="THREAD[#ENTRY]")
     p.add_argument("entry", metavar="ENTRY", type=int, nargs="?")
@@ -363,6 +368,7 @@ OP_COMMANDS: dict[str, str] = {
     "thread.get": "thread get THREAD",
     "thread.entries": "thread entries THREAD [--full] [--newest-first] [--all]",
     "thread.entry": "thread entry THREAD#ENTRY",
+    "thread.assignments": "thread assignments THREAD [--state live|ended] [--all]",
     "thread.list": "thread list [--all]",
     "assignment.take": "take as_…",
     "assignment.deliver": "deliver as_… --text TEXT",

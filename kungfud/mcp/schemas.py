@@ -23,8 +23,11 @@ __all__ = [
     "instructions",
 ]
 
-#: Ops that are not tools: the bridge authenticates (hello) and does not stream (subscribe).
-EXCLUDED_OPS = frozenset({"hello", "subscribe"})
+#: Ops that are not tools: the bridge authenticates (hello) and does not stream
+#: (subscribe); thread.assignments (a Thread's whole assignment history, for the
+#: console and the CLI) is left out to keep tools/list inside its token budget —
+#: a model reads the live ones in thread_get and any one with assignment_get (D261).
+EXCLUDED_OPS = frozenset({"hello", "subscribe", "thread.assignments"})
 
 #: The argument that carries an action's idempotency key (L3); not a wire field.
 IDEMPOTENCY_ARG = "idempotency_key"

@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping
 
 from ..errors import Rejection
 from ..store.store import View
-from . import agents, memory, outcomes, task, thread, turn
+from . import agents, assignments, memory, outcomes, task, thread, turn
 
 __all__ = ["READS", "Read"]
 
@@ -36,6 +36,9 @@ READS: dict[str, Read] = {
     ),
     "thread.entry": lambda v, c, a, now, seen: thread.thread_entry(v, c, a.thread, a.entry),
     "thread.list": lambda v, c, a, now, seen: thread.thread_list(v, c, a.cursor, a.limit),
+    "thread.assignments": lambda v, c, a, now, seen: assignments.thread_assignments(
+        v, c, a.thread, a.state, a.cursor, a.limit, now
+    ),
     "assignment.get": lambda v, c, a, now, seen: thread.assignment_get(v, c, a.assignment, now),
     "task.get": lambda v, c, a, now, seen: task.task_get(v, c, a.task, a.contract_version, now, a.adopted_after),
     "task.list": lambda v, c, a, now, seen: task.task_list(v, c, a.cursor, a.limit, a.mine),

@@ -23,7 +23,8 @@ from ..errors import Rejection
 from ..store.store import View
 
 __all__ = [
-    "thread_get", "thread_entries", "thread_entry", "thread_list", "assignment_get", "entry_digest", "pin_content",
+    "thread_get", "thread_entries", "thread_entry", "thread_list", "assignment_get", "assignment_view", "entry_digest",
+    "pin_content",
 ]
 
 RECENT = 10  # entries in a working set's digest of history
@@ -247,6 +248,13 @@ def assignment_get(view: View, me: str, asg: str, now: int) -> dict | Rejection:
     t: ThreadState | None = view.state(a.thread) if a is not None else None
     if a is None or t is None or readable_thread(t, a.thread, view.state(member_obj(a.thread, me))) is not None:
         return Rejection.not_found("assignment", asg)
+    return assignment_view(view, me, asg, a, now)
+
+
+def assignment_view(view: View, me: str, asg: str, a: AssignmentState, now: int, instruction: bool = True) -> dict[str, Any]:
+    """An assignment as ``assignment.get`` shows it to a current member of its
+    Thread (the caller checked that); ``thread.assignments`` leaves out the
+    ``instruction`` (the entry, readable with ``thread.entry``)."""
     state = effective(a, now)
     out: dict[str, Any] = {
         "assignment": asg,
@@ -259,9 +267,9 @@ def assignment_get(view: View, me: str, asg: str, now: int) -> dict | Rejection:
         "deliver_within_s": a.deliver_within_s,
         "judge_within_s": a.judge_within_s,
         "content": msgspec.Raw(a.content),
-        # WIRE.md 1.1: the entry that carries the assignment, as thread.entry shows it.
-        "instruction": entry_digest(view, view.state(entry_obj(a.thread, a.entry)), me, True),
     }
+    if instruction:  # WIRE.md 1.1: the entry that carries the assignment, as thread.entry shows it.
+        out["instruction"] = entry_digest(view, view.state(entry_obj(a.thread, a.entry)), me, True)
     if a.redoes is not None:
         out["redoes"] = a.redoes
     if a.taker is not None:

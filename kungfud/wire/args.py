@@ -46,6 +46,7 @@ __all__ = [
     "EntryRefArgs",
     "EntriesArgs",
     "ThreadPageArgs",
+    "ThreadAssignmentsArgs",
     "PageArgs",
     "TakeArgs",
     "DeliverArgs",
@@ -310,6 +311,15 @@ class EntriesArgs(_Args, frozen=True):
     limit: Limit = 50
     full: bool = False
     newest_first: bool = False  # WIRE.md 1.1 "Reading the work itself"
+
+
+class ThreadAssignmentsArgs(_Args, frozen=True):
+    """``thread.assignments`` (docs/wire.md): a Thread's assignments, newest first."""
+
+    thread: ThreadId
+    state: Literal["live", "ended"] | None = None  # absent: both
+    cursor: EntryCursor = None
+    limit: Limit = 50
 
 
 class ThreadPageArgs(_Args, frozen=True):

@@ -52,6 +52,7 @@ from .args import (
     TaskRefArgs,
     TaskReviseArgs,
     TaskTakeArgs,
+    ThreadAssignmentsArgs,
     ThreadCreateArgs,
     ThreadPageArgs,
     ThreadRefArgs,
@@ -103,6 +104,9 @@ OPS: dict[str, OpSpec] = {
     "thread.entries": OpSpec("R", EntriesArgs, "Page through a Thread's entries."),
     "thread.entry": OpSpec("R", EntryRefArgs, "Read one entry."),
     "thread.list": OpSpec("R", ThreadPageArgs, "Page through your Threads."),
+    "thread.assignments": OpSpec(
+        "R", ThreadAssignmentsArgs, "A Thread's assignments, live and ended, newest first: deliveries and verdicts."
+    ),
     "assignment.take": OpSpec("A", TakeArgs, "Take an assignment addressed to you."),
     "assignment.deliver": OpSpec("A", DeliverArgs, "Deliver an assignment you took."),
     "assignment.judge": OpSpec("A", JudgeArgs, "Creator: adopt or reject a delivery."),

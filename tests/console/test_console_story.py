@@ -160,7 +160,7 @@ def test_console_shows_members_names_from_thread_get(console, daemon):
     if "content" not in got["members"][0]:
         pytest.skip("thread.get gives no member names on this branch (WIRE.md 1.2 'Names beside ids'): run after the merge")
     run(_act(daemon.url, ada["key"], "thread.post", {"thread": thread, "content": {"text": "Hello Bo"}, "ask": [],
-                                                      "assign": {"to": bo["id"], "content": {"output": "A haiku"}}}))
+                                                      "assign": {"to": bo["id"], "content": {"output": "A haiku", "criteria": "Three lines"}}}))
     console.login(bo["key"])
     console.go(f"#/threads/{thread}")
     member = console.one(f'#thread-side [data-member="{ada["id"]}"]')

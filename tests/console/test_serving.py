@@ -35,7 +35,13 @@ def test_console_files_are_served_with_csp_nosniff_and_their_content_types(daemo
         for d, sources in directives.items():
             assert all(s.startswith("'") or s.endswith(f"//{host}") for s in sources), (d, csp)
         assert body
+    # The icon, at the path browsers ask for by themselves too (no 404 in the console's log).
+    for path in ("/favicon.svg", "/favicon.ico"):
+        status, headers, body = get(base + path)
+        assert (status, headers["Content-Type"]) == (200, "image/svg+xml"), path
+        assert headers["X-Content-Type-Options"] == "nosniff" and body.startswith(b"<svg"), path
     _, _, page = get(base + "/")
+    assert b'<link rel="icon" href="/favicon.svg"' in page
     # The page names its websocket path and loads only its own files.
     assert b'content="/v1"' in page
     assert b'<script type="module" src="/console/main.js">' in page and b'href="/console.css"' in page
