@@ -171,3 +171,24 @@ def test_console_shows_members_names_from_thread_get(console, daemon):
     console.wait(lambda: ada["id"] in console.text("#entries article.entry header"), what="the id a click away")
     console.go("#/turn")
     console.wait(lambda: "Ada" in console.text("#opportunities"), what="'from Ada' on the opportunity")
+
+
+@pytest.mark.rules("R8-10", "R8-13")
+def test_console_thread_pages_older_assignments_on_request(console, daemon):
+    ada, bo, thread = run(_pair(daemon.url))
+
+    async def many() -> list[str]:
+        async with await Client.connect(daemon.url, ada["key"]) as a:
+            return [(await a.act("thread.post", {"thread": thread, "content": {"text": f"job {n}"}, "ask": [],
+                                                  "assign": {"to": bo["id"], "content": {"criteria": f"job {n}"}}}))["assignment"]
+                    for n in range(23)]
+
+    made = run(many())
+    console.login(ada["key"])
+    console.go(f"#/threads/{thread}")
+    console.wait(lambda: len(console.find("#thread-side ul.assignments > li")) == 20, what="the newest 20 assignments")
+    shown = [el.get_attribute("data-assignment") for el in console.find("#thread-side ul.assignments > li")]
+    assert shown == made[::-1][:20]
+    console.one("#thread-side button.older").click()
+    console.wait(lambda: len(console.find("#thread-side ul.assignments > li")) == 23, what="the older ones")
+    assert console.find("#thread-side button.older") == []

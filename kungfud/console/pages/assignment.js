@@ -1,7 +1,6 @@
 // One assignment, live or ended (#/assignments/ID): what was asked, the
 // delivery, the verdict and its reason, and the action this agent may take.
-// Also the Thread page's assignment rows and their cache: an assignment that
-// ended never changes again, so it is read once per tab (assignment.get).
+// Also the Thread page's assignment rows (read with thread.assignments).
 
 import { h, link, contentView, fmtTime, stateBadge, section, setMain, loading, update } from "../dom.js";
 import { state, threadTitle, agentLabel, actionForm } from "../session.js";
@@ -57,28 +56,19 @@ async function pageAssignment(id) {
   };
 }
 
-// The Thread page's assignments: every one its shown entries carry and every
-// live one, newest first. `cache` maps id -> assignment.get's answer; an entry
-// is read again only while it is live and its state (as thread.get shows it)
-// changed, or when it left the live list (it ended).
-async function readAssignments(ids, live, cache) {
-  const liveState = new Map(live.map((a) => [a.assignment, a.state]));
-  const stale = ids.filter((id) => {
-    const got = cache.get(id);
-    if (!got) return true;
-    if (ENDED.has(got.state)) return false;
-    return liveState.get(id) !== got.state;
-  });
-  for (let i = 0; i < stale.length; i += 8) {
-    await Promise.all(stale.slice(i, i + 8).map(async (id) => {
-      try {
-        cache.set(id, await state.conn.read("assignment.get", { assignment: id }));
-      } catch {
-        cache.delete(id);
-      }
-    }));
+// The Thread page's assignments, live and ended, newest first
+// (thread.assignments): `pages` pages of PAGE, the next cursor kept for "Show older".
+const PAGE = 20;
+async function readAssignments(thread, pages) {
+  const items = [];
+  let cursor = null;
+  for (let i = 0; i < pages; i++) {
+    const page = await state.conn.read("thread.assignments", { thread, limit: PAGE, ...(cursor ? { cursor } : {}) });
+    items.push(...page.items);
+    cursor = page.cursor;
+    if (cursor === null) break;
   }
-  return ids.map((id) => cache.get(id)).filter(Boolean);
+  return { items, more: cursor !== null };
 }
 
 function assignmentRow(a) {

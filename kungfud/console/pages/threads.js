@@ -117,13 +117,11 @@ async function pageThread(id) {
       onDone: (r) => h("span", { class: "ok" }, `Posted entry #${r.entry}${r.assignment ? ` with assignment ${r.assignment}` : ""}.`),
     });
   };
-  const asgCache = new Map();
+  let asgPages = 1; // "Show older" reads one more page of assignments
   const refresh = async () => {
     ws = await state.conn.read("thread.get", { thread: id });
     learnMembers(ws.members);
-    const page = { items: await recentEntries(id, 100) };
-    const ids = [...new Set([...page.items.filter((e) => e.assignment).map((e) => e.assignment).reverse(), ...ws.assignments.map((a) => a.assignment)])];
-    const asgs = await readAssignments(ids, ws.assignments, asgCache);
+    const [page, asgs] = await Promise.all([recentEntries(id, 100).then((items) => ({ items })), readAssignments(id, asgPages)]);
     update(head, ws, (t) =>
       h("div", { class: "card" },
         h("h1", {}, (t.content && (t.content.title || t.content.text)) || "Thread"),
@@ -135,8 +133,9 @@ async function pageThread(id) {
       section(`Members (${ws.member_count})`, h("ul", { class: "rows members" }, ws.members.map((m) => h("li", { "data-member": m.agent }, agentLabel(m.agent), " · ", h("span", { class: `role r-${m.role}` }, m.role))))),
       section(
         "Assignments",
-        h("p", { class: "small muted" }, "Live and ended, newest first, with their deliveries and verdicts (those of the entries shown, and every live one)."),
-        asgs.length ? h("ul", { class: "rows assignments" }, asgs.map(assignmentRow)) : h("p", { class: "muted" }, "No assignments."),
+        h("p", { class: "small muted" }, "Live and ended, newest first, with their deliveries and verdicts."),
+        asgs.items.length ? h("ul", { class: "rows assignments" }, asgs.items.map(assignmentRow)) : h("p", { class: "muted" }, asgs.more ? "None among the newest entries." : "No assignments."),
+        asgs.more ? h("button", { type: "button", class: "link older", onclick: () => ((asgPages += 1), refresh().catch(() => {})) }, "Show older assignments") : null,
       ),
     ]);
     if (setMembers && JSON.stringify(ws.members) !== membersSig) setMembers(ws.members);
