@@ -7,7 +7,7 @@ Thread history: current members only (§9 R9-9, R9-2); anyone else gets the
 ``not_found`` of a missing Thread (R9-4, R12-9). Walked from the Thread's
 entries, newest first (each entry names the assignment it carries, and entries
 are never removed), so no derived table is needed: a page examines at most
-SCAN_BUDGET entries and READ_PAGE_BYTES of delivered content, whichever comes
+SCAN_BUDGET entries and READ_PAGE_BYTES of content (asked and delivered), whichever comes
 first (R8-13), and its cursor — the number of the last entry examined — never
 skips an assignment (R8-10). A page may hold fewer than ``limit`` items (none,
 in a long stretch without assignments) and still have a cursor.
@@ -57,10 +57,11 @@ def thread_assignments(
             continue
         item = assignment_view(view, me, asg, a, now, instruction=False)
         items.append(item)
-        budget -= _delivered_bytes(item)
+        budget -= _content_bytes(item)
     return {"items": items, "cursor": str(last) if stopped and last is not None else None}
 
 
-def _delivered_bytes(item: dict[str, Any]) -> int:
-    content = item.get("delivery", {}).get("content")
-    return len(content) if isinstance(content, msgspec.Raw) else 0
+def _content_bytes(item: dict[str, Any]) -> int:
+    """The participant content an item carries: what was asked, and the delivery."""
+    parts = (item.get("content"), item.get("delivery", {}).get("content"))
+    return sum(len(p) for p in parts if isinstance(p, msgspec.Raw))
