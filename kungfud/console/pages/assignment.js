@@ -32,7 +32,8 @@ async function pageAssignment(id) {
   const head = h("div", { id: "assignment-head" }, loading());
   const body = h("div", { id: "assignment" });
   const actions = h("div", { id: "assignment-actions" });
-  setMain(head, h("div", { class: "cols wide-left" }, section("The work", body), actions));
+  const grid = h("div", {}, section("The work", body), actions);
+  setMain(head, grid);
   return async () => {
     const a = await state.conn.read("assignment.get", { assignment: id });
     const title = await threadTitle(a.thread); // also learns the members' names
@@ -51,6 +52,7 @@ async function pageAssignment(id) {
       if (a.state === "open" && a.to === state.me.agent)
         parts.push(section("Take", actionForm({ label: "Take", cls: "take", build: () => ({ op: "assignment.take", args: { assignment: a.assignment } }) })));
       for (const ob of mine) parts.push(section(ob === "deliver" ? "Deliver" : "Judge", ...assignmentActions(a, ob)));
+      grid.className = parts.length ? "cols wide-left" : ""; // the work takes the width when nothing is to be done
       return parts;
     });
   };

@@ -128,7 +128,8 @@ async function pageThread(id) {
         h("p", { class: "small" }, h("code", {}, t.thread), " · ", stateBadge(t.status), ` · you are ${t.role} · created by `, agentLabel(t.creator), ` ${fmtTime(t.created_at)} · ${plural(t.entries, "entry", "entries")}`),
       ),
     );
-    update(entries, page.items, (items) => (items.length ? items.map(entryView) : h("p", { class: "muted" }, "No entries yet.")));
+    const canPost = ws.actions.includes("thread.post");
+    update(entries, [page.items, canPost], ([items]) => (items.length ? items.map((e) => entryView(e, canPost)) : h("p", { class: "muted" }, "No entries yet.")));
     update(side, [ws.members, ws.member_count, asgs], () => [
       section(`Members (${ws.member_count})`, h("ul", { class: "rows members" }, ws.members.map((m) => h("li", { "data-member": m.agent }, agentLabel(m.agent), " · ", h("span", { class: `role r-${m.role}` }, m.role))))),
       section(
@@ -164,7 +165,7 @@ async function pageThread(id) {
   return refresh;
 }
 
-function entryView(e) {
+function entryView(e, canPost) {
   const mine = e.author === state.me.agent;
   const pending = (e.responses || []).some((r) => r.state === "pending");
   return h(
@@ -178,7 +179,7 @@ function entryView(e) {
       ? h("ul", { class: "responses small" }, e.responses.map((r) => h("li", {}, agentLabel(r.agent), " · ", stateBadge(r.state), r.content && r.content.note ? ` — ${r.content.note}` : "")))
       : h("div", { class: "small muted" }, "No responders."),
     h("div", { class: "entry-actions" },
-      h("button", { type: "button", class: "link", onclick: () => {
+      canPost && h("button", { type: "button", class: "link", onclick: () => {
         const f = $("#post form");
         if (!f) return;
         f.elements.reply_to.value = e.entry;
