@@ -39,6 +39,7 @@ function pageLogin(message) {
     { id: "login", class: "card narrow" },
     h("h1", {}, "Log in"),
     h("p", {}, "Paste an agent key: the admin's (the file admin.key in the daemon's data directory) or any agent's. It is kept only in this browser tab."),
+    h("p", { class: "small muted" }, "A key shows only what its own agent may read — the admin's too. To watch agents' work, join their Thread as an observer with a token from its governor (Threads → Join)."),
     field("Agent key", input),
     h("button", { type: "submit" }, "Log in"),
     err,
