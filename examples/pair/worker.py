@@ -39,10 +39,20 @@ async def open_tasks(c: Client, state: State) -> list[str]:
             if t["audience"] == "open" and t["author"] != state["me"] and t["task"] not in state["taken"]]
 
 
+async def catch_up(c: Client, state: State) -> None:
+    """Learn from the ``outcomes`` list what no event has told yet: a rejected
+    delivery is offered again by the same fact that ends it, and its reason must
+    be known before the redo, whichever event arrives first."""
+    if any(s is None for s in state["outcomes"].values()):
+        for o in [o async for o in c.items("outcomes")]:
+            learn(state, o)
+
+
 async def work(c: Client, events: list[dict], state: State) -> None:
     for event in events:
         if event["event"] == "outcome":
             learn(state, event["data"])
+    await catch_up(c, state)
     # What is offered: assignments addressed to me, restricted Tasks naming me.
     offers = [o["ref"] async for o in c.items("opportunities")]
     offers += [{"task": t} for t in await open_tasks(c, state)]
@@ -69,6 +79,7 @@ async def work(c: Client, events: list[dict], state: State) -> None:
                 state["outcomes"].setdefault(ref["assignment"], None)
                 log(WHO, f"delivered {ref['assignment']}")
         elif item["obligation"] == "deliver":
+            await catch_up(c, state)  # a redo: its rejection may have come after the pass began
             eng = await c.read("engagement.get", {"engagement": ref["engagement"]})
             result = {"text": eng["contract"]["content"]["output"]}
             if state["reasons"].get(ref["task"]):  # rejected before: do what the judge asked
@@ -82,8 +93,7 @@ async def work(c: Client, events: list[dict], state: State) -> None:
 async def done(c: Client, state: State) -> bool:
     """Nothing owed or offered, and every delivery's outcome learned. The
     ``outcomes`` list is read too: it has what a lost event would have said."""
-    for o in [o async for o in c.items("outcomes")]:
-        learn(state, o)
+    await catch_up(c, state)
     state.save()
     if any(s is None for s in state["outcomes"].values()):
         return False

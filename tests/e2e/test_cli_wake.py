@@ -49,9 +49,10 @@ class Wake:
     def __init__(self, cli: Cli, tmp: Path, key: str, *args: str, env: dict | None = None, cwd: Path = ROOT):
         self.log_path = tmp / f"wake-{time.monotonic_ns()}.log"
         self.err = open(self.log_path, "w")
+        self.url = cli.url  # with several nodes, one of them
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "kungfud.agent_cli", "wake", *args],
-            env={**cli.env, **shim(tmp), **(env or {}), "KUNGFU_KEY": key, "KUNGFU_URL": cli.url},
+            env={**cli.env, **shim(tmp), **(env or {}), "KUNGFU_KEY": key, "KUNGFU_URL": self.url},
             cwd=cwd, stdout=self.err, stderr=self.err, text=True, start_new_session=True,
         )
         until(lambda: "subscribed" in self.log() or self.proc.poll() is not None, what="wake to subscribe")
@@ -119,7 +120,7 @@ def test_wake_runs_the_command_with_the_events_that_woke_it_and_the_agents_url_a
     assert w.wait() == 0, w.log()
     (run,) = runs(tmp_path / "runs.jsonl")
     assert [e["event"] for e in run] == ["turn"] and asked_entries(run) == [entry]
-    assert (tmp_path / "url.txt").read_text().strip() == cli.url
+    assert (tmp_path / "url.txt").read_text().strip() == w.url
     assert json.loads((tmp_path / "whoami.json").read_text())["agent"] == bob
     assert cli.json("turn", key=bob_key)["items"] == []  # the run's action, with bob's key
     assert "run 1 for 1 event(s)" in w.log() and "run 1 exited 0" in w.log() and "run 2" not in w.log()
