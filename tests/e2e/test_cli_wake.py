@@ -179,6 +179,25 @@ def test_wake_state_file_resumes_after_the_last_finished_run_repeating_none_and_
     assert int(state.read_text()) > after_q3
 
 
+@pytest.mark.rules("R8-20")
+def test_wake_sigterm_ends_the_run_in_progress_keeps_its_events_and_exits_143(cli, pair, tmp_path):
+    th, alice, alice_key, bob, bob_key, ask = pair
+    state = tmp_path / "bob.seq"
+    cmd = f"{RECORD}; trap 'echo terminated >> log; exit 1' TERM; while :; do sleep 0.05; done"
+    w = Wake(cli, tmp_path, bob_key, "--exec", cmd, "--state-file", str(state), cwd=tmp_path)
+    before = int(state.read_text())
+    q1 = ask("q1")
+    until(lambda: runs(tmp_path / "runs.jsonl"), what="the run")
+    w.proc.terminate()  # systemctl stop: SIGTERM to wake alone
+    assert w.wait() == 143, w.log()
+    until(lambda: lines(tmp_path / "log") == ["terminated"], what="the run to get SIGTERM")
+    assert "stopped (SIGTERM)" in w.log()
+    assert int(state.read_text()) == before  # the run did not finish: its event is kept
+    w = Wake(cli, tmp_path, bob_key, "--exec", RECORD, "--state-file", str(state), "--timeout", "2", cwd=tmp_path)
+    assert w.wait() == 0, w.log()
+    assert [asked_entries(r) for r in runs(tmp_path / "runs.jsonl")] == [[q1], [q1]]
+
+
 def _self_waking(cli: Cli, th: str, bob: str, alice_key: str) -> tuple[str, dict]:
     """A run whose action wakes it again: it has alice ask bob once more (two
     agents that keep waking each other, seen from one side)."""
