@@ -81,12 +81,13 @@ def wakes(event: dict, kinds: tuple[str, ...]) -> bool:
 
 def events_env(batch: list[dict]) -> tuple[str, int]:
     """KUNGFU_EVENTS for a run: the batch as a JSON array; when it is over
-    EVENTS_LIMIT, the newest events that fit, and how many older ones were
-    left out (the turn has them all, D222)."""
+    EVENTS_LIMIT, the newest events that fit (none, if the newest alone is
+    larger: an outcome's long reason), and how many older ones were left out
+    (KUNGFU_EVENTS_OMITTED; ``turn`` and ``outcomes`` have them all, D222)."""
     texts = [json.dumps(e, ensure_ascii=False, separators=(",", ":")) for e in batch]
     size, keep = 2, 0
     for t in reversed(texts):
-        if size + len(t.encode()) + 1 > EVENTS_LIMIT and keep:
+        if size + len(t.encode()) + 1 > EVENTS_LIMIT:
             break
         size, keep = size + len(t.encode()) + 1, keep + 1
     return "[" + ",".join(texts[len(texts) - keep:]) + "]", len(texts) - keep
@@ -178,14 +179,19 @@ class Waker:
 
     async def _run(self, batch: list[dict]) -> int:
         events, omitted = events_env(batch)
-        env = {**os.environ, "KUNGFU_EVENTS": events, "KUNGFU_URL": self.st.url, "KUNGFU_KEY": self.st.key or ""}
+        env = {**os.environ, "KUNGFU_EVENTS": events, "KUNGFU_EVENTS_OMITTED": str(omitted),
+               "KUNGFU_URL": self.st.url, "KUNGFU_KEY": self.st.key or ""}
         env.pop("KUNGFU_PROFILE", None)  # the key passed on is the agent's, whatever profile gave it
         seqs = [e.get("seq") for e in batch]
         self.runs += 1
         note = f"; KUNGFU_EVENTS holds the newest {len(batch) - omitted} ({omitted} older left out, see turn)" if omitted else ""
         self.log(f"run {self.runs} for {len(batch)} event(s), seq {seqs[0]}..{seqs[-1]}{note}")
         started = time.monotonic()
-        proc = await asyncio.create_subprocess_shell(self.ns.exec_cmd, env=env, stdin=asyncio.subprocess.DEVNULL)
+        try:
+            proc = await asyncio.create_subprocess_shell(self.ns.exec_cmd, env=env, stdin=asyncio.subprocess.DEVNULL)
+        except OSError as e:  # no shell, or an environment the system refuses
+            self.log(f"run {self.runs} could not start: {e}")
+            return 127
         try:
             code = await proc.wait()
         except asyncio.CancelledError:

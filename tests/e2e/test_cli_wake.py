@@ -283,3 +283,31 @@ def test_wake_on_task_offered_runs_for_an_open_task(cli, pair, tmp_path):
     (run,) = runs(tmp_path / "runs.jsonl")
     assert [(e["event"], e["data"]["task"], e["data"]["author"]) for e in run] == [("task_offered", task, alice)]
     assert set(run[0]["data"]) == {"task", "author", "contract_version", "at"}  # content-free
+
+
+def test_wake_a_turn_event_that_only_ends_obligations_wakes_no_one():
+    """D221: only events that may ask something of the agent start a run."""
+    from kungfud.agent_cli.wake import DEFAULT_ON, wakes
+
+    added = {"event": "turn", "seq": 5, "data": {"added": [{"obligation_id": "ob_1"}], "ended": []}}
+    ended = {"event": "turn", "seq": 6, "data": {"added": [], "ended": [{"obligation_id": "ob_1", "why": "handled"}]}}
+    outcome = {"event": "outcome", "seq": 7, "data": {"state": "adopted"}}
+    offered = {"event": "task_offered", "seq": 8, "data": {"task": "tk_1"}}
+    assert [wakes(e, DEFAULT_ON) for e in (added, ended, outcome, offered)] == [True, False, True, False]
+    assert [wakes(e, ("outcome", "task_offered")) for e in (added, outcome, offered)] == [False, True, True]
+
+
+def test_wake_kungfu_events_keeps_the_newest_events_that_fit_in_64_kib():
+    """D222: one environment string stays far under Linux's 128 KiB limit."""
+    from kungfud.agent_cli.wake import EVENTS_LIMIT, events_env
+
+    batch = [{"event": "turn", "seq": n, "data": {"added": [{"ref": {"thread": "th_" + "x" * 200, "entry": n}}]}}
+             for n in range(1, 1001)]
+    text, omitted = events_env(batch)
+    kept = json.loads(text)
+    assert len(text.encode()) <= EVENTS_LIMIT and omitted > 0 and len(kept) + omitted == 1000
+    assert kept == batch[omitted:]  # the newest, oldest first
+    assert json.loads(events_env(batch[:3])[0]) == batch[:3] and events_env(batch[:3])[1] == 0
+    huge = [{"event": "outcome", "seq": 1, "data": {"content": {"reason": "r" * (EVENTS_LIMIT * 2)}}}]
+    assert events_env(huge) == ("[]", 1)  # too large alone: left out (the outcome is in `outcomes`)
+    assert events_env(batch[:1] + huge) == ("[]", 2)  # the newest does not fit: nothing older is passed either
