@@ -2,14 +2,15 @@
 
 Every WIRE.md op is reachable, as ``kungfu call OP --args JSON`` and through a
 friendly subcommand (``kungfu turn``, ``kungfu post THREAD --text … --ask AGENT``,
-``kungfu take``, ``kungfu deliver``, ``kungfu judge``, ``kungfu watch`` …).
+``kungfu take``, ``kungfu deliver``, ``kungfu judge``, ``kungfu watch`` …), and
+``kungfu wake --exec CMD``, which runs a command whenever events arrive.
 docs/cli.md is the manual.
 
 The package is split like the daemon: turning a command line into one request
 (:func:`plan`: :mod:`.plan` parses, :mod:`.builders` builds the :class:`Call`)
 does no I/O and is tested on its own; :mod:`.profiles` finds the URL and key;
-:mod:`.render` prints; a thin asyncio shell (:mod:`.shell`, :mod:`.watch`)
-connects, sends, prints, and :mod:`.run` maps the outcome to an exit code
+:mod:`.render` prints; a thin asyncio shell (:mod:`.shell`; :mod:`.feed`, the
+subscription that :mod:`.watch` and :mod:`.wake` share) connects, sends, prints, and :mod:`.run` maps the outcome to an exit code
 (:data:`EXIT_CODES`).
 
 Idempotency (L3): each action gets a fresh key unless ``--key K`` is given; a

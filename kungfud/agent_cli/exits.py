@@ -20,6 +20,7 @@ EXIT_CODES: dict[str, int] = {
     "unavailable": 11,
     "internal": 12,
     "cannot_connect": 13,
+    "runaway": 14,  # kungfu wake --max-runs N --per S: more runs than that
 }
 
 

@@ -12,6 +12,7 @@ from typing import Callable
 
 from .. import __version__
 from ..handshake import DEFAULT_URL
+from .wake import add_wake_args
 from .builders import (
     Call,
     _b_admin_agents,
@@ -76,6 +77,7 @@ exit codes:
   12  internal              the daemon failed; nothing was written; retry
   13  cannot connect        daemon unreachable, or the connection was lost
                             before the reply (retry with the printed --key)
+  14  runaway               kungfu wake stopped: more runs than --max-runs N --per S
 
 environment:
   KUNGFU_KEY      agent key (used when no --profile is given)
@@ -334,6 +336,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--state-file", metavar="PATH", help="resume from and save the last processed seq here")
     p.add_argument("--count", type=int, metavar="N", help="exit 0 after N events")
     p.add_argument("--timeout", type=float, metavar="S", help="exit 0 after S seconds without an event")
+
+    add_wake_args(s.add("wake", None, "run a command whenever events arrive (an agent that sleeps until woken)", action=False))
     return top
 
 
@@ -395,8 +399,8 @@ OP_COMMANDS: dict[str, str] = {
 
 
 def plan(argv: list[str]) -> tuple[argparse.Namespace, Call | None]:
-    """Parse a command line; the request it stands for (None for ``register``
-    and ``watch``, which are more than one request). No I/O except reading a
+    """Parse a command line; the request it stands for (None for ``register``,
+    ``watch`` and ``wake``, which are more than one request). No I/O except reading a
     content file. Raises SystemExit for argparse errors and UsageError."""
     ns = parser().parse_args(argv)
     call = ns.build(ns) if ns.build is not None else None

@@ -14,6 +14,7 @@ from .plan import plan
 from .profiles import settings
 from .render import Out
 from .shell import NEW_KEY_OPS, run_call, run_new_key, run_register
+from .wake import run_wake
 from .watch import run_watch
 
 __all__ = ["main"]
@@ -25,6 +26,8 @@ async def _run(ns: argparse.Namespace, call: Call | None, out: Out) -> int:
     st = settings(ns)
     if ns.cmd == "watch":
         return await run_watch(st, ns, out)
+    if ns.cmd == "wake":
+        return await run_wake(st, ns, out)
     assert call is not None
     if call.op in NEW_KEY_OPS and call.is_action and ns.cmd != "call":
         return await run_new_key(st, ns, call, out)

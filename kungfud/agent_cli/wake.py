@@ -1,0 +1,257 @@
+"""``kungfu wake``: start an agent when there is something to do.
+
+For an agent with no endpoint of its own (a coding agent on a laptop, a script
+on the daemon's host): subscribe, and run ``--exec CMD`` through the shell when
+an event of a kind named by ``--on`` arrives, with ``KUNGFU_EVENTS`` holding the
+event frames that woke it (a JSON array) and ``KUNGFU_URL``/``KUNGFU_KEY``
+passed on. One run at a time; events arriving during a run (or a cooldown)
+wait and wake one next run together. ``--state-file`` holds the seq after which
+every event has been handled by a finished run, so a restarted wake runs again
+for what was not handled and for nothing that was. ``--cooldown`` and
+``--max-runs``/``--per`` stop an agent whose runs wake it again (docs/cli.md
+"wake"; decisions D220–D223).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import time
+from collections import deque
+from pathlib import Path
+
+from .exits import EXIT_CODES, UsageError
+from .feed import Feed, read_state, write_state
+from .profiles import Settings
+from .render import Out
+
+__all__ = ["KINDS", "DEFAULT_ON", "EVENTS_LIMIT", "add_wake_args", "wakes", "run_wake"]
+
+#: The event kinds ``--on`` may name (WIRE.md "Events" and 1.2 "Open Tasks, announced").
+KINDS = ("turn", "opportunity", "outcome", "task_offered")
+DEFAULT_ON = ("turn", "opportunity", "outcome")
+#: Bytes of JSON at most in KUNGFU_EVENTS (Linux refuses one environment string over 128 KiB).
+EVENTS_LIMIT = 64 * 1024
+
+
+def _kinds(text: str) -> tuple[str, ...]:
+    kinds = tuple(k.strip() for k in text.split(",") if k.strip())
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown or not kinds:
+        raise argparse.ArgumentTypeError(f"--on takes a comma-separated list of {', '.join(KINDS)}; not {text!r}")
+    return kinds
+
+
+def _positive(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not v >= 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more: {text!r}")
+    return v
+
+
+def add_wake_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--exec", required=True, metavar="CMD", dest="exec_cmd",
+                   help="shell command to run when woken (KUNGFU_EVENTS holds the events, a JSON array)")
+    p.add_argument("--on", type=_kinds, default=DEFAULT_ON, metavar="KINDS",
+                   help=f"event kinds that wake it, comma-separated, of {','.join(KINDS)} (default {','.join(DEFAULT_ON)})")
+    p.add_argument("--state-file", metavar="PATH", help="resume after the last event a finished run handled")
+    p.add_argument("--cooldown", type=_positive, default=0.0, metavar="S", help="at least S seconds from the end of a run to the next")
+    p.add_argument("--max-runs", type=int, metavar="N", help=f"with --per: stop (exit {EXIT_CODES['runaway']}) before a run beyond N in S seconds")
+    p.add_argument("--per", type=_positive, metavar="S", help="the window of --max-runs")
+    p.add_argument("--timeout", type=_positive, metavar="S", help="exit 0 after S seconds with no event and no run")
+
+
+def wakes(event: dict, kinds: tuple[str, ...]) -> bool:
+    """Whether ``event`` asks for a run. A ``turn`` event that only ends
+    obligations (the agent's own action, a deadline, a void) adds nothing to
+    do, so it wakes no one: an agent is not started again by its own
+    delivery (D221)."""
+    kind = event.get("event")
+    if kind not in kinds:
+        return False
+    if kind == "turn":
+        return bool((event.get("data") or {}).get("added"))
+    return True
+
+
+def events_env(batch: list[dict]) -> tuple[str, int]:
+    """KUNGFU_EVENTS for a run: the batch as a JSON array; when it is over
+    EVENTS_LIMIT, the newest events that fit (none, if the newest alone is
+    larger: an outcome's long reason), and how many older ones were left out
+    (KUNGFU_EVENTS_OMITTED; ``turn`` and ``outcomes`` have them all, D222)."""
+    texts = [json.dumps(e, ensure_ascii=False, separators=(",", ":")) for e in batch]
+    size, keep = 2, 0
+    for t in reversed(texts):
+        if size + len(t.encode()) + 1 > EVENTS_LIMIT:
+            break
+        size, keep = size + len(t.encode()) + 1, keep + 1
+    return "[" + ",".join(texts[len(texts) - keep:]) + "]", len(texts) - keep
+
+
+class Waker:
+    """The loop: a reader task gathers events into ``pending``; the main loop
+    runs CMD for everything pending, one run at a time."""
+
+    def __init__(self, st: Settings, ns: argparse.Namespace, out: Out):
+        if (ns.max_runs is None) != (ns.per is None):
+            raise UsageError("--max-runs and --per go together: --max-runs N --per S")
+        if ns.max_runs is not None and ns.max_runs < 1:
+            raise UsageError("--max-runs must be 1 or more")
+        self.st, self.ns, self.out = st, ns, out
+        self.state = Path(ns.state_file).expanduser() if ns.state_file else None
+        self.saved = read_state(self.state)
+        self.feed = Feed(st, self.saved, out, name="wake", open_tasks="task_offered" in ns.on, on_start=self._save)
+        self.pending: list[dict] = []
+        self.received: int | None = self.saved  # the last seq the feed yielded
+        self.arrived = asyncio.Event()
+        self.starts: deque[float] = deque()  # monotonic start times inside --per
+        self.runs = 0
+        self.last_end: float | None = None
+        self.running = False
+
+    def _save(self, seq: int | None) -> None:
+        if seq is not None and seq != self.saved:
+            write_state(self.state, seq)
+            self.saved = seq
+
+    def log(self, text: str) -> None:
+        self.out.note(f"wake: {text}")
+
+    async def _read(self) -> None:
+        while True:
+            ev = await self.feed.next()
+            assert ev is not None
+            if isinstance(ev.get("seq"), int):
+                self.received = ev["seq"]
+            if wakes(ev, self.ns.on):
+                self.pending.append(ev)
+            elif not self.pending and not self.running:
+                self._save(self.received)  # idle: no event before it waits for a run
+            self.arrived.set()
+
+    async def _wait_for_events(self, reader: asyncio.Task) -> bool:
+        """Until something is pending: False when --timeout passed quietly."""
+        while not self.pending:
+            self.arrived.clear()
+            quiet_from = max(self.feed.quiet_since or time.monotonic(), self.last_end or 0.0)
+            left = None if self.ns.timeout is None else max(0.0, self.ns.timeout - (time.monotonic() - quiet_from))
+            waiter = asyncio.ensure_future(self.arrived.wait())
+            done, _ = await asyncio.wait({waiter, reader}, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+            if reader in done:
+                waiter.cancel()
+                reader.result()  # the feed's failure ends wake with its exit code
+            if not done:
+                waiter.cancel()
+                if self.feed.quiet_since is not None and not self.pending:
+                    return False
+        return True
+
+    async def _cool_down(self, reader: asyncio.Task) -> None:
+        if not self.ns.cooldown or self.last_end is None:
+            return
+        left = self.ns.cooldown - (time.monotonic() - self.last_end)
+        if left > 0:
+            self.log(f"cooling down {left:.1f}s before the next run (--cooldown {self.ns.cooldown:g})")
+            done, _ = await asyncio.wait({reader}, timeout=left)
+            if done:
+                reader.result()
+
+    def _runaway(self) -> bool:
+        if self.ns.max_runs is None:
+            return False
+        now = time.monotonic()
+        while self.starts and now - self.starts[0] > self.ns.per:
+            self.starts.popleft()
+        return len(self.starts) >= self.ns.max_runs
+
+    def _stop(self) -> int:
+        self.log(
+            f"stopping: {self.ns.max_runs} runs in the last {self.ns.per:g}s (--max-runs {self.ns.max_runs} "
+            f"--per {self.ns.per:g}): its runs may be waking it again; {len(self.pending)} event(s) "
+            f"after seq {self.saved} not handled (the state file keeps them for the next start)"
+        )
+        return EXIT_CODES["runaway"]
+
+    async def _run(self, batch: list[dict]) -> int:
+        events, omitted = events_env(batch)
+        env = {**os.environ, "KUNGFU_EVENTS": events, "KUNGFU_EVENTS_OMITTED": str(omitted),
+               "KUNGFU_URL": self.st.url, "KUNGFU_KEY": self.st.key or ""}
+        env.pop("KUNGFU_PROFILE", None)  # the key passed on is the agent's, whatever profile gave it
+        seqs = [e.get("seq") for e in batch]
+        self.runs += 1
+        note = f"; KUNGFU_EVENTS holds the newest {len(batch) - omitted} ({omitted} older left out, see turn)" if omitted else ""
+        self.log(f"run {self.runs} for {len(batch)} event(s), seq {seqs[0]}..{seqs[-1]}{note}")
+        started = time.monotonic()
+        try:
+            proc = await asyncio.create_subprocess_shell(self.ns.exec_cmd, env=env, stdin=asyncio.subprocess.DEVNULL)
+        except OSError as e:  # no shell, or an environment the system refuses
+            self.log(f"run {self.runs} could not start: {e}")
+            return 127
+        try:
+            code = await proc.wait()
+        except asyncio.CancelledError:
+            if proc.returncode is None:
+                proc.terminate()
+                await proc.wait()
+            raise
+        self.log(f"run {self.runs} exited {code} after {time.monotonic() - started:.1f}s")
+        return code
+
+    async def loop(self) -> int:
+        reader = asyncio.create_task(self._read())
+        try:
+            while True:
+                if not await self._wait_for_events(reader):
+                    return 0
+                if self._runaway():
+                    return self._stop()
+                await self._cool_down(reader)
+                if self._runaway():  # the window only empties with time: rare
+                    return self._stop()
+                batch, self.pending = self.pending, []
+                upto = self.received
+                self.starts.append(time.monotonic())
+                self.running = True
+                try:
+                    await self._run(batch)
+                finally:
+                    self.running = False
+                self.last_end = time.monotonic()
+                # Every event up to `upto` is handled; with nothing pending, everything received is.
+                self._save(self.received if not self.pending else upto)
+        finally:
+            reader.cancel()
+            await asyncio.gather(reader, return_exceptions=True)
+            await self.feed.close()
+
+
+async def run_wake(st: Settings, ns: argparse.Namespace, out: Out) -> int:
+    """Run until interrupted; SIGTERM (``systemctl stop``) ends a run in
+    progress with SIGTERM too, leaves its events to the next start, and exits 143."""
+    import signal
+
+    waker = Waker(st, ns, out)
+    main = asyncio.current_task()
+    assert main is not None
+    stopped: list[int] = []
+
+    def stop() -> None:
+        stopped.append(signal.SIGTERM)
+        main.cancel()
+
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stop)
+    try:
+        return await waker.loop()
+    except asyncio.CancelledError:
+        if not stopped:
+            raise
+        waker.log("stopped (SIGTERM)")
+        return 128 + signal.SIGTERM
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
