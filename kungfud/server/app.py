@@ -34,6 +34,7 @@ from ..errors import Hint, Rejection, StoreUnavailable
 from . import audit
 from .bridge import Bridge
 from .connection import Conn
+from .door import Unauthenticated
 from .feed import Feed
 from .limits import Admitted, Intake, TokenBucket
 from .metrics import Metrics
@@ -83,6 +84,13 @@ class Server:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.connections: set[Conn] = set()
         self.intake = Intake(config.limits, time.monotonic)
+        # D231: connections not authenticated yet have a budget of their own,
+        # at most half the connection cap, so keyed upgrades always find room.
+        self.unauthenticated = Unauthenticated(
+            min(config.server.max_unauthenticated, max(1, config.server.max_connections // 2)),
+            config.server.max_unauthenticated_per_address,
+        )
+        self.listen_host = config.listen_addr()[0]  # a loopback daemon checks Host (door.foreign)
         self.reads_limit = TokenBucket(config.limits.reads_per_minute, 60.0, time.monotonic)
         self._server: Any = None
         self._private: Any = None  # a worker's own port (tests only)
@@ -190,8 +198,12 @@ class Server:
             send_timeout_s=self.send_timeout_s, on_drop=self.feed.unsubscribe,
         )
         self.connections.add(conn)
+        deadline = None
         if conn.agent is not None:
             self.last_seen.saw(conn.agent, _wall_ms())
+        else:
+            conn.slot = getattr(ws, "kungfu_slot", None)
+            deadline = asyncio.get_running_loop().call_later(self.cfg.server.hello_within_s, self._hello_late, conn)
         sender = asyncio.create_task(conn.run_sender())
         try:
             turn_started = time.perf_counter()
@@ -214,11 +226,22 @@ class Server:
         except ConnectionClosed:
             pass
         finally:
+            if deadline is not None:
+                deadline.cancel()
+            if conn.slot is not None:
+                conn.slot.free()
             conn.drop()
             self.connections.discard(conn)
             if conn.in_flight:
                 self._settled.set()  # its requests no longer hold stop() back
             sender.cancel()
+
+    def _hello_late(self, conn: Conn) -> None:
+        """D231: a connection that has not authenticated within
+        ``hello_within_s`` is closed (1008), so no one holds a slot without a key."""
+        if conn.agent is None and not conn.closed:
+            why = f"authenticate (hello) within {self.cfg.server.hello_within_s} s of connecting"
+            asyncio.ensure_future(conn.close(1008, why))
 
     # --- frames: the protocol front door -------------------------------------------
 
@@ -273,6 +296,9 @@ class Server:
         # A new authentication ends the subscription of whoever the connection
         # was before: events follow only a `subscribe` by the agent it is now.
         self.feed.unsubscribe(conn)
+        if conn.slot is not None:  # authenticated: out of the unauthenticated budget (D231)
+            conn.slot.free()
+            conn.slot = None
         conn.agent = who.agent
         conn.key_hash = who.key_hash
         self.last_seen.saw(who.agent, _wall_ms())
