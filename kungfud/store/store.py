@@ -50,6 +50,16 @@ def _format_behind(fmt: bytes | None, data_dir: str) -> bytes | None:
     )
 
 
+
+def _owner_only(path: str) -> None:
+    """LMDB's files under ``path`` made 0600: ``mode`` applies to new files
+    only, and stores made before it were 0644 (inside a 0700 directory)."""
+    for name in ("data.mdb", "lock.mdb"):
+        try:
+            os.chmod(os.path.join(path, name), 0o600)
+        except OSError:
+            pass  # a file this user does not own: LMDB reports anything that matters
+
 class StoreLocked(RuntimeError):
     """Another process holds the data directory."""
 
@@ -124,7 +134,10 @@ class Store(SnapshotTail):
             writemap=False,
             readonly=readonly,
             lock=True,
+            mode=0o600,  # data.mdb and lock.mdb readable by the daemon's user only
         )
+        if not readonly:
+            _owner_only(path)
         try:
             check_env(self.env, data_dir)  # before any transaction reads a page
             if not readonly:

@@ -216,7 +216,8 @@ async def test_R12_7_failed_joins_of_many_agents_share_a_budget_per_address_that
     d = make_daemon(
         "[limits]\nfailed_joins_per_window = 3\nfailed_joins_total_per_window = 4\nfailed_join_window_s = 2\n"
     )
-    a, b, c, e = await agents(d.url, "alice", "bob", "carol", "erin")
+    url = d.url  # budgets are per node (D132, D143): every client on one node
+    a, b, c, e = await agents(url, "alice", "bob", "carol", "erin")
     t = await new_thread(a)
     grant = await a.act("thread.admit", {"thread": t})
     for guesser in (b, c):  # each stays within its own limit of 3
@@ -232,7 +233,7 @@ async def test_R12_7_failed_joins_of_many_agents_share_a_budget_per_address_that
     # erin has never failed a join: her valid token admits her (before D230: rate_limited)
     assert (await e.act("thread.join", {"token": grant["token"]}))["existing"] is False
     # a fresh agent's one guess is answered, and from then on it waits too
-    f, = await agents(d.url, "frank")
+    f, = await agents(url, "frank")
     await fails(f, "thread.join", {"token": "kt_guess-frank"}, "not_found")
     last_failure = time.monotonic()
     await fails(f, "thread.join", {"token": grant["token"]}, "rate_limited")
