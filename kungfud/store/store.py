@@ -25,7 +25,7 @@ from .indexes import members_listed, query_rows
 from .integrity import NOT_NEW_TRACES, StoreDamaged, check_env, check_file
 from .interface import SnapshotTail
 from .kv import Snapshot, prefix_stop
-from .layout import DBS, FORMAT, Receipt, decode_fact, decode_object, from_u64, u32, u64
+from .layout import DBS, FORMAT, PUBLIC, Receipt, decode_fact, decode_object, from_u64, u32, u64
 from .lmdb_kv import LmdbSnapshot, LmdbWriteTxn
 import msgspec
 
@@ -306,9 +306,11 @@ class View:
         for key, value in self.kv.scan(db, prefix, upper, reverse=True):
             yield key[n:], value
 
-    def memories_of(self, author: str, after: str | None) -> Iterator[str]:
-        """Memory ids of ``author`` still listed, in creation order, after ``after``."""
-        for suffix, _ in self._after("memories", author.encode() + b"\x00", after.encode() if after else None, False):
+    def memories_of(self, author: str, after: str | None, *, public: bool = False) -> Iterator[str]:
+        """Memory ids of ``author`` still listed (``public``: only its public
+        ones, D233), in creation order, after ``after``."""
+        prefix = author.encode() + (PUBLIC if public else b"\x00")
+        for suffix, _ in self._after("memories", prefix, after.encode() if after else None, False):
             yield suffix.decode()
 
     def agents(self, after: str | None) -> Iterator[str]:
