@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
             if is_pg_url(cfg.storage.url):  # D234: workers share one LMDB file; PostgreSQL nodes are separate serves
                 print(
                     "kungfud: --workers applies to an LMDB store only; with PostgreSQL run one `kungfud serve` "
-                    "per node, each with its own data directory (docs/operations.md \"Nodes\")",
+                    "per node, each with its own data directory (docs/storage.md \"PostgreSQL\")",
                     file=sys.stderr,
                 )
                 return 2
