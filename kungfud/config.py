@@ -42,7 +42,7 @@ class ServerConfig(_Section, frozen=True):
     # within hello_within_s; at most max_unauthenticated such connections at
     # once (and never more than half of max_connections), and
     # max_unauthenticated_per_address from one address (IPv6: one /64).
-    hello_within_s: Annotated[int, msgspec.Meta(ge=1, le=3600)] = 10
+    hello_within_s: Annotated[int, msgspec.Meta(ge=1, le=3600)] = 5
     max_unauthenticated: Pos = 1000
     max_unauthenticated_per_address: Pos = 64
     # D232: a browser's Origin must be the daemon's own (the console's) or one

@@ -240,6 +240,9 @@ class Server:
         """D231: a connection that has not authenticated within
         ``hello_within_s`` is closed (1008), so no one holds a slot without a key."""
         if conn.agent is None and not conn.closed:
+            if conn.in_flight:  # a registration under way is answered first
+                asyncio.get_running_loop().call_later(0.5, self._hello_late, conn)
+                return
             why = f"authenticate (hello) within {self.cfg.server.hello_within_s} s of connecting"
             asyncio.ensure_future(conn.close(1008, why))
 

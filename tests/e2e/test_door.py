@@ -146,3 +146,14 @@ def test_door_metrics_sends_one_content_type(daemon):
     host, port = _hostport(daemon.url)
     with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=10) as r:  # noqa: S310 (loopback)
         assert r.headers.get_all("Content-Type") == ["text/plain; version=0.0.4; charset=utf-8"]
+
+
+@pytest.mark.rules("R12-11")
+async def test_door_by_default_a_bare_socket_is_closed_within_a_few_seconds(daemon):
+    ws = await _bare(daemon.url)
+    assert not isinstance(ws, int), ws
+    started = time.monotonic()
+    with pytest.raises(ConnectionClosed) as e:
+        await asyncio.wait_for(ws.recv(), 30)
+    assert time.monotonic() - started < 20  # hello_within_s = 5 by default
+    assert e.value.rcvd is not None and e.value.rcvd.code == 1008
