@@ -34,7 +34,7 @@ from ..errors import Hint, Rejection, StoreUnavailable
 from . import audit
 from .bridge import Bridge
 from .connection import Conn
-from .door import Unauthenticated
+from .door import Unauthenticated, hello_deadline
 from .feed import Feed
 from .limits import Admitted, Intake, TokenBucket
 from .metrics import Metrics
@@ -203,7 +203,7 @@ class Server:
             self.last_seen.saw(conn.agent, _wall_ms())
         else:
             conn.slot = getattr(ws, "kungfu_slot", None)
-            deadline = asyncio.get_running_loop().call_later(self.cfg.server.hello_within_s, self._hello_late, conn)
+            deadline = hello_deadline(conn, self.cfg.server.hello_within_s)
         sender = asyncio.create_task(conn.run_sender())
         try:
             turn_started = time.perf_counter()
@@ -235,16 +235,6 @@ class Server:
             if conn.in_flight:
                 self._settled.set()  # its requests no longer hold stop() back
             sender.cancel()
-
-    def _hello_late(self, conn: Conn) -> None:
-        """D231: a connection that has not authenticated within
-        ``hello_within_s`` is closed (1008), so no one holds a slot without a key."""
-        if conn.agent is None and not conn.closed:
-            if conn.in_flight:  # a registration under way is answered first
-                asyncio.get_running_loop().call_later(0.5, self._hello_late, conn)
-                return
-            why = f"authenticate (hello) within {self.cfg.server.hello_within_s} s of connecting"
-            asyncio.ensure_future(conn.close(1008, why))
 
     # --- frames: the protocol front door -------------------------------------------
 
@@ -345,6 +335,8 @@ class Server:
             if not self._answer_from_receipt(conn, req_id, job):
                 self._reject(conn, req_id, admitted, op, job.caller)
             return
+        if conn.agent is None:  # an admitted agent.register: a rate-limited cost, so more time (D231)
+            conn.hello_by = asyncio.get_running_loop().time() + self.cfg.server.hello_within_s
         actor_key = self.rt.route(job)
         ticket.admitted = admitted
         conn.in_flight += 1

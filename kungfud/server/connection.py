@@ -51,7 +51,7 @@ class Conn:
 
     __slots__ = (
         "ws", "agent", "key_hash", "in_flight", "outbox", "closed", "floor", "subscribed", "replay", "pending_bytes",
-        "writable", "sending", "send_timeout_s", "on_drop", "slot",
+        "writable", "sending", "send_timeout_s", "on_drop", "slot", "hello_by",
     )
 
     def __init__(
@@ -81,6 +81,7 @@ class Conn:
         self.send_timeout_s = send_timeout_s
         self.on_drop = on_drop
         self.slot: Any = None  # not authenticated yet: its place in the unauthenticated budget (door.Slot)
+        self.hello_by = 0.0  # not authenticated yet: closed at this loop time unless it registers or says hello
 
     # --- sending ---------------------------------------------------------------
 

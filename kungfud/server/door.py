@@ -19,10 +19,11 @@ nothing a client sends slows other connections; §12 R12-11; D231, D232).
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 from typing import Any, Callable
 
-__all__ = ["address_key", "foreign", "is_loopback", "Unauthenticated", "Slot"]
+__all__ = ["address_key", "foreign", "is_loopback", "Unauthenticated", "Slot", "hello_deadline"]
 
 
 def address_key(peer: Any) -> str:
@@ -127,3 +128,23 @@ class Unauthenticated:
             self.by_address[address] = left
         else:
             del self.by_address[address]
+
+
+def hello_deadline(conn: Any, within_s: float) -> asyncio.TimerHandle:
+    """Close ``conn`` (a :class:`~.connection.Conn` not authenticated yet) with
+    1008 when it has not authenticated within ``within_s`` of connecting or of
+    its last admitted registration (``conn.hello_by``, which the server moves
+    on), once no request of it is in flight. Returns the first timer."""
+    loop = asyncio.get_running_loop()
+    conn.hello_by = loop.time() + within_s
+
+    def check() -> None:
+        if conn.agent is not None or conn.closed:
+            return
+        if conn.in_flight or loop.time() < conn.hello_by:  # a registration under way, or a recent one
+            loop.call_later(max(0.5, conn.hello_by - loop.time()), check)
+            return
+        why = f"authenticate (hello) within {within_s:g} s of connecting"
+        asyncio.ensure_future(conn.close(1008, why))
+
+    return loop.call_later(within_s, check)

@@ -157,3 +157,29 @@ async def test_door_by_default_a_bare_socket_is_closed_within_a_few_seconds(daem
         await asyncio.wait_for(ws.recv(), 30)
     assert time.monotonic() - started < 20  # hello_within_s = 5 by default
     assert e.value.rcvd is not None and e.value.rcvd.code == 1008
+
+
+@pytest.mark.rules("R12-11", "L4-5")
+async def test_door_a_connection_that_keeps_registering_is_not_cut_off_but_bad_frames_buy_no_time(make_daemon):
+    """D231: a provisioning script may register agents one after another on one
+    connection for longer than ``hello_within_s``: each admitted registration
+    moves the deadline. A frame that costs nothing (a bad one, a read before
+    hello) does not."""
+    d = make_daemon(SMALL)
+    url = d.url
+    async with Client.connect(url) as c:  # no key
+        started = time.monotonic()
+        n = 0
+        while time.monotonic() - started < 5:  # well past hello_within_s = 2
+            await c.act("agent.register", {"content": {"name": f"p{n}"}})
+            n += 1
+            await asyncio.sleep(0.4)
+        assert n >= 5
+    ws = await _bare(url)
+    started = time.monotonic()
+    with pytest.raises(ConnectionClosed) as e:
+        while True:
+            await ws.send('{"id":1,"op":"agent.whoami","args":{}}')
+            await asyncio.wait_for(ws.recv(), 30)
+            await asyncio.sleep(0.3)
+    assert time.monotonic() - started < 20 and e.value.rcvd is not None and e.value.rcvd.code == 1008
