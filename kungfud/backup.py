@@ -52,6 +52,7 @@ def run_backup(data_dir: str, dest: str, *, url: str = "lmdb") -> int:
         store.require_consistent_log()
         os.makedirs(target, mode=0o700, exist_ok=True)
         store.env.copy(target, compact=True)
+        os.chmod(os.path.join(target, "data.mdb"), 0o600)  # LMDB creates the copy 0644
         with store.read() as view:
             seq = view.last_seq()
     except Exception as e:  # StoreDamaged, lmdb and OS errors: a message, never a traceback

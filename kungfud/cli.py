@@ -89,6 +89,15 @@ def main(argv: list[str] | None = None) -> int:
 
         n = worker_count(args.workers if args.workers is not None else cfg.server.workers)
         if n > 1:
+            from .store.open import is_pg_url
+
+            if is_pg_url(cfg.storage.url):  # D234: workers share one LMDB file; PostgreSQL nodes are separate serves
+                print(
+                    "kungfud: --workers applies to an LMDB store only; with PostgreSQL run one `kungfud serve` "
+                    "per node, each with its own data directory (docs/storage.md \"PostgreSQL\")",
+                    file=sys.stderr,
+                )
+                return 2
             return supervise(cfg, n, ["--log-level", str(args.log_level), "--log-format", args.log_format])
         return run(cfg)
     if args.cmd == "backup":

@@ -38,6 +38,18 @@ class ServerConfig(_Section, frozen=True):
     # Processes serving one LMDB data directory on one port (SO_REUSEPORT):
     # 1 = this process alone; "auto" = one per core (docs/operations.md "Workers").
     workers: Pos | Literal["auto"] = 1
+    # D231: a connection without a key is closed unless it authenticates (hello)
+    # within hello_within_s; at most max_unauthenticated such connections at
+    # once (and never more than half of max_connections), and
+    # max_unauthenticated_per_address from one address (IPv6: one /64).
+    hello_within_s: Annotated[int, msgspec.Meta(ge=1, le=3600)] = 5
+    max_unauthenticated: Pos = 1000
+    max_unauthenticated_per_address: Pos = 64
+    # D232: a browser's Origin must be the daemon's own (the console's) or one
+    # of these ("https://console.example"); a daemon listening on loopback
+    # answers only to a loopback Host or one of allowed_hosts ("kungfu.internal").
+    allowed_origins: tuple[str, ...] = ()
+    allowed_hosts: tuple[str, ...] = ()
 
 
 def default_data_dir() -> str:

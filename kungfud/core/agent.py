@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Literal
 
 import msgspec
 
-from ..errors import Rejection
+from ..errors import Hint, Rejection
 from .facts import AgentKeySet, AgentRegistered, AgentStatusSet, Decision, Fact
 
 if TYPE_CHECKING:
@@ -183,6 +183,17 @@ def decide_reset_key(target: AgentState | None, cmd: ResetKey, ctx: "Ctx") -> De
         return r
     if target is None:
         return Rejection.not_found("agent", cmd.agent)
+    assert ctx.caller is not None
+    if target.agent == ctx.caller.agent:
+        # D236: nobody could reset it back, and the admin.key file would go stale
+        # without a word; rotating is the admin's own way to a new key.
+        return Rejection(
+            "forbidden",
+            "an admin may not reset its own key: rotate it with agent.rotate_key, "
+            "then replace the content of admin.key with the new key",
+            "revise",
+            Hint("agent.rotate_key", {}),
+        )
     return _new_key(target, ctx)
 
 

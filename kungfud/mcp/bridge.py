@@ -143,6 +143,29 @@ class Bridge:
         the daemon refuses)."""
         await self._connection()
 
+    async def key_refused(self) -> bool:
+        """Whether the daemon now refuses this bridge's key (D237). A new
+        connection is checked by its upgrade (``InvalidStatus`` 401, raised);
+        one already open by a ``hello`` with the key, answered after anything
+        the daemon committed before it — a rotation or reset made elsewhere
+        whose 4001 close has not reached the bridge yet included."""
+        async with self._lock:
+            c = self._client
+            fresh = c is None or c._reader is None or c._reader.done()
+        if fresh or self.key is None:
+            await self._connection()
+            return False
+        try:
+            resp = await asyncio.wait_for(c.request("hello", {"key": self.key}), min(self.timeout, 10.0))
+        except (OSError, ConnectionError, ConnectionClosed, asyncio.TimeoutError):
+            await self._drop(c)
+            await self._connection()  # the upgrade decides (401 raised)
+            return False
+        if resp.get("ok"):
+            return False
+        error = resp.get("error") or {}
+        return error.get("code") == "unauthenticated"
+
     async def _drop(self, c: Client | None) -> None:
         async with self._lock:
             if c is not None and self._client is c:

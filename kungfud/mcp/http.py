@@ -92,7 +92,10 @@ class AuthGate:
         if key is not None:
             bridge = self.pool.get(key)
             try:
-                await bridge.connect()
+                if await bridge.key_refused():  # D237: also on an open connection
+                    await self.pool.forget(key)
+                    await self._refuse(send, "the daemon refused this agent key")
+                    return
             except InvalidStatus as e:
                 if e.response.status_code == 401:
                     await self.pool.forget(key)

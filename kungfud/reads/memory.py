@@ -57,8 +57,14 @@ def memory_list(view: View, caller: str, author: str | None, cursor: str | None,
             "visibility": state.visibility,
         }
 
+    # D233: another agent's page walks only that author's public Memories, so
+    # no page (its items, its cursor, where it stops) depends on the private
+    # ones the caller may not read (R12-9).
+    public = author != caller
+
     def rows(after: bytes | None) -> Iterator[tuple[bytes, str]]:
-        return ((m.encode(), m) for m in view.memories_of(author, after.decode() if after is not None else None))
+        start = after.decode() if after is not None else None
+        return ((m.encode(), m) for m in view.memories_of(author, start, public=public))
 
     # D44: the clear id only when it is an item of this page; else sealed.
     return pager.page("memory.list", caller, cursor, limit, SCAN_BUDGET, rows, item, pager.IDS, valid=_memory_position)

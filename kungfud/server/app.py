@@ -34,6 +34,7 @@ from ..errors import Hint, Rejection, StoreUnavailable
 from . import audit
 from .bridge import Bridge
 from .connection import Conn
+from .door import Unauthenticated, hello_deadline
 from .feed import Feed
 from .limits import Admitted, Intake, TokenBucket
 from .metrics import Metrics
@@ -83,6 +84,13 @@ class Server:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.connections: set[Conn] = set()
         self.intake = Intake(config.limits, time.monotonic)
+        # D231: connections not authenticated yet have a budget of their own,
+        # at most half the connection cap, so keyed upgrades always find room.
+        self.unauthenticated = Unauthenticated(
+            min(config.server.max_unauthenticated, max(1, config.server.max_connections // 2)),
+            config.server.max_unauthenticated_per_address,
+        )
+        self.listen_host = config.listen_addr()[0]  # a loopback daemon checks Host (door.foreign)
         self.reads_limit = TokenBucket(config.limits.reads_per_minute, 60.0, time.monotonic)
         self._server: Any = None
         self._private: Any = None  # a worker's own port (tests only)
@@ -190,8 +198,12 @@ class Server:
             send_timeout_s=self.send_timeout_s, on_drop=self.feed.unsubscribe,
         )
         self.connections.add(conn)
+        deadline = None
         if conn.agent is not None:
             self.last_seen.saw(conn.agent, _wall_ms())
+        else:
+            conn.slot = getattr(ws, "kungfu_slot", None)
+            deadline = hello_deadline(conn, self.cfg.server.hello_within_s)
         sender = asyncio.create_task(conn.run_sender())
         try:
             turn_started = time.perf_counter()
@@ -214,6 +226,10 @@ class Server:
         except ConnectionClosed:
             pass
         finally:
+            if deadline is not None:
+                deadline.cancel()
+            if conn.slot is not None:
+                conn.slot.free()
             conn.drop()
             self.connections.discard(conn)
             if conn.in_flight:
@@ -273,6 +289,9 @@ class Server:
         # A new authentication ends the subscription of whoever the connection
         # was before: events follow only a `subscribe` by the agent it is now.
         self.feed.unsubscribe(conn)
+        if conn.slot is not None:  # authenticated: out of the unauthenticated budget (D231)
+            conn.slot.free()
+            conn.slot = None
         conn.agent = who.agent
         conn.key_hash = who.key_hash
         self.last_seen.saw(who.agent, _wall_ms())
@@ -316,6 +335,8 @@ class Server:
             if not self._answer_from_receipt(conn, req_id, job):
                 self._reject(conn, req_id, admitted, op, job.caller)
             return
+        if conn.agent is None:  # an admitted agent.register: a rate-limited cost, so more time (D231)
+            conn.hello_by = asyncio.get_running_loop().time() + self.cfg.server.hello_within_s
         actor_key = self.rt.route(job)
         ticket.admitted = admitted
         conn.in_flight += 1

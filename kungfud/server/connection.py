@@ -23,13 +23,14 @@ here. If websockets changes these internals, replacing the fast path by
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import logging
 from typing import Any, Callable
 
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 from websockets.protocol import State
+
+from .door import address_key
 
 __all__ = ["Conn", "OUTBOX_HIGH", "OUTBOX_LOW"]
 
@@ -50,7 +51,7 @@ class Conn:
 
     __slots__ = (
         "ws", "agent", "key_hash", "in_flight", "outbox", "closed", "floor", "subscribed", "replay", "pending_bytes",
-        "writable", "sending", "send_timeout_s", "on_drop",
+        "writable", "sending", "send_timeout_s", "on_drop", "slot", "hello_by",
     )
 
     def __init__(
@@ -79,6 +80,8 @@ class Conn:
         self.sending = False  # the sender task holds a frame it has not written yet
         self.send_timeout_s = send_timeout_s
         self.on_drop = on_drop
+        self.slot: Any = None  # not authenticated yet: its place in the unauthenticated budget (door.Slot)
+        self.hello_by = 0.0  # not authenticated yet: closed at this loop time unless it registers or says hello
 
     # --- sending ---------------------------------------------------------------
 
@@ -183,18 +186,6 @@ class Conn:
             await asyncio.sleep(0.005)
 
     def peer_key(self) -> str:
-        """What the registration limit counts against when there is no agent: the
-        peer's address, something a client cannot multiply for free (IPv6: its
-        /64, which one host usually holds whole). Behind a proxy, every client
-        shares the proxy's address."""
-        peer = self.ws.remote_address
-        host = peer[0] if isinstance(peer, tuple) and peer else str(peer)
-        try:
-            ip = ipaddress.ip_address(host.split("%", 1)[0])
-        except ValueError:
-            return f"addr:{host}"
-        if isinstance(ip, ipaddress.IPv6Address):
-            if ip.ipv4_mapped is not None:
-                return f"addr:{ip.ipv4_mapped}"
-            return f"addr:{ipaddress.IPv6Network((ip, 64), strict=False)}"
-        return f"addr:{ip}"
+        """What the registration limit counts against when there is no agent:
+        the peer's address (:func:`.door.address_key`)."""
+        return address_key(self.ws.remote_address)

@@ -44,6 +44,10 @@ class SlidingWindow:
         q.append(self.clock())
         return True
 
+    def count(self, who: str) -> int:
+        """Hits of ``who`` inside the window (counts nothing)."""
+        return len(self._prune(who))
+
     def full(self, who: str) -> bool:
         """True when ``who`` has used up the window (counts nothing)."""
         return len(self._prune(who)) >= self.limit
@@ -134,7 +138,7 @@ class Admitted(NamedTuple):
     """What an admitted action counted, to be settled by its outcome."""
 
     limiter_key: str  # the agent, or the peer address for agent.register
-    joiner: tuple[str, float, float] | None  # a join: (agent, its hit, the daemon-wide hit)
+    joiner: tuple[str, float, str, float] | None  # a join: (agent, its hit, its address, the address's hit)
 
 
 class Intake:
@@ -148,10 +152,13 @@ class Intake:
       replay is given back (L4-5).
     - ``registrations_per_minute`` daemon-wide for ``agent.register``.
     - Failed joins (§12 R12-7): after ``failed_joins_per_window`` failed joins
-      by an agent, or ``failed_joins_total_per_window`` by everyone (D25: an
-      admission token names no Thread until it matches, so "per Thread" is
-      enforced as one budget all Threads share, which bounds the guesses
-      against any one of them too), every join waits, valid token or not. A
+      by an agent, every join by it waits, valid token or not. Beyond that,
+      ``failed_joins_total_per_window`` failed joins from one peer address
+      (IPv6: its /64) hold every join from that address by an agent that has
+      itself failed a join in the window (D25: an admission token names no
+      Thread until it matches, so the bound against guessing is one budget all
+      Threads share; D230: kept per address, and agents with no failed join
+      exempt, so nobody can spend it to lock out the joins of others). A
       join is counted as a failure when it arrives and given back when it
       turns out not to fail, so joins in flight cannot outrun the budget
       (pipelining).
@@ -181,14 +188,18 @@ class Intake:
             return Rejection.rate_limited(f"too many registrations on this daemon; retry in {wait:.0f} s")
         joiner = None
         if op == "thread.join" and caller is not None:
-            if self.failed_joins.full(caller) or self.failed_joins_all.full(_ALL):
+            address = peer()
+            if self.failed_joins.full(caller):
                 self.actions.refund(limiter_key)  # answered before any action: none taken
-                if self.failed_joins.full(caller):
-                    wait = self.failed_joins.retry_after(caller)
-                    return Rejection.rate_limited(f"too many failed joins; retry in {wait:.0f} s")
-                wait = self.failed_joins_all.retry_after(_ALL)
-                return Rejection.rate_limited(f"too many failed joins on this daemon; retry in {wait:.0f} s")
-            joiner = (caller, self.failed_joins.hit(caller), self.failed_joins_all.hit(_ALL))
+                wait = self.failed_joins.retry_after(caller)
+                return Rejection.rate_limited(f"too many failed joins; retry in {wait:.0f} s")
+            # D230: the address's budget holds only agents that have failed a
+            # join themselves (in flight counts: pipelining cannot outrun it).
+            if self.failed_joins.count(caller) and self.failed_joins_all.full(address):
+                self.actions.refund(limiter_key)
+                wait = self.failed_joins_all.retry_after(address)
+                return Rejection.rate_limited(f"too many failed joins from this address; retry in {wait:.0f} s")
+            joiner = (caller, self.failed_joins.hit(caller), address, self.failed_joins_all.hit(address))
         return Admitted(limiter_key, joiner)
 
     def settle(self, op: str, admitted: Admitted, *, replayed: bool, refused: str | None) -> None:
@@ -196,9 +207,9 @@ class Intake:
         action (and registration) count (L4-5); a join that did not fail
         (``refused``: the rejection code, if any) its failed-join counts."""
         if admitted.joiner is not None and refused not in _FAILED_JOIN:
-            agent, at, at_all = admitted.joiner
+            agent, at, address, at_address = admitted.joiner
             self.failed_joins.refund(agent, at)
-            self.failed_joins_all.refund(_ALL, at_all)
+            self.failed_joins_all.refund(address, at_address)
         if replayed:
             self.actions.refund(admitted.limiter_key)
             if op == "agent.register":

@@ -16,15 +16,15 @@ import time
 from typing import Any
 
 from ..core.facts import member_obj
-from ..core.kinds import apply_to
+from ..core.kinds import apply_to, state_type
 from ..core.members import current
 from .events import Feed
 from .indexes import fact_rows, state_rows
 from .integrity import StoreDamaged
-from .layout import DERIVED, FORMAT, RETIRED, decode_fact, encode_object, from_u64
+from .layout import DERIVED, FORMAT, PUBLIC, RETIRED, decode_fact, decode_object, encode_object, from_u64
 from .integrity import log_problems
 from .interface import Backend
-from .kv import Snapshot
+from .kv import Snapshot, prefix_stop
 
 __all__ = ["expected_indexes", "compare", "write", "migrate", "run_check"]
 
@@ -97,10 +97,14 @@ def compare(store: Backend, expected: dict[str, dict[bytes, bytes]], kv: Snapsho
     return problems
 
 
-def write(store: Backend, expected: dict[str, dict[bytes, bytes]], *, format: bytes | None = None) -> None:
+def write(
+    store: Backend, expected: dict[str, dict[bytes, bytes]], *, format: bytes | None = None,
+    added: list[tuple[str, bytes, bytes]] = (),  # type: ignore[assignment]
+) -> None:
     """Replace every derived table by ``expected`` in one transaction, and
     with ``format`` record that storage format in the same one and drop the
-    tables older formats had (:data:`RETIRED`)."""
+    tables older formats had (:data:`RETIRED`). ``added``: rows a format step
+    puts beside the stored ones."""
     w = store.begin_write()
     try:
         tx = w.tx
@@ -108,6 +112,8 @@ def write(store: Backend, expected: dict[str, dict[bytes, bytes]], *, format: by
             tx.clear(name)
             for key, value in rows.items():
                 tx.put(name, key, value)
+        for name, key, value in added:
+            tx.put(name, key, value)
         if format is not None:
             for name in RETIRED:
                 w.drop_retired(name)
@@ -118,16 +124,30 @@ def write(store: Backend, expected: dict[str, dict[bytes, bytes]], *, format: by
     w.commit()
 
 
+def public_memory_rows(kv: Snapshot) -> list[tuple[str, bytes, bytes]]:
+    """Format step 3→4 (D233): the ``memories`` rows of each author's public
+    Memories, from the stored Memory snapshots (the rows ``state_rows`` now
+    derives; a format-3 store has only their listing rows)."""
+    rows = []
+    for key, value in kv.scan("objects", b"me_", prefix_stop(b"me_")):
+        obj = key.decode()
+        _, state = decode_object(value, state_type(obj))
+        rows += [r for r in state_rows(obj, state) if r[0] == "memories" and PUBLIC in r[1]]
+    return rows
+
+
 def migrate(store: Backend, old: bytes) -> None:
     """D92: a store of an older format is brought to :data:`FORMAT` once, on
     open, in one transaction that also records the new format: a crash leaves
     the old format, migrated again at next start. From format 1, every
     derived row is rebuilt from the log (all but log, meta and receipts are
     derived, L1-1); from format 2, whose derived rows format 3 keeps as they
-    are, only the retired ``stream`` table is dropped (D186). A damaged log is
-    refused, never migrated."""
+    are, only the retired ``stream`` table is dropped (D186); from format 3,
+    the rows of each author's public Memories are added (D233). A damaged log
+    is refused, never migrated."""
     t0 = time.monotonic()
     rebuild = int(old) < 2
+    steps = [] if rebuild else ["dropped the per-object stream rows"] if int(old) < 3 else []
     where = store.damage_place()[0]  # the LMDB file, or the PostgreSQL store's redacted URL
     with store.read() as view:
         damage = log_problems(view.kv, derived=False)
@@ -138,11 +158,14 @@ def migrate(store: Backend, old: bytes) -> None:
             )
         facts = view.kv.count("log")
         expected = expected_indexes(store, view.kv) if rebuild else {}
-    write(store, expected, format=FORMAT)
+        added = public_memory_rows(view.kv) if not rebuild and int(old) < 4 else []
+        if not rebuild and int(old) < 4:
+            steps.append(f"added the rows of {len(added)} public Memories")
+    write(store, expected, format=FORMAT, added=added)
     log.warning(
         "migrated %s from storage format %s to %s: %s (%d facts) in %.1f s",
         where, old.decode(), FORMAT.decode(),
-        "rebuilt the derived rows from the log" if rebuild else "dropped the per-object stream rows",
+        "rebuilt the derived rows from the log" if rebuild else "; ".join(steps),
         facts, time.monotonic() - t0,
     )
 

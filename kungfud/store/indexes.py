@@ -31,7 +31,7 @@ from ..core.thread import ThreadState
 from ..core.facts import entry_obj, member_obj
 from ..core.queries import Live, live_of
 from .kv import Snapshot, prefix_stop
-from .layout import from_u64, u32, u64
+from .layout import PUBLIC, from_u64, u32, u64
 
 
 def from_u32(b: bytes) -> int:
@@ -79,6 +79,8 @@ def _agent_rows(obj: str, state: AgentState, obligations: Obligations) -> Iterat
 def _memory_rows(obj: str, state: MemoryState, obligations: Obligations) -> Iterator[Row]:
     if state.valid:  # R5-11: withdrawal stops listing
         yield "memories", state.author.encode() + b"\x00" + state.memory.encode(), b""
+        if state.visibility == "public":  # what others may list (D233)
+            yield "memories", state.author.encode() + PUBLIC + state.memory.encode(), b""
 
 
 def _member_rows(obj: str, state: MemberState, obligations: Obligations) -> Iterator[Row]:

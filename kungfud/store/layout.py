@@ -8,6 +8,7 @@
 | receipts   | agent, 0, op, 0, idempotency key | msgpack Receipt                        |
 | agent_keys | sha256(agent key)                | agent id                               |
 | memories   | author, 0, memory id             | b"" (listing; withdrawn removed)       |
+|            | author, 1, memory id             | b"" (the public ones only, D233)       |
 | versions   | memory id, 0, version (u32 BE)   | seq of the fact holding that version   |
 | memberships| agent, 0, thread id              | role (current memberships)             |
 | members    | thread, 0, "j", joined_at (u64), agent | role (current members, in join order) |
@@ -52,13 +53,15 @@ __all__ = [
     "decode_object",
     "FORMAT",
     "RETIRED",
+    "PUBLIC",
 ]
 
 # The storage format: 2 moved members, memberships (D90), pending responses and
 # live assignments (D93) into objects and rows of their own; 3 dropped the
-# per-object ``stream`` rows, which no query read (D186). An older store is
-# migrated once on start (D92); a newer one is refused.
-FORMAT = b"3"
+# per-object ``stream`` rows, which no query read (D186); 4 added the rows of
+# each author's public Memories (D233). An older store is migrated once on
+# start (D92); a newer one is refused.
+FORMAT = b"4"
 DBS = (
     "meta", "log", "objects", "receipts", "agent_keys", "memories", "versions",
     "memberships", "members", "pending", "live", "tokens", "obligations", "deadlines", "opportunities", "tasks", "engagements", "adopted",
@@ -67,6 +70,10 @@ DBS = (
 DERIVED = tuple(d for d in DBS if d not in ("meta", "log", "receipts"))
 # Tables of older formats, dropped when a store is migrated (D186).
 RETIRED = ("stream",)
+
+# The separator of an author's public-Memory rows in ``memories`` (D233):
+# after the author id, where its listing rows have 0.
+PUBLIC = b"\x01"
 
 _U64 = struct.Struct(">Q")
 _U32 = struct.Struct(">I")

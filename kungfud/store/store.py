@@ -25,7 +25,7 @@ from .indexes import members_listed, query_rows
 from .integrity import NOT_NEW_TRACES, StoreDamaged, check_env, check_file
 from .interface import SnapshotTail
 from .kv import Snapshot, prefix_stop
-from .layout import DBS, FORMAT, Receipt, decode_fact, decode_object, from_u64, u32, u64
+from .layout import DBS, FORMAT, PUBLIC, Receipt, decode_fact, decode_object, from_u64, u32, u64
 from .lmdb_kv import LmdbSnapshot, LmdbWriteTxn
 import msgspec
 
@@ -49,6 +49,16 @@ def _format_behind(fmt: bytes | None, data_dir: str) -> bytes | None:
         f"{FORMAT.decode()} that this kungfud reads: run the kungfud that wrote it (or a newer one)"
     )
 
+
+
+def _owner_only(path: str) -> None:
+    """LMDB's files under ``path`` made 0600: ``mode`` applies to new files
+    only, and stores made before it were 0644 (inside a 0700 directory)."""
+    for name in ("data.mdb", "lock.mdb"):
+        try:
+            os.chmod(os.path.join(path, name), 0o600)
+        except OSError:
+            pass  # a file this user does not own: LMDB reports anything that matters
 
 class StoreLocked(RuntimeError):
     """Another process holds the data directory."""
@@ -124,7 +134,10 @@ class Store(SnapshotTail):
             writemap=False,
             readonly=readonly,
             lock=True,
+            mode=0o600,  # data.mdb and lock.mdb readable by the daemon's user only
         )
+        if not readonly:
+            _owner_only(path)
         try:
             check_env(self.env, data_dir)  # before any transaction reads a page
             if not readonly:
@@ -293,9 +306,11 @@ class View:
         for key, value in self.kv.scan(db, prefix, upper, reverse=True):
             yield key[n:], value
 
-    def memories_of(self, author: str, after: str | None) -> Iterator[str]:
-        """Memory ids of ``author`` still listed, in creation order, after ``after``."""
-        for suffix, _ in self._after("memories", author.encode() + b"\x00", after.encode() if after else None, False):
+    def memories_of(self, author: str, after: str | None, *, public: bool = False) -> Iterator[str]:
+        """Memory ids of ``author`` still listed (``public``: only its public
+        ones, D233), in creation order, after ``after``."""
+        prefix = author.encode() + (PUBLIC if public else b"\x00")
+        for suffix, _ in self._after("memories", prefix, after.encode() if after else None, False):
             yield suffix.decode()
 
     def agents(self, after: str | None) -> Iterator[str]:

@@ -351,3 +351,14 @@ def test_R4_3_a_new_key_is_one_fact_that_changes_only_the_key_hash(w):
     accepted(w.set_status(w.admin, w.alice, "deactivated"))
     d = accepted(w.record(_key_decisions(w, w.admin, w.alice)["reset"]))
     assert d.facts[0].by == w.admin and w.states[w.alice].status == "deactivated"
+
+
+@pytest.mark.rules("R4-3", "L2-3")
+def test_R4_3_an_admin_may_not_reset_its_own_key_and_is_pointed_to_rotate_key(w):
+    """D236: nobody could reset it back, and admin.key would go stale without a
+    word (docs/operations.md "Lost or leaked keys"); rotating is its way."""
+    before = w.snapshot()
+    r = rejected(_key_decisions(w, w.admin, w.admin)["reset"], "forbidden", "revise")
+    assert r.hint is not None and r.hint.op == "agent.rotate_key" and "admin.key" in r.reason
+    assert w.snapshot() == before
+    accepted(_key_decisions(w, w.admin, w.admin)["rotate"])

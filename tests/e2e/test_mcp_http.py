@@ -167,6 +167,32 @@ async def test_L2_4_a_refused_key_is_http_401_with_an_error_object(daemon):
         assert any(isinstance(e, MCPError) for e in leaves(failed.value)), failed.value
 
 
+@pytest.mark.rules("L2-4", "R4-3")
+async def test_L2_4_after_a_key_rotation_on_the_wire_the_next_http_request_with_the_old_key_is_401(daemon):
+    """D237 (the third review's "MCP after a rotation on the wire", 1 in 3
+    trials a 200 with a tool error): the agent rotates its key over its own
+    websocket while ``kungfud mcp --http`` holds a daemon connection with the
+    old key; the next HTTP request with the old key is 401 every time, even
+    before the daemon's 4001 close reaches the bridge."""
+    from kungfud.client import Client
+
+    # Two nodes (lmdb2, pg2): the rotation on another node than the bridge's,
+    # whose 4001 close comes later still (D156) — the window the review hit.
+    url_ws, rotate_at = daemon.urls[0], daemon.urls[-1]
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "agent_whoami", "arguments": {}}}
+    accept = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    async with mcp_http(url_ws) as url:
+        for trial in range(10):
+            _, key = await register(url_ws, f"alice{trial}")
+            async with session(url, key) as s:  # the bridge's connection with this key is open
+                result(await s.call("agent_whoami", {}))
+            async with httpx2.AsyncClient(timeout=30) as http, await Client.connect(rotate_at, key) as c:
+                await c.act("agent.rotate_key", {})
+                # at once: before the rotation's 4001 close can reach the bridge
+                r = await http.post(url, headers={**accept, "Authorization": f"Bearer {key}"}, content=json.dumps(call))
+                assert r.status_code == 401, (trial, r.status_code, r.text)
+
+
 @pytest.mark.rules("L2-4", "R0-1")
 async def test_L2_4_after_a_key_rotation_over_http_the_old_key_is_401_at_once(daemon):
     """``agent_rotate_key`` over HTTP: the next request with the old key is HTTP

@@ -249,6 +249,10 @@ async def test_wire_admin_agent_reset_key_follows_set_status_conventions(daemon)
         err = check_failure(await admin.request("admin.agent.reset_key", {"agent": fake_id("ag_")}, key=new_key()), "not_found")
         assert err["next"] == "stop"
         check_failure(await admin.request("admin.agent.reset_key", {"agent": "me_x"}, key=new_key()), "bad_request")
+        # D236: not its own key (admin.key would go stale): agent.rotate_key is the way
+        own = check_failure(await admin.request("admin.agent.reset_key", {"agent": admin.agent}, key=new_key()), "forbidden")
+        assert own["next"] == "revise" and own["hint"]["op"] == "agent.rotate_key"
+        assert (await admin.read("agent.whoami"))["agent"] == admin.agent  # its key still works
         res = await admin.act("admin.agent.reset_key", {"agent": alice})
         assert res["agent"] == alice and res["key"].startswith("kf_")
         assert await alice_conn.closed_with() == 4001

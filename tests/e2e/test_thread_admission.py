@@ -12,7 +12,7 @@ import time
 import pytest
 
 from kungfud.client import Client, new_key
-from tests.e2e.helpers import Raw, check_failure
+from tests.e2e.helpers import Raw, call, check_failure
 from tests.e2e.thread_kit import admit_join, agents, close_all, fails, fake_id, new_thread
 
 
@@ -204,33 +204,66 @@ async def test_R12_7_failed_joins_are_rate_limited_even_with_a_valid_token(make_
     await close_all(a, b, c)
 
 
-@pytest.mark.rules("R12-7", "L4-5", "L4-6", "R12-9")
-async def test_R12_7_failed_joins_of_many_agents_share_a_daemon_wide_budget(make_daemon):
-    """D25: a guessed token names no Thread, so the per-Thread limit is one
-    budget every Thread shares; registering fresh agents does not get round it,
-    and the answer while it is spent is the same for a valid and an unknown token."""
+@pytest.mark.rules("R12-7", "L4-5", "L4-6", "R12-9", "R6.1-5")
+async def test_R12_7_failed_joins_of_many_agents_share_a_budget_per_address_that_spares_agents_with_none(make_daemon):
+    """D25, D230: a guessed token names no Thread, so the bound against guessing
+    is one budget every Thread shares, kept per peer address. Fresh agents do
+    not get round it: an agent that has failed a join waits once its address
+    has spent the budget, the same answer for a valid and an unknown token. But
+    an agent with no failed join in the window is not held by it, so strangers
+    cannot lock out the joins of others (the review's finding 2: 50 fresh agents
+    x 20 bogus tokens locked every valid join on the daemon for 900 s)."""
     d = make_daemon(
-        "[limits]\nfailed_joins_per_window = 2\nfailed_joins_total_per_window = 4\nfailed_join_window_s = 2\n"
+        "[limits]\nfailed_joins_per_window = 3\nfailed_joins_total_per_window = 4\nfailed_join_window_s = 2\n"
     )
-    a, b, c, e = await agents(d.url, "alice", "bob", "carol", "erin")
+    url = d.url  # budgets are per node (D132, D143): every client on one node
+    a, b, c, e = await agents(url, "alice", "bob", "carol", "erin")
     t = await new_thread(a)
     grant = await a.act("thread.admit", {"thread": t})
-    for guesser in (b, c):  # each stays within its own limit of 2
+    for guesser in (b, c):  # each stays within its own limit of 3
         for i in range(2):
             await fails(guesser, "thread.join", {"token": f"kt_guess-{guesser.id}-{i}"}, "not_found")
     last_failure = time.monotonic()
-    # erin has never failed, yet every join now waits, whatever the token
-    valid = await fails(e, "thread.join", {"token": grant["token"]}, "rate_limited")
-    unknown = await fails(e, "thread.join", {"token": "kt_guess-erin"}, "rate_limited")
+    # bob has failed and his address has spent its budget: every join of his waits, whatever the token
+    valid = await fails(b, "thread.join", {"token": grant["token"]}, "rate_limited")
+    unknown = await fails(b, "thread.join", {"token": "kt_guess-bob"}, "rate_limited")
     assert valid["next"] == unknown["next"] == "wait"
     assert valid["reason"] == unknown["reason"]
     assert [m["agent"] for m in (await a.read("thread.get", {"thread": t}))["members"]] == [a.id]  # L4-6
+    # erin has never failed a join: her valid token admits her (before D230: rate_limited)
+    assert (await e.act("thread.join", {"token": grant["token"]}))["existing"] is False
+    # a fresh agent's one guess is answered, and from then on it waits too
+    f, = await agents(url, "frank")
+    await fails(f, "thread.join", {"token": "kt_guess-frank"}, "not_found")
+    last_failure = time.monotonic()
+    await fails(f, "thread.join", {"token": grant["token"]}, "rate_limited")
     # other actions are not affected
     await a.act("thread.post", {"thread": t, "content": {"text": "still open"}})
     # Real time is the subject: the window runs on the server's monotonic clock.
     await asyncio.sleep(max(0.0, last_failure + 2.3 - time.monotonic()))
-    assert (await e.act("thread.join", {"token": grant["token"]}))["existing"] is False
-    await close_all(a, b, c, e)
+    assert (await b.act("thread.join", {"token": grant["token"]}))["existing"] is False
+    await close_all(a, b, c, e, f)
+
+
+@pytest.mark.rules("R12-7", "R6.1-5", "L4-6")
+async def test_R12_7_fifty_strangers_with_bogus_tokens_do_not_lock_a_valid_join(make_daemon):
+    """The review's repro (finding 2), scaled: agents registered with no key by
+    one address spend that address's whole failed-join budget; a member's valid
+    token still admits it, and so does one for another Thread."""
+    d = make_daemon("[limits]\nfailed_joins_per_window = 4\nfailed_joins_total_per_window = 20\nfailed_join_window_s = 900\n")
+    url = d.url  # budgets are per node (D132, D143): every client on one node
+    gov, member, other = await agents(url, "gov", "member", "other")
+    t1, t2 = await new_thread(gov), await new_thread(gov)
+    g1 = await gov.act("thread.admit", {"thread": t1})
+    g2 = await gov.act("thread.admit", {"thread": t2})
+    strangers = await agents(url, *[f"s{i}" for i in range(10)])
+    got = codes(await asyncio.gather(*(
+        call(s.c, "thread.join", {"token": f"kt_bogus-{s.name}-{i}"}, key=new_key()) for s in strangers for i in range(4)
+    )))
+    assert got.get("not_found", 0) <= 20 + len(strangers) and got.get("rate_limited", 0) > 0, got
+    assert (await member.act("thread.join", {"token": g1["token"]}))["existing"] is False
+    assert (await other.act("thread.join", {"token": g2["token"]}))["existing"] is False
+    await close_all(gov, member, other, *strangers)
 
 
 async def pipelined_joins(url: str, key: str, tokens: list[str]) -> list[dict]:
@@ -272,8 +305,10 @@ async def test_R12_7_pipelined_failed_joins_cannot_outrun_the_limit(make_daemon)
 
 @pytest.mark.rules("R12-7", "L4-5", "L4-6")
 async def test_R12_7_pipelined_failed_joins_of_many_agents_cannot_outrun_the_daemon_wide_budget(make_daemon):
-    """Review M2, D25. Three agents pipeline 10 wrong tokens each at the same
-    time; each may fail 5, the daemon as a whole 8: at most 8 ``not_found``."""
+    """Review M2, D25, D230. Three agents pipeline 10 wrong tokens each at the
+    same time; each may fail 5, their address 8, and each agent's first join is
+    never held by the address's budget (it has no failure yet): at most 8 + 3
+    ``not_found``."""
     d = make_daemon(
         "[limits]\nfailed_joins_per_window = 5\nfailed_joins_total_per_window = 8\nfailed_join_window_s = 60\n"
     )
@@ -284,7 +319,7 @@ async def test_R12_7_pipelined_failed_joins_of_many_agents_cannot_outrun_the_dae
         *(pipelined_joins(url, m.key, [f"kt_wrong-{m.name}-{i}" for i in range(10)]) for m in (b, c, e))
     )
     got = codes([r for batch in batches for r in batch])
-    assert got.get("not_found", 0) <= 8 and got.get("not_found", 0) + got.get("rate_limited", 0) == 30, got
+    assert got.get("not_found", 0) <= 8 + 3 and got.get("not_found", 0) + got.get("rate_limited", 0) == 30, got
     await close_all(a, b, c, e)
 
 

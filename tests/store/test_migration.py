@@ -161,3 +161,46 @@ def test_L1_1_a_newer_storage_format_is_refused_with_a_clear_message(tmp_path):
     )
     assert r.returncode == 2 and f"storage format 99, newer than format {FORMAT.decode()}" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr and _format(data) == b"99"
+
+
+@pytest.mark.rules("L1-1", "R12-9")
+def test_L1_1_a_format_3_directory_gets_its_public_memory_rows_once_on_start(tmp_path):
+    """D233 (format step 3→4): the fixture written by cf142b2 (format 3), where
+    alice has a public Memory, a private one and one published then
+    unpublished, is migrated once on start: only the public one gets its row,
+    every recorded read is answered alike (each agent's listing of alice's
+    Memories included), and it checks OK."""
+    expected = json.loads((FIXTURES / "v3m_expected.json").read_text())
+    data = _unpack(tmp_path, "v3m")
+    assert _format(data) == b"3"
+    r = _check(data)
+    assert r.returncode == 1 and "older than" in r.stdout, (r.stdout, r.stderr)
+    alice = expected["made"]["keys"]["alice"][0]
+    d = Daemon(data).start()
+    try:
+        assert _format_after_start(d) == FORMAT
+        log = d.stderr_path.read_text()
+        assert log.count("migrated") == 1 and "from storage format 3 to" in log, log[-2000:]
+        assert "added the rows of 1 public Memories" in log, log[-2000:]
+        got = asyncio.run(reads(d.url, expected["made"]))
+        for name, want in expected["reads"].items():
+            for read, value in want.items():
+                if read == "memory.list alice" or time.time() * 1000 < expected["valid_until_ms"]:
+                    assert _json(got[name][read]) == value, (name, read)
+        m1 = expected["made"]["memories"][0]
+        assert [i["memory"] for i in got["bob"]["memory.list alice"]] == [m1]
+    finally:
+        d.stop()
+    env = lmdb.open(str(data / "lmdb"), readonly=True, max_dbs=64, lock=False)
+    try:
+        with env.begin() as txn:
+            rows = [k for k, _ in txn.cursor(db=env.open_db(b"memories", txn=txn, create=False)) if b"\x01" in k]
+    finally:
+        env.close()
+    assert rows == [alice.encode() + b"\x01" + m1.encode()]
+    r = _check(data)
+    assert r.returncode == 0 and "OK" in r.stdout, (r.stdout, r.stderr)
+    before = d.stderr_path.read_text().count("migrated")
+    d = Daemon(data).start()  # a second start does not migrate again
+    d.stop()
+    assert d.stderr_path.read_text().count("migrated") == before

@@ -304,3 +304,49 @@ def test_L1_1_a_format_2_store_is_migrated_once_by_dropping_its_stream_table(pg_
     with caplog.at_level("WARNING", logger="kungfud.store"):
         PgStore(url, str(tmp_path / "d")).close()  # once: a second open migrates nothing
     assert not [r for r in caplog.records if "migrated" in r.getMessage()]
+
+
+@pytest.mark.rules("L1-1", "R12-9")
+def test_L1_1_a_format_3_store_gets_its_public_memory_rows_once(pg_server, tmp_path, caplog):
+    """D233 (format step 3→4) on PostgreSQL: the v3m fixture (cf142b2, format 3)
+    copied in as format 3 wrote it — no public-Memory rows — is migrated once
+    on open: the rows added, the format recorded, every row as the LMDB
+    migration made it, and it checks OK."""
+    from kungfud.store import Store
+    from kungfud.store.check import run_check
+    from kungfud.store.postgres.migrate import copy_store
+    from tests.store.test_migration import _unpack
+
+    data = _unpack(tmp_path, "v3m")
+    url = pg_server.new_database()
+    lm = Store(str(data))  # today's code on the LMDB copy (migrated to format 4 on open)
+    pg = PgStore(url, str(tmp_path / "a"))
+    try:
+        copy_store(lm, pg)
+        with lm.read() as v:
+            rows = {n: list(v.kv.scan(n)) for n in DBS if n != "meta"}
+    finally:
+        lm.close()
+        pg.close()
+    public = [k for k, _ in rows["memories"] if b"\x01" in k]
+    assert len(public) == 1
+    with psycopg.connect(url) as conn:  # back to what format 3 stored
+        for key in public:
+            conn.execute("DELETE FROM kf_memories WHERE key = %s", (key,))
+        assert not [k for (k,) in conn.execute("SELECT key FROM kf_memories").fetchall() if b"\x01" in bytes(k)]
+        conn.execute("UPDATE kf_meta SET value = %s WHERE key = %s", (b"3", b"format"))
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="kungfud.store"):
+        s = PgStore(url, str(tmp_path / "b"))
+    try:
+        said = [r.getMessage() for r in caplog.records if "migrated" in r.getMessage()]
+        assert len(said) == 1 and f"from storage format 3 to {FORMAT.decode()}: added the rows of 1 public Memories" in said[0], said
+        with s.read() as v:
+            assert {n: list(v.kv.scan(n)) for n in DBS if n != "meta"} == rows
+    finally:
+        s.close()
+    assert run_check(str(tmp_path / "c"), url=url) == 0
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="kungfud.store"):
+        PgStore(url, str(tmp_path / "d")).close()  # once: a second open migrates nothing
+    assert not [r for r in caplog.records if "migrated" in r.getMessage()]

@@ -25,7 +25,7 @@ import select
 import threading
 from contextlib import contextmanager
 from typing import Any, Iterator
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote_plus, urlsplit, urlunsplit
 
 import psycopg
 
@@ -45,17 +45,34 @@ _IDLE_MAX = 8  # idle read connections kept
 _CONNECT_TIMEOUT_S = 5
 
 
+def _secret_param(name: str) -> bool:
+    """A query parameter libpq reads a secret from (``password``,
+    ``sslpassword``; any spelling that decodes to a name holding "password")."""
+    return "password" in unquote_plus(name).lower()
+
+
 def redact_url(url: str) -> str:
-    """The URL without its password, for messages and logs."""
+    """The URL without its secrets, for messages and logs: the password of
+    ``user:password@`` and the value of every ``password``/``sslpassword``
+    query parameter (libpq accepts both in a URI) become ``***``."""
     try:
         parts = urlsplit(url)
+        password = parts.password
     except ValueError:
         return "the configured PostgreSQL URL"
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)
-    user = (parts.username or "") + ":***"
-    return urlunsplit(parts._replace(netloc=f"{user}@{netloc[-1]}"))
+    if password is not None:
+        netloc = parts.netloc.rsplit("@", 1)
+        user = (parts.username or "") + ":***"
+        parts = parts._replace(netloc=f"{user}@{netloc[-1]}")
+    if parts.query:
+        params = []
+        for param in parts.query.split("&"):
+            name, eq, _ = param.partition("=")
+            params.append(f"{name}=***" if _secret_param(name) else param)
+        parts = parts._replace(query="&".join(params))
+    if parts.fragment:
+        parts = parts._replace(fragment="***")  # libpq ignores it; never echo what it might hold
+    return urlunsplit(parts)
 
 
 def _idle_ok(conn: psycopg.Connection) -> bool:
