@@ -22,10 +22,16 @@ class Stats(msgspec.Struct, frozen=True):
     facts: int  # facts recorded: the last global sequence number
     commits: int  # group commits written
     live_actors: int  # actors currently running
+    # Capacity limits (R12-11): this process's refusals by limit ("agent_bytes",
+    # "reserve"); the per-agent limit and the reserve in bytes (None: none).
+    quota_refusals: dict[str, int] = {}
+    agent_bytes_limit: int | None = None
+    reserve_bytes: int | None = None
 
 
 def stats_of(rt: "Runtime") -> Stats:
     used, size = rt.store.usage() or (None, None)
+    quota = getattr(rt.writer, "quota", None)
     with rt.store.read() as view:
         obligations, deadlines, facts = view.count("obligations"), view.count("deadlines"), view.last_seq()
     return Stats(
@@ -37,4 +43,7 @@ def stats_of(rt: "Runtime") -> Stats:
         facts=facts,
         commits=rt.writer.batches,
         live_actors=rt.registry.live(),
+        quota_refusals=dict(getattr(rt.writer, "quota_refusals", {})),
+        agent_bytes_limit=quota.agent_limit(size) if quota is not None else None,
+        reserve_bytes=(quota.reserve(size) or None) if quota is not None else None,
     )

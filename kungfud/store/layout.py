@@ -25,6 +25,7 @@
 | adopted    | task, 0, engagement              | b"" (adopted engagements)              |
 | events     | agent, 0, seq (u64 BE)           | msgpack list of event JSON (the feed)  |
 | outcomes   | party, 0, seq (u64 BE), work id  | msgpack [thread or nil, outcome JSON]: ended assignments and engagements per party |
+| usage      | agent id                         | u64 BE: bytes of the facts its actions recorded (capacity limits, quota.py) |
 
 Everything but ``log``, ``meta`` and ``receipts`` is derived (rebuildable from
 the log); receipts are the record of each first success.
@@ -52,21 +53,26 @@ __all__ = [
     "decode_object",
     "FORMAT",
     "RETIRED",
+    "ADDED",
 ]
 
 # The storage format: 2 moved members, memberships (D90), pending responses and
 # live assignments (D93) into objects and rows of their own; 3 dropped the
-# per-object ``stream`` rows, which no query read (D186). An older store is
+# per-object ``stream`` rows, which no query read (D186); 4 added the
+# ``usage`` table (capacity per agent, D242). An older store is
 # migrated once on start (D92); a newer one is refused.
-FORMAT = b"3"
+FORMAT = b"4"
 DBS = (
     "meta", "log", "objects", "receipts", "agent_keys", "memories", "versions",
     "memberships", "members", "pending", "live", "tokens", "obligations", "deadlines", "opportunities", "tasks", "engagements", "adopted",
-    "events", "outcomes",
+    "events", "outcomes", "usage",
 )
 DERIVED = tuple(d for d in DBS if d not in ("meta", "log", "receipts"))
 # Tables of older formats, dropped when a store is migrated (D186).
 RETIRED = ("stream",)
+# Tables a format step added, by that format: a store of an older format lacks
+# them until it is migrated (PostgreSQL creates them then; LMDB on open).
+ADDED = {"usage": 4}
 
 _U64 = struct.Struct(">Q")
 _U32 = struct.Struct(">I")
