@@ -122,15 +122,15 @@ class Room:
         if not spent:
             return {}, []  # deadline facts and the daemon's own: always written
         totals = {who: self._usage(tx, who) + n for who, n in spent.items()}
-        checked = self.limit is not None or self.reserve
-        if checked and not all(_is_admin(tx, facts, who) for who in spent):
-            cost = sum(spent.values())
-            if self.reserve and self.capacity is not None and self.used + cost > self.capacity - self.reserve:
+        # Whether a payer is an admin is read only when a limit would refuse.
+        cost = sum(spent.values())
+        if self.reserve and self.capacity is not None and self.used + cost > self.capacity - self.reserve:
+            if not all(_is_admin(tx, facts, who) for who in spent):
                 return self._reserve_refusal()
-            if self.limit is not None:
-                for who, total in totals.items():
-                    if total > self.limit and not _is_admin(tx, facts, who):
-                        return self._agent_refusal(who, total - spent[who], spent[who])
+        if self.limit is not None:
+            for who, total in totals.items():
+                if total > self.limit and not _is_admin(tx, facts, who):
+                    return self._agent_refusal(who, total - spent[who], spent[who])
         return totals, [(TABLE, who.encode(), u64(total)) for who, total in totals.items()]
 
     def advance(self, totals: dict[str, int], written: int) -> None:
