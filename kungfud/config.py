@@ -58,6 +58,9 @@ class StorageConfig(_Section, frozen=True):
     # an ordinary agent's action is refused once the store is this full (D241;
     # LMDB: of map_size_mb; PostgreSQL has no size of ours, so no reserve).
     reserve_percent: Annotated[int, msgspec.Meta(ge=0, le=50)] = 5
+    # PostgreSQL only: the size the database may grow to, which the reserve and
+    # the per-agent share are taken of (0: unknown — neither applies; D241).
+    capacity_mb: Annotated[int, msgspec.Meta(ge=0)] = 0
 
 
 def check_store_url(url: str) -> str:

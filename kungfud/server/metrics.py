@@ -105,6 +105,11 @@ class Metrics:
                      [(f'{{limit="{k}"}}', n) for k, n in sorted(st.quota_refusals.items())]),
             *(_one("kungfud_quota_agent_bytes_limit", "gauge", "Bytes of facts each ordinary agent may record.",
                    st.agent_bytes_limit) if st.agent_bytes_limit is not None else ()),
+            *(_one("kungfud_store_used_bytes", "gauge", "Bytes of the store in use, as the capacity limits see it.",
+                   st.store_used_bytes) if st.store_used_bytes is not None else ()),
+            *(_one("kungfud_store_capacity_bytes", "gauge",
+                   "The store's size the capacity limits take shares of (LMDB: the map; PostgreSQL: capacity_mb).",
+                   st.store_capacity_bytes) if st.store_capacity_bytes is not None else ()),
             *(_one("kungfud_store_reserve_bytes", "gauge",
                    "Bytes of the store kept for deadlines and operator actions.", st.reserve_bytes)
               if st.reserve_bytes is not None else ()),

@@ -15,7 +15,8 @@ action, inside the write transaction and before anything of it is written:
 - **per agent**: an action that would take its agent past its limit — the
   smaller of ``[limits] max_bytes_per_agent`` and
   ``max_store_percent_per_agent`` of the store's size, where the store has one
-  — is refused ``rate_limited`` with nothing written;
+  (LMDB: the map; PostgreSQL: ``[storage] capacity_mb``; the backend's
+  ``fill()``) — is refused ``rate_limited`` with nothing written;
 - **reserve**: once the store is within ``[storage] reserve_percent`` of its
   size, an ordinary agent's action is refused ``unavailable`` with nothing
   written, so that deadline facts (no agent pays for them) and operator

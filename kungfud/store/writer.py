@@ -291,7 +291,8 @@ class Writer:
         q = self.quota
         if not (q.reserve_percent or q.agent_percent):
             return q.room(None)
-        return q.room(self.store.usage())
+        fill = getattr(self.store, "fill", None)  # a store without one has no size
+        return q.room(fill() if fill is not None else None)
 
     def _plan(self, state: BatchState, tx: Tx, item: Item) -> Plan | Outcome:
         """The planner's verdict on ``item``; a bug in planning refuses the

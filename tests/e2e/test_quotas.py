@@ -108,11 +108,11 @@ async def test_R12_11_an_agent_is_refused_at_its_bytes_on_every_node_and_after_a
 
 
 @pytest.mark.rules("R12-11", "L4-5")
-@pytest.mark.lmdb_only("the LMDB map's size bounds each agent's share; PostgreSQL has no size of ours")
 async def test_R12_11_review_case_one_agent_cannot_fill_a_24_mib_store_with_the_default_limits(make_daemon):
     """reviews/security-repro/f_no_per_agent_storage_quota.py: 255 KiB versions
-    into a 24 MiB map. By default an agent may record 10 % of the map."""
-    d = make_daemon("[storage]\nmap_size_mb = 24\n")
+    into a 24 MiB map. By default an agent may record 10 % of the store's size
+    (LMDB: the map; PostgreSQL: ``capacity_mb``, which LMDB ignores)."""
+    d = make_daemon("[storage]\nmap_size_mb = 24\ncapacity_mb = 24\n")
     _, mkey = await register(d.url, "mallory")
     _, vkey = await register(d.url, "victim")
     ms, v = await _clients(d, mkey), await Client.connect(d.url, vkey)
@@ -125,13 +125,17 @@ async def test_R12_11_review_case_one_agent_cannot_fill_a_24_mib_store_with_the_
         r = await v.request(op, args, key=new_key())
         assert r["ok"], (op, r)
     m = _metrics(d.url)
-    assert m["kungfud_lmdb_map_used_bytes"] < 0.5 * m["kungfud_lmdb_map_size_bytes"]
+    assert m["kungfud_store_capacity_bytes"] == 24 * 1024 * 1024
+    assert m["kungfud_store_used_bytes"] < 0.5 * m["kungfud_store_capacity_bytes"]
     assert m["kungfud_quota_agent_bytes_limit"] == 24 * 1024 * 1024 // 10
     await _close(*ms, v)
 
 
 @pytest.mark.rules("R12-11", "L4-3", "L4-5")
-@pytest.mark.lmdb_only("the reserve is a share of the LMDB map; PostgreSQL has no size of ours")
+@pytest.mark.lmdb_only(
+    "fills an 8 MiB map with 255 KiB of one repeated character, which PostgreSQL compresses; "
+    "its reserve (capacity_mb) is tests/store/test_quota.py's"
+)
 async def test_R12_11_a_nearly_full_store_refuses_agents_but_deadlines_and_operators_still_commit(make_daemon):
     d = make_daemon(
         "[storage]\nmap_size_mb = 8\nreserve_percent = 25\n"

@@ -16,6 +16,7 @@ from kungfud.store import Committed, Failed, Replayed, Store, Writer
 from kungfud.store.check import compare, expected_indexes
 from kungfud.store.layout import from_u64
 from kungfud.store.quota import Quota, payer
+from tests.pg import pg_server  # noqa: F401 — the session fixture
 from tests.store.helpers import Ids, commit, create_item, dump, register_item, run_batch
 
 
@@ -151,3 +152,36 @@ def test_the_limit_is_the_smaller_of_the_bytes_and_the_share_of_the_store():
     assert q.agent_limit(None) == 1 << 30  # PostgreSQL: no size of ours
     assert Quota().agent_limit(1 << 30) is None and Quota(agent_percent=10).agent_limit(None) is None
     assert q.reserve(None) == 0 and q.reserve(100) == 5
+
+
+@pytest.mark.rules("R12-11", "L4-5")
+def test_R12_11_on_postgresql_capacity_mb_gives_the_reserve_and_the_share_a_size(pg_server, tmp_path):
+    """PostgreSQL has no map: ``[storage] capacity_mb`` is the size (the database's
+    own size, pg_database_size, is the fill). A capacity the empty database
+    already half fills, with a 50 % reserve: ordinary agents are refused at
+    once, the admin and the daemon's own facts still commit."""
+    from kungfud.store.postgres import PgStore
+
+    s = PgStore(pg_server.new_database(), str(tmp_path / "n"), capacity_mb=8)
+    try:
+        used, size = s.fill()
+        assert size == 8 * 1024 * 1024 and used > 4 * 1024 * 1024, (used, size)  # the catalogs alone
+        assert s.usage() is None  # no LMDB map to report
+        ids = Ids()
+        admin = _agent(s, ids, "root", admin=True)
+        w = Writer(s, quota=Quota(agent_percent=10, reserve_percent=50))
+        w.start()
+        try:
+            (reg,) = run_batch(w, [register_item(ids, "reg-alice", "alice")])
+            assert isinstance(reg.outcome, Failed) and reg.outcome.rejection.code == "unavailable"
+            assert "nearly full" in reg.outcome.rejection.reason
+            (ad,) = run_batch(w, [create_item(s, admin, ids, "ad", _body(1))])
+            assert isinstance(ad.outcome, Committed), ad.outcome
+            (boot,) = run_batch(w, [register_item(ids, "another-admin", "root2", admin=True)])
+            assert isinstance(boot.outcome, Committed), boot.outcome
+        finally:
+            w.stop()
+        assert w.quota_refusals == {"agent_bytes": 0, "reserve": 1}
+        assert compare(s, expected_indexes(s)) == []
+    finally:
+        s.close()
