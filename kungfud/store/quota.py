@@ -22,7 +22,11 @@ action, inside the write transaction and before anything of it is written:
   written, so that deadline facts (no agent pays for them) and operator
   (admin) actions still commit.
 
-Admin agents pay (their usage is counted) but are held to neither limit.
+Admin agents pay (their usage is counted) but are held to neither limit. Nor
+is an agent's own exit from its obligations — leaving a Thread, handling a
+response, dropping work it took — which L4-1 says must never depend on another
+party (raising a limit is the operator's); exits are counted all the same, and
+each ends an obligation someone else's action (which paid) created.
 """
 
 from __future__ import annotations
@@ -31,11 +35,12 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
 from ..core.agent import AgentState
-from ..core.facts import AgentRegistered
+from ..core.facts import AgentRegistered, AssignmentDropped, MembershipEnded, ResponseHandled
+from ..core.task_facts import EngagementDropped
 from ..errors import Rejection
 from .layout import decode_fact, decode_object, from_u64, u64
 
-__all__ = ["TABLE", "RULE", "Quota", "Room", "payer", "usage_rows", "add_usage"]
+__all__ = ["TABLE", "RULE", "Quota", "Room", "payer", "is_exit", "usage_rows", "add_usage"]
 
 TABLE = "usage"
 RULE = "R12-11"  # every refusal of this module carries it (the writer counts them for /metrics)
@@ -53,6 +58,16 @@ def payer(fact: Any) -> str | None:
     if isinstance(fact, AgentRegistered) and not fact.admin:
         return fact.agent
     return None
+
+
+def is_exit(fact: Any) -> bool:
+    """Whether ``fact`` is its actor's own exit from obligations (L4-1, L4-4):
+    never refused by a capacity limit."""
+    if isinstance(fact, MembershipEnded):
+        return fact.why == "left" and fact.agent == fact.by
+    if isinstance(fact, ResponseHandled):
+        return fact.agent == fact.by
+    return isinstance(fact, (AssignmentDropped, EngagementDropped))
 
 
 def add_usage(totals: dict[bytes, int], fact: Any, size: int) -> None:
@@ -123,6 +138,9 @@ class Room:
         if not spent:
             return {}, []  # deadline facts and the daemon's own: always written
         totals = {who: self._usage(tx, who) + n for who, n in spent.items()}
+        rows = [(TABLE, who.encode(), u64(total)) for who, total in totals.items()]
+        if all(is_exit(f) for f in facts):
+            return totals, rows
         # Whether a payer is an admin is read only when a limit would refuse.
         cost = sum(spent.values())
         if self.reserve and self.capacity is not None and self.used + cost > self.capacity - self.reserve:
@@ -132,7 +150,7 @@ class Room:
             for who, total in totals.items():
                 if total > self.limit and not _is_admin(tx, facts, who):
                     return self._agent_refusal(who, total - spent[who], spent[who])
-        return totals, [(TABLE, who.encode(), u64(total)) for who, total in totals.items()]
+        return totals, rows
 
     def advance(self, totals: dict[str, int], written: int) -> None:
         """Record a written action: its payers' totals and the bytes it wrote."""

@@ -181,3 +181,44 @@ async def test_R12_11_a_nearly_full_store_refuses_agents_but_deadlines_and_opera
     assert m['kungfud_quota_refusals_total{limit="reserve"}'] >= 2
     assert m["kungfud_store_reserve_bytes"] == 8 * 1024 * 1024 // 4
     await _close(a, w, admin, *ms)
+
+
+@pytest.mark.rules("L4-1", "L4-4", "R12-11")
+async def test_L4_1_an_agent_at_its_limit_still_exits_its_obligations_on_its_own(make_daemon):
+    """Handle, drop and leave end an agent's obligations without anyone else
+    (L4-1, L4-4): the capacity limit, which only the operator can raise, must
+    not take them away. Everything else it would write is refused."""
+    d = make_daemon("[limits]\nmax_bytes_per_agent = 1048576\n")
+    lead, lkey = await register(d.url, "lead")
+    mallory, mkey = await register(d.url, "mallory")
+    a, m = await Client.connect(d.url, lkey), await Client.connect(d.url, mkey)
+    t = (await a.act("thread.create", {}))["thread"]
+    grant = await a.act("thread.admit", {"thread": t, "role": "speaker"})
+    await m.act("thread.join", {"token": grant["token"]})
+    asked = (await a.act("thread.post", {"thread": t, "content": {"q": "?"}, "ask": [mallory]}))["entry"]
+    asg = (await a.act("thread.post", {"thread": t, "content": {"text": "work"}, "assign": {
+        "to": mallory, "content": {"criteria": "done"}}}))["assignment"]
+    await m.act("assignment.take", {"assignment": asg})
+    asked2 = (await a.act("thread.post", {"thread": t, "content": {"q": "??"}, "ask": [mallory]}))["entry"]
+    mem = (await m.act("memory.create", {"content": {"t": BLOB}}))["memory"]
+    _, err = await _fill([m], mem)
+    assert err["code"] == "rate_limited", err
+    size = 128 * 1024  # up to the limit, as the review did
+    while size >= 16:
+        r = await m.request("memory.update", {"memory": mem, "content": {"t": "y" * size}}, key=new_key())
+        if not r["ok"]:
+            assert r["error"]["code"] == "rate_limited", r
+            size //= 2
+    r = await m.request("thread.post", {"thread": t, "content": {"text": "hi"}}, key=new_key())
+    assert not r["ok"] and r["error"]["code"] == "rate_limited", r
+    # Its own exits still commit, the first taking it past its limit.
+    await m.act("thread.handle", {"thread": t, "entry": asked, "content": {"note": "n" * 1000}})
+    await m.act("assignment.drop", {"assignment": asg})
+    await m.act("thread.leave", {"thread": t})
+    got = await a.read("thread.entry", {"thread": t, "entry": asked2})
+    assert all(r["state"] != "pending" for r in got["responses"]), got  # the leave ended it
+    assert (await a.read("assignment.get", {"assignment": asg}))["state"] == "dropped"
+    await _close(a, m)
+    d.stop()
+    r = _check(d)
+    assert r.returncode == 0 and "OK" in r.stdout, r.stdout + r.stderr
