@@ -185,3 +185,20 @@ def test_R12_11_on_postgresql_capacity_mb_gives_the_reserve_and_the_share_a_size
         assert compare(s, expected_indexes(s)) == []
     finally:
         s.close()
+
+
+@pytest.mark.rules("L1-1", "R12-11")
+def test_L1_1_check_rebuilds_the_usage_table_from_the_log_and_reports_a_wrong_count(store):
+    from kungfud.store.check import write
+    from kungfud.store.layout import u64
+
+    ids = Ids()
+    alice = _agent(store, ids, "alice")
+    commit(store, [create_item(store, alice, ids, "a", _body(3))])
+    assert compare(store, expected_indexes(store)) == []
+    w = store.begin_write()
+    w.tx.put("usage", alice.encode(), u64(1))  # a count that is not the log's
+    w.commit()
+    assert compare(store, expected_indexes(store)) == [f"usage: differs at {alice.encode()!r}"]
+    write(store, expected_indexes(store))  # what check --rebuild writes
+    assert compare(store, expected_indexes(store)) == [] and _usage(store, alice) == _logged(store, alice)
