@@ -56,7 +56,7 @@ class StorageConfig(_Section, frozen=True):
     url: str = "lmdb"
     # The last part of the store kept for deadline facts and operator actions:
     # an ordinary agent's action is refused once the store is this full (D241;
-    # LMDB: of map_size_mb; PostgreSQL has no size of ours, so no reserve).
+    # LMDB: of map_size_mb; PostgreSQL: of capacity_mb, without which none).
     reserve_percent: Annotated[int, msgspec.Meta(ge=0, le=50)] = 5
     # PostgreSQL only: the size the database may grow to, which the reserve and
     # the per-agent share are taken of (0: unknown — neither applies; D241).

@@ -32,7 +32,7 @@ each ends an obligation someone else's action (which paid) created.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable
 
 from ..core.agent import AgentState
 from ..core.facts import AgentRegistered, AssignmentDropped, MembershipEnded, ResponseHandled
@@ -203,8 +203,3 @@ def _is_admin(tx: Any, facts: list[Any], who: str) -> bool:
     raw = tx.get("objects", who.encode())
     return raw is not None and decode_object(raw, AgentState)[1].admin
 
-
-def iter_usage(rows: Iterable[tuple[bytes, bytes]]) -> Iterator[tuple[str, int]]:
-    """``(agent, bytes)`` of stored ``usage`` rows."""
-    for k, v in rows:
-        yield k.decode(), from_u64(v)
