@@ -17,6 +17,8 @@ __all__ = ["Config", "ServerConfig", "StorageConfig", "LimitsConfig", "DefaultsC
 
 Pos = Annotated[int, msgspec.Meta(ge=1)]
 Within = Annotated[int, msgspec.Meta(ge=1, le=31_536_000)]
+Bytes0 = Annotated[int, msgspec.Meta(ge=0)]  # 0: no limit
+Percent = Annotated[int, msgspec.Meta(ge=0, le=100)]  # 0: none
 
 
 class _Section(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -64,6 +66,13 @@ class StorageConfig(_Section, frozen=True):
     # "postgresql://user@host:port/db" (docs/storage.md "PostgreSQL"); then
     # data_dir holds only this node's own files.
     url: str = "lmdb"
+    # The last part of the store kept for deadline facts and operator actions:
+    # an ordinary agent's action is refused once the store is this full (D241;
+    # LMDB: of map_size_mb; PostgreSQL: of capacity_mb, without which none).
+    reserve_percent: Annotated[int, msgspec.Meta(ge=0, le=50)] = 5
+    # PostgreSQL only: the size the database may grow to, which the reserve and
+    # the per-agent share are taken of (0: unknown — neither applies; D241).
+    capacity_mb: Annotated[int, msgspec.Meta(ge=0)] = 0
 
 
 def check_store_url(url: str) -> str:
@@ -89,6 +98,10 @@ class LimitsConfig(_Section, frozen=True):
     max_content_bytes: Pos = 262_144
     max_members_per_thread: Pos = 10_000
     max_threads_per_agent: Pos = 10_000
+    # Capacity per agent (D240): the bytes of facts an agent's actions recorded
+    # in all, at most the smaller of these two (where the store has a size).
+    max_bytes_per_agent: Bytes0 = 1_073_741_824
+    max_store_percent_per_agent: Percent = 10
 
 
 class DefaultsConfig(_Section, frozen=True):

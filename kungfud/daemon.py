@@ -23,6 +23,7 @@ from .testing import deaf, faults
 from .store import Committed, Item, StoreDamaged
 from .store.interface import Backend
 from .store.open import open_store
+from .store.quota import Quota
 
 __all__ = ["run", "serve", "limits_of", "bootstrap_admin", "bind_listener", "checked_store", "new_runtime", "ws_url"]
 
@@ -37,6 +38,15 @@ def limits_of(cfg: Config) -> Limits:
         open_registration=cfg.server.open_registration,
         max_members_per_thread=cfg.limits.max_members_per_thread,
         max_threads_per_agent=cfg.limits.max_threads_per_agent,
+    )
+
+
+def quota_of(cfg: Config) -> Quota:
+    """The capacity limits (R12-11, D240/D241): per agent, and the store's reserve."""
+    return Quota(
+        agent_bytes=cfg.limits.max_bytes_per_agent,
+        agent_percent=cfg.limits.max_store_percent_per_agent,
+        reserve_percent=cfg.storage.reserve_percent,
     )
 
 
@@ -168,7 +178,7 @@ def new_runtime(store: Backend, cfg: Config, *, worker: int = 0, workers: int = 
     for the node mechanisms (kungfud/nodes)."""
     test_clock = OffsetClock.from_env()  # tests only: KUNGFUD_TEST_CLOCK (kungfud/testing/clock.py)
     nodes = open_nodes(cfg.storage.url, cfg.data_dir, workers)  # issue 16: the other nodes
-    rt = Runtime(store, limits_of(cfg), clock=test_clock or wall_ms, nodes=nodes)
+    rt = Runtime(store, limits_of(cfg), clock=test_clock or wall_ms, nodes=nodes, quota=quota_of(cfg))
     rt.worker, rt.workers = worker, workers  # type: ignore[attr-defined]
     deaf.install_from_env(rt.link)  # tests only: KUNGFUD_TEST_DEAF (kungfud/testing/deaf.py)
     if test_clock is not None:

@@ -24,6 +24,7 @@ from ..core.ids import time_ordered
 from ..store import Failed, Outcome, Replayed, Store, Writer
 from ..store.interface import Committer
 from ..store.layout import receipt_scope
+from ..store.quota import Quota
 from ..store.writer import mismatch
 from ..errors import Rejection
 from ..nodes import Nodes, single
@@ -75,6 +76,7 @@ class Runtime:
         max_batch: int = 256,
         fault: Callable[[str], None] | None = None,
         nodes: Nodes | None = None,
+        quota: Quota | None = None,
     ):
         self.store = store
         # The other nodes on this store (issue 16): one by default (no work at all).
@@ -95,6 +97,7 @@ class Runtime:
             on_deadline=self._on_deadline,
             on_events=self._publish,
             fault=fault,  # tests only (storage fault injection)
+            quota=quota,  # capacity per agent and the reserve (R12-11)
         )
         self.link.clock = self.clock_thread.wake  # another node added a deadline
         # Set by the server: receives each commit's events (writer thread).

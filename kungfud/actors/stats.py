@@ -22,10 +22,20 @@ class Stats(msgspec.Struct, frozen=True):
     facts: int  # facts recorded: the last global sequence number
     commits: int  # group commits written
     live_actors: int  # actors currently running
+    # Capacity limits (R12-11): this process's refusals by limit ("agent_bytes",
+    # "reserve"); the per-agent limit and the reserve in bytes (None: none).
+    quota_refusals: dict[str, int] = {}
+    agent_bytes_limit: int | None = None
+    reserve_bytes: int | None = None
+    store_used_bytes: int | None = None  # what the capacity limits take the fill from (None: no size)
+    store_capacity_bytes: int | None = None
 
 
 def stats_of(rt: "Runtime") -> Stats:
     used, size = rt.store.usage() or (None, None)
+    quota = getattr(rt.writer, "quota", None)
+    fill = getattr(rt.store, "fill", None)
+    filled, capacity = (fill() if fill is not None else None) or (None, None)
     with rt.store.read() as view:
         obligations, deadlines, facts = view.count("obligations"), view.count("deadlines"), view.last_seq()
     return Stats(
@@ -37,4 +47,9 @@ def stats_of(rt: "Runtime") -> Stats:
         facts=facts,
         commits=rt.writer.batches,
         live_actors=rt.registry.live(),
+        quota_refusals=dict(getattr(rt.writer, "quota_refusals", {})),
+        agent_bytes_limit=quota.agent_limit(capacity) if quota is not None else None,
+        reserve_bytes=(quota.reserve(capacity) or None) if quota is not None else None,
+        store_used_bytes=filled,
+        store_capacity_bytes=capacity,
     )

@@ -100,6 +100,19 @@ class Metrics:
               if st.map_used_bytes is not None else ()),  # a store without a size bound has none
             *(_one("kungfud_lmdb_map_size_bytes", "gauge", "Configured LMDB map size.", st.map_size_bytes)
               if st.map_size_bytes is not None else ()),
+            *_family("kungfud_quota_refusals_total", "counter",
+                     "Actions refused by a capacity limit: an agent's bytes, or the store's reserve.",
+                     [(f'{{limit="{k}"}}', n) for k, n in sorted(st.quota_refusals.items())]),
+            *(_one("kungfud_quota_agent_bytes_limit", "gauge", "Bytes of facts each ordinary agent may record.",
+                   st.agent_bytes_limit) if st.agent_bytes_limit is not None else ()),
+            *(_one("kungfud_store_used_bytes", "gauge", "Bytes of the store in use, as the capacity limits see it.",
+                   st.store_used_bytes) if st.store_used_bytes is not None else ()),
+            *(_one("kungfud_store_capacity_bytes", "gauge",
+                   "The store's size the capacity limits take shares of (LMDB: the map; PostgreSQL: capacity_mb).",
+                   st.store_capacity_bytes) if st.store_capacity_bytes is not None else ()),
+            *(_one("kungfud_store_reserve_bytes", "gauge",
+                   "Bytes of the store kept for deadlines and operator actions.", st.reserve_bytes)
+              if st.reserve_bytes is not None else ()),
             *_one("kungfud_obligations_open", "gauge", "Open obligations (respond, deliver, judge).", st.obligations_open),
             *_one("kungfud_deadlines_pending", "gauge", "Running deadlines.", st.deadlines_pending),
             *_one("kungfud_expiry_wakeups_total", "counter", "Times the deadline clock woke an owner.", st.expiry_wakeups),

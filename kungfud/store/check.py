@@ -21,10 +21,12 @@ from ..core.members import current
 from .events import Feed
 from .indexes import fact_rows, state_rows
 from .integrity import StoreDamaged
-from .layout import DERIVED, FORMAT, PUBLIC, RETIRED, decode_fact, decode_object, encode_object, from_u64
+from .layout import DERIVED, FORMAT, PUBLIC, RETIRED, decode_fact, decode_object, encode_object, from_u64, u64
 from .integrity import log_problems
 from .interface import Backend
 from .kv import Snapshot, prefix_stop
+from .quota import TABLE as USAGE
+from .quota import add_usage, usage_rows
 
 __all__ = ["expected_indexes", "compare", "write", "migrate", "run_check"]
 
@@ -43,6 +45,7 @@ def expected_indexes(
     out: dict[str, dict[bytes, bytes]] = {name: {} for name in DERIVED}
     states: dict[str, Any] = {}
     versions: dict[str, int] = {}
+    usage: dict[bytes, int] = {}
     for k, v in kv.scan("log"):
         if len(k) != 8:
             if errors is None:
@@ -71,6 +74,8 @@ def expected_indexes(
             out[db][key] = value
         for db, key, value in fact_rows(fact, seq):
             out[db][key] = value
+        add_usage(usage, fact, len(v))
+    out[USAGE] = {key: u64(n) for key, n in usage.items()}
     for obj, state in states.items():
         out["objects"][obj.encode()] = encode_object(versions[obj], state)
         for db, key, value in state_rows(obj, state):
@@ -143,8 +148,9 @@ def migrate(store: Backend, old: bytes) -> None:
     derived row is rebuilt from the log (all but log, meta and receipts are
     derived, L1-1); from format 2, whose derived rows format 3 keeps as they
     are, only the retired ``stream`` table is dropped (D186); from format 3,
-    the rows of each author's public Memories are added (D233). A damaged log
-    is refused, never migrated."""
+    the rows of each author's public Memories are added (D233) and the
+    ``usage`` table is filled (:func:`usage_step`, D242). A damaged log is
+    refused, never migrated."""
     t0 = time.monotonic()
     rebuild = int(old) < 2
     steps = [] if rebuild else ["dropped the per-object stream rows"] if int(old) < 3 else []
@@ -157,10 +163,11 @@ def migrate(store: Backend, old: bytes) -> None:
                 f"({'; '.join(damage[:3])}); restore it from a backup"
             )
         facts = view.kv.count("log")
-        expected = expected_indexes(store, view.kv) if rebuild else {}
+        expected = expected_indexes(store, view.kv) if rebuild else usage_step(view.kv, old)
         added = public_memory_rows(view.kv) if not rebuild and int(old) < 4 else []
         if not rebuild and int(old) < 4:
             steps.append(f"added the rows of {len(added)} public Memories")
+            steps.append("filled the usage table from the log")
     write(store, expected, format=FORMAT, added=added)
     log.warning(
         "migrated %s from storage format %s to %s: %s (%d facts) in %.1f s",
@@ -168,6 +175,14 @@ def migrate(store: Backend, old: bytes) -> None:
         "rebuilt the derived rows from the log" if rebuild else "; ".join(steps),
         facts, time.monotonic() - t0,
     )
+
+
+def usage_step(kv: Snapshot, old: bytes) -> dict[str, dict[bytes, bytes]]:
+    """Storage format 3 -> 4 (D242): the ``usage`` table (bytes of facts per
+    agent, the capacity limits' count) filled from the whole log, so an agent's
+    earlier writes count against its limit; format 3's other rows are kept
+    (from format 2 too, whose retired table ``write`` drops)."""
+    return {USAGE: usage_rows(kv.scan("log"))} if int(old) < 4 else {}
 
 
 def run_check(data_dir: str, *, rebuild: bool = False, map_size_mb: int = 10240, url: str = "lmdb") -> int:

@@ -26,6 +26,7 @@
 | adopted    | task, 0, engagement              | b"" (adopted engagements)              |
 | events     | agent, 0, seq (u64 BE)           | msgpack list of event JSON (the feed)  |
 | outcomes   | party, 0, seq (u64 BE), work id  | msgpack [thread or nil, outcome JSON]: ended assignments and engagements per party |
+| usage      | agent id                         | u64 BE: bytes of the facts its actions recorded (capacity limits, quota.py) |
 
 Everything but ``log``, ``meta`` and ``receipts`` is derived (rebuildable from
 the log); receipts are the record of each first success.
@@ -54,22 +55,27 @@ __all__ = [
     "FORMAT",
     "RETIRED",
     "PUBLIC",
+    "ADDED",
 ]
 
 # The storage format: 2 moved members, memberships (D90), pending responses and
 # live assignments (D93) into objects and rows of their own; 3 dropped the
 # per-object ``stream`` rows, which no query read (D186); 4 added the rows of
-# each author's public Memories (D233). An older store is migrated once on
-# start (D92); a newer one is refused.
+# each author's public Memories (D233) and the ``usage`` table (capacity per
+# agent, D242). An older store is migrated once on start (D92); a newer one
+# is refused.
 FORMAT = b"4"
 DBS = (
     "meta", "log", "objects", "receipts", "agent_keys", "memories", "versions",
     "memberships", "members", "pending", "live", "tokens", "obligations", "deadlines", "opportunities", "tasks", "engagements", "adopted",
-    "events", "outcomes",
+    "events", "outcomes", "usage",
 )
 DERIVED = tuple(d for d in DBS if d not in ("meta", "log", "receipts"))
 # Tables of older formats, dropped when a store is migrated (D186).
 RETIRED = ("stream",)
+# Tables a format step added, by that format: a store of an older format lacks
+# them until it is migrated (PostgreSQL creates them then; LMDB on open).
+ADDED = {"usage": 4}
 
 # The separator of an author's public-Memory rows in ``memories`` (D233):
 # after the author id, where its listing rows have 0.

@@ -20,8 +20,9 @@ def open_store(url: Any, data_dir: str, *, map_size_mb: int = 10240, readonly: b
     ``data_dir``; ``postgresql://…`` the PostgreSQL store (psycopg imported
     only then), ``data_dir`` holding only node-local files. Raises StoreDamaged
     or StoreLocked with a message on failure."""
+    capacity_mb = 0
     if hasattr(url, "storage"):  # a Config
-        url = url.storage.url
+        url, capacity_mb = url.storage.url, url.storage.capacity_mb
     if is_pg_url(url):
         if importlib.util.find_spec("psycopg") is None:
             from .integrity import StoreDamaged
@@ -31,7 +32,7 @@ def open_store(url: Any, data_dir: str, *, map_size_mb: int = 10240, readonly: b
             ) from None
         from .postgres import PgStore
 
-        return PgStore(url, data_dir, readonly=readonly, lock=lock)
+        return PgStore(url, data_dir, readonly=readonly, lock=lock, capacity_mb=capacity_mb)
     from .store import Store
 
     return Store(data_dir, map_size_mb=map_size_mb, readonly=readonly, lock=lock)

@@ -19,7 +19,7 @@ only a bug raises (the L1-1 comparison, see docs/decisions.md D85).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import msgspec
@@ -33,6 +33,7 @@ from .events import Feed, observed
 from .indexes import fact_rows, state_rows
 from .interface import Failed, Item, Replayed, Stale, Tx
 from .layout import Receipt, decode_object, encode_fact, encode_object, from_u64, u64
+from .quota import Quota, Room
 
 __all__ = [
     "Plan",
@@ -100,6 +101,14 @@ class Plan:
     result: bytes  # JSON of the result as first returned (secrets included)
     receipt: bytes | None  # the stored receipt, if the action has a scope
     dues: list[int]  # deadline rows it adds (ms)
+    # The ``usage`` rows of the agents it spends the capacity of, and their new
+    # totals (kungfud/store/quota.py).
+    usage: list[Row] = field(default_factory=list)
+    totals: dict[str, int] = field(default_factory=dict)
+
+    def written_bytes(self) -> int:
+        """About what it adds to the store: its log rows and snapshots."""
+        return sum(len(f.encoded) for f in self.facts) + sum(len(o.stored) for o in self.objects)
 
     def events(self) -> list[tuple[str, int, bytes]]:
         """(agent, seq, event JSON) of every fact, in order."""
@@ -112,9 +121,11 @@ class BatchState:
     every object written so far (so later actions of the batch need not read
     them)."""
 
-    __slots__ = ("first_seq", "seq", "written", "decoded", "items")
+    __slots__ = ("first_seq", "seq", "written", "decoded", "items", "room")
 
-    def __init__(self, seq: int):
+    def __init__(self, seq: int, room: Room | None = None):
+        # What the batch may spend of the capacity limits (none: counted only).
+        self.room = room if room is not None else Quota().room(None)
         self.first_seq = seq
         self.seq = seq
         self.written: dict[str, bytes] = {}
@@ -122,9 +133,9 @@ class BatchState:
         self.items: set[int] = set()  # id() of the items written so far in this batch
 
     @classmethod
-    def open(cls, tx: Tx) -> "BatchState":
+    def open(cls, tx: Tx, room: Room | None = None) -> "BatchState":
         raw = tx.get("meta", b"seq")
-        return cls(from_u64(raw) if raw else 0)
+        return cls(from_u64(raw) if raw else 0, room)
 
     def seq_row(self) -> Row | None:
         """The ``meta`` row to store at the end of the batch, if facts were added."""
@@ -135,6 +146,8 @@ class BatchState:
         if plan.facts:
             self.seq = plan.seq
         self.items.add(id(plan.item))
+        if plan.facts:
+            self.room.advance(plan.totals, plan.written_bytes())
         for o in plan.objects:
             self.written[o.id] = o.stored
             self.decoded[o.id] = (o.version, o.state)
@@ -193,6 +206,11 @@ def plan(batch: BatchState, tx: Tx, item: Item, now: Callable[[], int]) -> Plan 
             rendered = feed.rendered()
             rows = fact_rows(fact, seq) + feed.rows(seq, rendered)
         facts.append(PlannedFact(seq, encode_fact(fact), rows, rendered))
+    # R12-11: the capacity this action spends, refused before anything is written.
+    spent = batch.room.spend(tx, item.facts, [len(f.encoded) for f in facts])
+    if isinstance(spent, Rejection):
+        return Failed(spent)
+    totals, usage = spent
     if touched.keys() != item.states.keys():
         raise AssertionError(f"decision states disagree with the fold of its facts for {sorted(touched)}")
     objects: list[PlannedObject] = []
@@ -227,7 +245,7 @@ def plan(batch: BatchState, tx: Tx, item: Item, now: Callable[[], int]) -> Plan 
     if item.scope is not None:
         kept = _json.encode(redact(result)) if any(k in result for k in SECRET_FIELDS) else encoded
         receipt = _mp.encode(Receipt(item.req_hash, kept, seq))
-    return Plan(item, facts, objects, seq, encoded, receipt, dues)
+    return Plan(item, facts, objects, seq, encoded, receipt, dues, usage, totals)
 
 
 def _kind(kinds: dict[str, Kind], obj: str) -> Kind:

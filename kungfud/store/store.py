@@ -213,6 +213,10 @@ class Store(SnapshotTail):
         stat = self.env.stat()
         return (info["last_pgno"] + 1) * stat["psize"], info["map_size"]
 
+    def fill(self) -> tuple[int, int]:
+        """(bytes used, the size) for the capacity limits: the map's (D241)."""
+        return self.usage()
+
 
 class View:
     """Reads over one :class:`~kungfud.store.kv.Snapshot` (a read transaction

@@ -28,6 +28,8 @@ from .failures import FailureLog, storage_failure
 from .interface import Backend, Committed, Failed, Item, Outcome, Replayed, Stale, Tx, WriteTxn
 from .layout import u64
 from .plan import SECRET_FIELDS, BatchState, Plan, mismatch, plan, redact
+from .quota import RULE as QUOTA_RULE
+from .quota import Quota, Room
 
 __all__ = [
     "Writer",
@@ -63,8 +65,13 @@ class Writer:
         on_deadline: Callable[[int], None] | None = None,
         on_events: Callable[[list[tuple[str, int, bytes]]], None] | None = None,
         on_item: Callable[[Item, Tx], None] | None = None,
+        quota: Quota | None = None,
     ):
         self.store = store
+        # Capacity limits per agent and the store's reserve (R12-11); the usage
+        # is counted whatever they are. Refusals by limit, for /metrics.
+        self.quota = quota or Quota()
+        self.quota_refusals: dict[str, int] = {"agent_bytes": 0, "reserve": 0}
         self.clock = clock or (lambda: time.time_ns() // 1_000_000)
         # Called after a commit that added deadline rows, with the earliest one,
         # so the clock can wake for it.
@@ -213,7 +220,7 @@ class Writer:
         written: list[Plan] = []
         try:
             tx = w.tx
-            state = BatchState.open(tx)
+            state = BatchState.open(tx, self._room())
             for i, item in enumerate(batch):  # also what is appended meanwhile
                 try:
                     outcomes.append(write(w, state, i, item, written))
@@ -254,6 +261,9 @@ class Writer:
             except Exception:
                 log.exception("deadline notification failed")
         for item, outcome in zip(batch, outcomes):
+            if isinstance(outcome, Failed) and outcome.rejection.rule == QUOTA_RULE:
+                limit = "agent_bytes" if outcome.rejection.code == "rate_limited" else "reserve"
+                self.quota_refusals[limit] += 1
             self._report(item, outcome)
 
     def _fail_all(self, batch: list[Item], e: BaseException) -> None:
@@ -274,6 +284,15 @@ class Writer:
             item.done(outcome)  # type: ignore[misc]
         except Exception:  # a reply path must never take the writer down
             log.exception("reporting an outcome failed")
+
+    def _room(self) -> Room:
+        """The limits of the batch beginning (its write lock held): the store's
+        fill is read only when a limit needs it."""
+        q = self.quota
+        if not (q.reserve_percent or q.agent_percent):
+            return q.room(None)
+        fill = getattr(self.store, "fill", None)  # a store without one has no size
+        return q.room(fill() if fill is not None else None)
 
     def _plan(self, state: BatchState, tx: Tx, item: Item) -> Plan | Outcome:
         """The planner's verdict on ``item``; a bug in planning refuses the
@@ -334,6 +353,8 @@ class Writer:
             if fault is not None:
                 fault("receipt")
             put("receipts", p.item.scope, p.receipt)  # type: ignore[arg-type]
+        for table, key, value in p.usage:  # R12-11: the capacity it spent
+            put(table, key, value)
         return Committed(p.result, p.seq)
 
     def _expected(self, e: BaseException) -> bool:

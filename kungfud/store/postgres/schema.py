@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..integrity import StoreDamaged
-from ..layout import DBS, FORMAT
+from ..layout import ADDED, DBS, FORMAT
 
 __all__ = ["SCHEMA_VERSION", "LOCK_WRITER", "LOCK_SCHEMA", "LOCK_BOOTSTRAP", "table", "ensure_schema"]
 
@@ -81,10 +81,16 @@ def ensure_schema(conn: Any, where: str, *, create: bool = True) -> bytes | None
             name for name in DBS
             if not conn.execute("SELECT to_regclass(%s) IS NOT NULL", (table(name),)).fetchone()[0]
         ]
-        if missing:
-            raise StoreDamaged(f"the store at {where} lacks the tables {', '.join(table(n) for n in missing)}")
         raw = conn.execute("SELECT value FROM kf_meta WHERE key = %s", (b"format",)).fetchone()
         fmt = bytes(raw[0]) if raw else None
+        # A table a later format added is created for the migration (D242), on open for writing.
+        # Read-only, it is reported as a format to migrate.
+        added = [n for n in missing if fmt is not None and fmt.isdigit() and int(fmt) < ADDED.get(n, 0)]
+        for name in added if create else ():
+            conn.execute(f"CREATE TABLE {table(name)} (key bytea PRIMARY KEY, value bytea NOT NULL)")
+        missing = [n for n in missing if n not in added]
+        if missing:
+            raise StoreDamaged(f"the store at {where} lacks the tables {', '.join(table(n) for n in missing)}")
         if fmt is None:
             if create:
                 conn.execute("INSERT INTO kf_meta (key, value) VALUES (%s, %s)", (b"format", FORMAT))

@@ -23,6 +23,7 @@ import logging
 import os
 import select
 import threading
+import time
 from contextlib import contextmanager
 from typing import Any, Iterator
 from urllib.parse import unquote_plus, urlsplit, urlunsplit
@@ -97,8 +98,11 @@ class PgStore(SnapshotTail):
     """The store in a PostgreSQL database; ``data_dir`` holds only node-local
     files (the admin key of the node that bootstrapped, the node's lock)."""
 
-    def __init__(self, url: str, data_dir: str, *, readonly: bool = False, lock: bool = True):
+    def __init__(self, url: str, data_dir: str, *, readonly: bool = False, lock: bool = True, capacity_mb: int = 0):
         self.url = url
+        # [storage] capacity_mb: the size the capacity limits take shares of (D241).
+        self.capacity = capacity_mb * 1024 * 1024
+        self._size: tuple[float, int] | None = None  # (monotonic time read, pg_database_size)
         self.where = redact_url(url)
         self.data_dir = data_dir
         self.readonly = readonly
@@ -298,8 +302,30 @@ class PgStore(SnapshotTail):
         )
 
     def usage(self) -> tuple[int, int] | None:
-        """None: the database has no size limit of ours to report against."""
+        """None: the database has no map of ours to report against."""
         return None
+
+    def fill(self) -> tuple[int, int] | None:
+        """(the database's size, ``[storage] capacity_mb``) for the capacity
+        limits, the size read at most once a second; None without a capacity."""
+        if not self.capacity:
+            return None
+        now = time.monotonic()
+        if self._size is None or now - self._size[0] >= 1.0:
+            self._slots.acquire()
+            try:
+                conn = self._take()
+                try:
+                    size = conn.execute("SELECT pg_database_size(current_database())").fetchone()[0]
+                    conn.rollback()
+                except BaseException:
+                    conn.close()
+                    raise
+                self._give(conn)
+            finally:
+                self._slots.release()
+            self._size = (now, int(size))
+        return self._size[1], self.capacity
 
     @contextmanager
     def bootstrap_lock(self) -> Iterator[None]:

@@ -1,0 +1,205 @@
+"""Capacity limits per agent and the store's reserve (R12-11, L4-5; D240–D242).
+
+What an agent can spend is the bytes of facts its actions recorded: the length
+of each encoded log row it caused (participant content included — the log is
+append-only, so this is what fills the disk). The ``usage`` table holds one row
+per agent that ever acted, ``agent id -> u64 total``; it is derived (the sum
+over the log's facts of :func:`payer`), written in the same transaction as the
+facts that spend it, so it is exact across restarts and across every process
+writing one store (LMDB workers, PostgreSQL nodes: the writer's lock orders
+them), and ``kungfud check`` rebuilds and compares it like every index.
+
+The planner (:func:`kungfud.store.plan.plan`) asks :meth:`Room.spend` for each
+action, inside the write transaction and before anything of it is written:
+
+- **per agent**: an action that would take its agent past its limit — the
+  smaller of ``[limits] max_bytes_per_agent`` and
+  ``max_store_percent_per_agent`` of the store's size, where the store has one
+  (LMDB: the map; PostgreSQL: ``[storage] capacity_mb``; the backend's
+  ``fill()``) — is refused ``rate_limited`` with nothing written;
+- **reserve**: once the store is within ``[storage] reserve_percent`` of its
+  size, an ordinary agent's action is refused ``unavailable`` with nothing
+  written, so that deadline facts (no agent pays for them) and operator
+  (admin) actions still commit.
+
+Admin agents pay (their usage is counted) but are held to neither limit. Nor
+is an agent's own exit from its obligations — leaving a Thread, handling a
+response, dropping work it took — which L4-1 says must never depend on another
+party (raising a limit is the operator's); exits are counted all the same, and
+each ends an obligation someone else's action (which paid) created.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from ..core.agent import AgentState
+from ..core.facts import AgentRegistered, AssignmentDropped, MembershipEnded, ResponseHandled
+from ..core.task_facts import EngagementDropped
+from ..errors import Rejection
+from .layout import decode_fact, decode_object, from_u64, u64
+
+__all__ = ["TABLE", "RULE", "Quota", "Room", "payer", "is_exit", "usage_rows", "add_usage"]
+
+TABLE = "usage"
+RULE = "R12-11"  # every refusal of this module carries it (the writer counts them for /metrics)
+
+Row = tuple[str, bytes, bytes]
+_MIB = 1024 * 1024
+
+
+def payer(fact: Any) -> str | None:
+    """The agent whose capacity ``fact`` spends: the agent that acted; for a
+    self-registration (recorded with no actor) the new agent; None for deadline
+    facts and the daemon's own (its admin bootstrap)."""
+    if fact.by is not None:
+        return fact.by
+    if isinstance(fact, AgentRegistered) and not fact.admin:
+        return fact.agent
+    return None
+
+
+def is_exit(fact: Any) -> bool:
+    """Whether ``fact`` is its actor's own exit from obligations (L4-1, L4-4):
+    never refused by a capacity limit."""
+    if isinstance(fact, MembershipEnded):
+        return fact.why == "left" and fact.agent == fact.by
+    if isinstance(fact, ResponseHandled):
+        return fact.agent == fact.by
+    return isinstance(fact, (AssignmentDropped, EngagementDropped))
+
+
+def add_usage(totals: dict[bytes, int], fact: Any, size: int) -> None:
+    """Count a fact of ``size`` encoded bytes into ``totals`` (agent id -> bytes)."""
+    who = payer(fact)
+    if who is not None:
+        key = who.encode()
+        totals[key] = totals.get(key, 0) + size
+
+
+def usage_rows(log: Iterable[tuple[bytes, bytes]]) -> dict[bytes, bytes]:
+    """The ``usage`` table as the fact log ``(seq, fact)`` says it must be."""
+    totals: dict[bytes, int] = {}
+    for _, raw in log:
+        add_usage(totals, decode_fact(raw), len(raw))
+    return {k: u64(v) for k, v in totals.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class Quota:
+    """The configured limits (0: none). ``Quota()`` limits nothing: the usage
+    is still counted."""
+
+    agent_bytes: int = 0  # [limits] max_bytes_per_agent
+    agent_percent: int = 0  # [limits] max_store_percent_per_agent, of the store's size
+    reserve_percent: int = 0  # [storage] reserve_percent, of the store's size
+
+    def agent_limit(self, capacity: int | None) -> int | None:
+        limits = []
+        if self.agent_bytes:
+            limits.append(self.agent_bytes)
+        if self.agent_percent and capacity:
+            limits.append(capacity * self.agent_percent // 100)
+        return min(limits) if limits else None
+
+    def reserve(self, capacity: int | None) -> int:
+        return capacity * self.reserve_percent // 100 if capacity else 0
+
+    def room(self, usage: tuple[int, int] | None) -> "Room":
+        """What one batch may spend, given the store's ``(used, size)`` bytes
+        as it begins (None: a store with no size of ours)."""
+        used, capacity = usage if usage is not None else (0, None)
+        return Room(self, used, capacity)
+
+
+class Room:
+    """One batch's view of the limits: the store's fill as the batch began plus
+    what the batch wrote since, and each agent's usage as the batch has it."""
+
+    __slots__ = ("quota", "used", "capacity", "limit", "reserve", "usage")
+
+    def __init__(self, quota: Quota, used: int, capacity: int | None):
+        self.quota = quota
+        self.used = used
+        self.capacity = capacity
+        self.limit = quota.agent_limit(capacity)
+        self.reserve = quota.reserve(capacity)
+        self.usage: dict[str, int] = {}  # agent -> bytes, as written so far in this batch
+
+    def spend(self, tx: Any, facts: list[Any], sizes: list[int]) -> tuple[dict[str, int], list[Row]] | Rejection:
+        """The new totals and ``usage`` rows of an action whose facts encode to
+        ``sizes`` bytes, or the refusal (nothing written)."""
+        spent: dict[str, int] = {}
+        for fact, size in zip(facts, sizes):
+            who = payer(fact)
+            if who is not None:
+                spent[who] = spent.get(who, 0) + size
+        if not spent:
+            return {}, []  # deadline facts and the daemon's own: always written
+        totals = {who: self._usage(tx, who) + n for who, n in spent.items()}
+        rows = [(TABLE, who.encode(), u64(total)) for who, total in totals.items()]
+        if all(is_exit(f) for f in facts):
+            return totals, rows
+        # Whether a payer is an admin is read only when a limit would refuse.
+        cost = sum(spent.values())
+        if self.reserve and self.capacity is not None and self.used + cost > self.capacity - self.reserve:
+            if not all(_is_admin(tx, facts, who) for who in spent):
+                return self._reserve_refusal()
+        if self.limit is not None:
+            for who, total in totals.items():
+                if total > self.limit and not _is_admin(tx, facts, who):
+                    return self._agent_refusal(who, total - spent[who], spent[who])
+        return totals, rows
+
+    def advance(self, totals: dict[str, int], written: int) -> None:
+        """Record a written action: its payers' totals and the bytes it wrote."""
+        self.usage.update(totals)
+        self.used += written
+
+    def _usage(self, tx: Any, who: str) -> int:
+        n = self.usage.get(who)
+        if n is None:
+            raw = tx.get(TABLE, who.encode())
+            n = from_u64(raw) if raw else 0
+        return n
+
+    def _agent_refusal(self, who: str, had: int, cost: int) -> Rejection:
+        q = self.quota
+        why = []
+        if q.agent_bytes and self.limit == q.agent_bytes:
+            why.append(f"[limits] max_bytes_per_agent = {q.agent_bytes}")
+        if q.agent_percent and self.capacity and self.limit == self.capacity * q.agent_percent // 100:
+            why.append(f"[limits] max_store_percent_per_agent = {q.agent_percent} % of the {_mib(self.capacity)} store")
+        return Rejection(
+            "rate_limited",
+            f"capacity limit reached: agent {who} has recorded {had} bytes and this action needs {cost} more, "
+            f"over its limit of {self.limit} bytes ({' and '.join(why)}); nothing was written. Waiting frees "
+            "nothing — only the operator can raise the limit: ask them, then try again",
+            "wait",
+            rule=RULE,
+        )
+
+    def _reserve_refusal(self) -> Rejection:
+        assert self.capacity is not None
+        return Rejection(
+            "unavailable",
+            f"the store is nearly full: {_mib(self.used)} of its {_mib(self.capacity)} are used, and the last "
+            f"{self.quota.reserve_percent} % ([storage] reserve_percent) is kept for deadlines and operator actions; "
+            "nothing was written — retry after the operator enlarges [storage] map_size_mb",
+            "retry",
+            rule=RULE,
+        )
+
+
+def _mib(n: int) -> str:
+    return f"{n / _MIB:.1f} MiB"
+
+
+def _is_admin(tx: Any, facts: list[Any], who: str) -> bool:
+    for fact in facts:  # the daemon's admin, created by this very action
+        if isinstance(fact, AgentRegistered) and fact.agent == who:
+            return fact.admin
+    raw = tx.get("objects", who.encode())
+    return raw is not None and decode_object(raw, AgentState)[1].admin
+
