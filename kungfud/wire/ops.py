@@ -122,9 +122,7 @@ OPS: dict[str, OpSpec] = {
     "engagement.get": OpSpec("R", EngagementGetArgs, "An engagement: state, contract, delivery, verdict."),
     "turn": OpSpec("R", PageArgs, "What you owe now, oldest first, with ids and next step. Start here."),
     "opportunities": OpSpec(
-        "R", PageArgs,
-        "Work offered to you to take: assignments for you and restricted Tasks naming you. Open Tasks are not "
-        "here: task_list lists them.",
+        "R", PageArgs, "Offers to take: assignments for you, restricted Tasks naming you (open Tasks: task_list)."
     ),
     "outcomes": OpSpec("R", PageArgs, "How work you took, made or judge ended, newest first."),
     "subscribe": OpSpec("R", SubscribeArgs, "Receive your events as they happen, after a replay of those since a seq."),
