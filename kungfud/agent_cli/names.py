@@ -11,7 +11,8 @@ quotes and escapes included), never bare, so it cannot pass for an id or a
 protocol field. Two agents with one name are both written ``"alice"(ag_…)``.
 
 Cost: one ``agent.whoami`` and one ``thread.get`` per Thread the result refers
-to, at most :data:`MAX_THREADS`, on the connection the read used.
+to, at most :data:`MAX_THREADS`, on the connection the read used; ``watch``
+reads a Thread's members once (:class:`EventNames`).
 """
 
 from __future__ import annotations
@@ -127,3 +128,65 @@ def with_names(obj: Any, names: dict[str, str]) -> Any:
         return {"name": shown, "agent": m["agent"], **rest}
 
     return walk(obj)
+
+
+def _agents(obj: Any, out: set[str]) -> None:
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            if k == "content":
+                continue
+            if k in AGENT_FIELDS and isinstance(v, str):
+                out.add(v)
+            elif k in AGENT_LISTS and isinstance(v, list):
+                out.update(x for x in v if isinstance(x, str))
+            else:
+                _agents(v, out)
+    elif isinstance(obj, list):
+        for x in obj:
+            _agents(x, out)
+
+
+class EventNames:
+    """Names for ``kungfu watch``: events carry ids, so the names of a Thread's
+    members are read (``thread.get``, on a second connection opened when first
+    needed) the first time an event refers to that Thread, and again when an
+    event names an agent not known yet. A read that fails leaves the ids."""
+
+    def __init__(self, url: str, key: str):
+        self.url, self.key = url, key
+        self.client: Any = None
+        self.names: dict[str, str] = {}
+        self.read: set[str] = set()
+
+    async def _request(self, op: str, args: dict) -> dict:
+        import asyncio
+
+        from ..client import Client
+
+        if self.client is None:
+            self.client = await Client.connect(self.url, self.key)
+        return await asyncio.wait_for(self.client.request(op, args), 10)
+
+    async def named(self, msg: dict) -> dict:
+        data = msg.get("data")
+        try:
+            if self.client is None:
+                self.names.update(await resolve(self._request, "", {}))
+            threads: list[str] = []
+            _threads(data, threads)
+            shown: set[str] = set()
+            _agents(data, shown)
+            unknown = bool(shown - set(self.names))
+            for th in threads[:MAX_THREADS]:
+                if th not in self.read or unknown:
+                    self.read.add(th)
+                    got = await self._request("thread.get", {"thread": th})
+                    if got.get("ok"):
+                        self.names.update(_members(got["result"]))
+        except Exception:  # names are a courtesy: the event is printed with ids
+            pass
+        return {**msg, "data": with_names(data, self.names)}
+
+    async def close(self) -> None:
+        if self.client is not None:
+            await self.client.close()

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from .exits import Failed, UsageError
 from .profiles import Settings
+from .names import EventNames
 from .render import Out, render_event
 from .shell import REPLY_TIMEOUT_S, handshake_failure
 
@@ -47,14 +48,25 @@ async def run_watch(st: Settings, ns: argparse.Namespace, out: Out) -> int:
     """``subscribe {since}`` and print events. The seq of each event is saved
     after it is printed, so a restart resumes after the last one printed: no
     gap, and at most the last event twice if killed between the two. A lost
-    connection is resubscribed with ``since``."""
-    from websockets.asyncio.client import connect
-    from websockets.exceptions import ConnectionClosed
-
+    connection is resubscribed with ``since``. Without ``--ids``/``--json``,
+    agents are written by name (:class:`~.names.EventNames`)."""
     if not st.key:
         raise Failed("unauthenticated", "no agent key: set KUNGFU_KEY or pass --profile NAME", "revise")
     state = Path(ns.state_file).expanduser() if ns.state_file else None
     since = ns.since if ns.since is not None else _read_state(state)
+    names = None if out.as_json or out.ids else EventNames(st.url, st.key)
+    try:
+        return await _watch(st, ns, out, state, since, names)
+    finally:
+        if names is not None:
+            await names.close()
+
+
+async def _watch(st: Settings, ns: argparse.Namespace, out: Out, state: Path | None, since: int | None,
+                 names: EventNames | None) -> int:
+    from websockets.asyncio.client import connect
+    from websockets.exceptions import ConnectionClosed
+
     seen = 0
     last = time.monotonic()
     backoff = 0.2
@@ -101,6 +113,8 @@ async def run_watch(st: Settings, ns: argparse.Namespace, out: Out) -> int:
                     if out.as_json:
                         print(json.dumps(msg, ensure_ascii=False), flush=True)
                     else:
+                        if names is not None:
+                            msg = await names.named(msg)
                         print("\n".join(render_event(msg)), flush=True)
                     since = msg["seq"]
                     _write_state(state, since)

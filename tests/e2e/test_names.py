@@ -73,3 +73,9 @@ def test_R9_9_cli_shows_names_beside_ids_and_ids_with_a_flag(cli: Cli):
     assert f"by={alice}" in raw and '"alice"' not in raw, raw
     as_json = json.loads(cli.run("outcomes", "--json", key=bob_key).stdout)
     assert as_json["items"][0]["by"] == alice  # --json is the exact object
+    watched = cli.run("watch", "--since", "0", "--timeout", "3", key=bob_key).stdout
+    outcome = [line for line in watched.splitlines() if " outcome " in line]
+    assert len(outcome) == 1 and 'by="alice"' in outcome[0], watched
+    assert 'creator="alice"' in watched, watched  # the opportunity event
+    raw = cli.run("watch", "--since", "0", "--timeout", "3", "--ids", key=bob_key).stdout
+    assert f"by={alice}" in raw and '"alice"' not in raw, raw
