@@ -94,7 +94,7 @@ def _pin(op: str, where: str, memory: wire.MemoryRef | None, content: dict | Non
     if (memory is None) == (content is None):
         inside = f" in `{where[1:]}`" if where else ""
         raise wire.FrameError(
-            f"invalid args for {op}: give exactly one of `memory` (a Memory of yours: {{\"memory\": \"me_…\"}}) "
+            f"invalid args for {op}: give exactly one of `memory` (a Memory to pin: {{\"memory\": \"me_…\"}}) "
             f"or `content` (what you write, e.g. {{\"text\": \"…\"}}){inside}"
         )
     if memory is not None:

@@ -131,8 +131,10 @@ def shape(t: mi.Type, depth: int = 0) -> str:
         return " or ".join(f'"{v}"' if isinstance(v, str) else str(v) for v in t.values)
     if isinstance(t, mi.ListType):
         return f"[{shape(t.item_type, depth + 1)}, …]"
-    if isinstance(t, (mi.DictType, mi.AnyType)):
+    if isinstance(t, mi.DictType):
         return "{…}"
+    if isinstance(t, mi.AnyType):
+        return '"…"'
     if isinstance(t, mi.StrType):
         kind = _id_kind(t)
         return f'"{kind}_…"' if kind else '"…"'
