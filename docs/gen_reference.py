@@ -156,13 +156,14 @@ RESULTS: dict[str, tuple[str, dict | None, Any]] = {
     "subscribe": ("`{subscribed: true, seq}`; events follow on this connection", {"since": 1041},
                   {"subscribed": True, "seq": 1050}),
     # WIRE.md 1.2, listed here for when the catalogue has them
-    "webhook.set": ("`{url, events, secret, since}` (the secret once; a replay gives `secret: null`)", None,
+    "webhook.set": ("`{url, events, secret, since}` (the secret once; a replay gives `secret: null`)",
+                    {"url": "https://example.com/hook", "events": ["turn", "opportunity", "outcome"]},
                     {"url": "https://example.com/hook", "events": ["turn", "opportunity", "outcome"],
                      "secret": "whsec_…", "since": 1050}),
-    "webhook.get": ("`{url, events, state, delivered_seq, pending, last_attempt_at?, last_error?}`, or `{url: null}`", None,
+    "webhook.get": ("`{url, events, state, delivered_seq, pending, last_attempt_at?, last_error?}`, or `{url: null}`", {},
                     {"url": "https://example.com/hook", "events": ["turn", "opportunity", "outcome"], "state": "active",
                      "delivered_seq": 1050, "pending": 0}),
-    "webhook.clear": ("`{cleared: true}`", None, {"cleared": True}),
+    "webhook.clear": ("`{cleared: true}`", {}, {"cleared": True}),
 }
 
 #: event -> (when, data, example data).
