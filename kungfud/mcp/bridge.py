@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import difflib
 import logging
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -25,8 +26,6 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 
 from ..client import Client, new_key
 from ..handshake import DEFAULT_URL, refusal
-import re
-
 from ..wire import OPS
 from .schemas import DEFAULT_TOOLSET, IDEMPOTENCY_ARG, ToolSpec, tool_name, tool_specs, toolset_ops
 

@@ -62,6 +62,7 @@ TOOLSETS: dict[str, frozenset[str] | None] = {
 DEFAULT_TOOLSET = "all"
 
 
+@functools.lru_cache(maxsize=None)
 def toolset_ops(name: str) -> frozenset[str]:
     """The ops of a named tool set (KeyError for a name not in :data:`TOOLSETS`)."""
     ops = TOOLSETS[name]
