@@ -59,8 +59,9 @@ def _members(thread_get: Any) -> dict[str, str]:
     return names
 
 
-async def resolve(request: Any, op: str, result: Any) -> dict[str, str]:
-    """Agent id -> name for the agents of ``result``, by the reads above.
+async def resolve(request: Any, op: str, result: Any, args: dict | None = None) -> dict[str, str]:
+    """Agent id -> name for the agents of ``result`` (of a read sent with
+    ``args``: ``thread.entries`` names its Thread only there), by the reads above.
     ``request(op, args)`` sends a read and returns its reply. A read that fails
     names nobody (the ids are shown): names are a courtesy, never a failure."""
     names: dict[str, str] = {}
@@ -71,6 +72,7 @@ async def resolve(request: Any, op: str, result: Any) -> dict[str, str]:
         if isinstance(name, str) and name:
             names[r["agent"]] = name
     threads: list[str] = []
+    _threads(args or {}, threads)
     _threads(result, threads)
     if op == "thread.get":
         names.update(_members(result))

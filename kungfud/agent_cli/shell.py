@@ -126,7 +126,9 @@ async def run_call(st: Settings, call: Call, out: Out) -> int:
     resp, client = await _send(st, call, out)
     try:
         if resp.get("ok") and not out.as_json and not out.ids and call.op in NAMED_READS and st.key:
-            names = await resolve(lambda op, args: _request(client, op, args, None), call.op, resp["result"])
+            names = await resolve(
+                lambda op, args: _request(client, op, args, None), call.op, resp["result"], call.args
+            )
             resp = {**resp, "result": with_names(resp["result"], names)}
     except (ConnectionError, OSError, asyncio.TimeoutError, ConnectionClosed) as e:  # names are a courtesy
         out.note(f"names not shown ({e or type(e).__name__})")

@@ -79,3 +79,17 @@ def test_R9_9_cli_shows_names_beside_ids_and_ids_with_a_flag(cli: Cli):
     assert 'creator="alice"' in watched, watched  # the opportunity event
     raw = cli.run("watch", "--since", "0", "--timeout", "3", "--ids", key=bob_key).stdout
     assert f"by={alice}" in raw and '"alice"' not in raw, raw
+
+
+@pytest.mark.rules("R9-9", "R8-17")
+def test_R9_9_cli_entries_show_their_authors_by_name(cli: Cli):
+    alice, alice_key = cli.register("alice")
+    bob, bob_key = cli.register("bob")
+    th = cli.json("thread", "create", key=alice_key)["thread"]
+    cli.run("thread", "join", cli.json("thread", "admit", th, key=alice_key)["token"], key=bob_key)
+    cli.run("post", th, "--text", "hello", "--ask", bob, key=alice_key)
+    entries = cli.run("thread", "entries", th, key=bob_key).stdout
+    assert entries.startswith('#1 "alice" ') and 'ask="bob"' in entries and alice not in entries, entries
+    one = cli.run("thread", "entry", f"{th}#1", key=bob_key).stdout
+    assert 'author: "alice"' in one, one
+    assert f"#1 {alice} " in cli.run("thread", "entries", th, "--ids", key=bob_key).stdout
