@@ -202,6 +202,8 @@ def _unknown(field: str, s: mi.StructType | None, where: str) -> str:
         advice = f"; what you write goes inside `content`, as `\"content\": {{\"{key}\": …}}`"
     elif field in ("agents", "agent") and any(n == "audience" for n in names):
         advice = '; a restricted audience is `"audience": {"agents": ["ag_…"]}`'
+    if not names:
+        return f"{said}; {_where(where)} take nothing: send {{}}"
     fields = f"`{where}` takes" if where else "the args are"
     return f"{said}{advice} ({fields} {_takes(s)})"
 
