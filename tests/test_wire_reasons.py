@@ -78,7 +78,7 @@ def test_L2_4_shapes_are_derived_from_the_types():
     assert shape(mi.type_info(wire.TaskCreateArgs).fields[0].type) == '"open" or {"agents": ["ag_…", …]}'
     assert shape(mi.type_info(wire.AssignArgs)) == '{"to": "ag_…", "content": {…}}'
     assert teach(wire.PostArgs, "Object contains unknown field `deadline` - at `$.assign`").startswith(
-        "unknown field `deadline` in `assign`; a deadline is given in seconds from now: `deliver_within_s`"
+        "unknown field `deadline` in `assign`; a deadline is a number of seconds, 1…31536000: `deliver_within_s`"
     )
     # an unknown message shape keeps msgspec's words, located by our path
     assert teach(wire.PostArgs, "Something new - at `$.assign.to`") == "Something new (in `assign.to`)"

@@ -192,8 +192,8 @@ def _unknown(field: str, s: mi.StructType | None, where: str) -> str:
     close = difflib.get_close_matches(field, names, n=1, cutoff=0.75)
     if field.lower() in DEADLINE_WORDS and "deliver_within_s" in names:
         advice = (
-            "; a deadline is given in seconds from now: `deliver_within_s` (to deliver) and "
-            "`judge_within_s` (to judge), each 1…31536000"
+            "; a deadline is a number of seconds, 1…31536000: `deliver_within_s` (from the take) "
+            "and `judge_within_s` (from the delivery)"
         )
     elif close:
         advice = f"; did you mean `{close[0]}`?"
