@@ -10,7 +10,9 @@ each error code means (:data:`CODES`). An op without a row in :data:`RESULTS`
 is still listed, with an example request made from its args type.
 ``tests/test_reference_doc.py`` fails when the committed file differs from what
 this script writes, when an op is missing, or when an example request does not
-decode with its op's args type.
+decode with its op's args type; ``tests/e2e/test_reference_replies.py`` drives a
+real daemon through 34 ops and fails when an example reply names a field the
+daemon does not send, or a result description misses one it does.
 
     python docs/gen_reference.py          # rewrite docs/reference.md
     python docs/gen_reference.py --check  # exit 1 if it is out of date
@@ -76,11 +78,12 @@ RESULTS: dict[str, tuple[str, dict | None, Any]] = {
     "thread.remove": ("`{thread, agent, ended: [...]}`", {"thread": TH, "agent": B}, {"thread": TH, "agent": B, "ended": []}),
     "thread.set_role": ("`{thread, agent, role, ended: [...]}`", {"thread": TH, "agent": B, "role": "observer"},
                         {"thread": TH, "agent": B, "role": "observer", "ended": []}),
-    "thread.post": ("`{thread, entry, responders: [agent…], assignment?, ended: [...]}`",
+    "thread.post": ("`{thread, entry, pin: {memory, version}, responders: [agent…], assignment?, ended: [...]}`",
                     {"thread": TH, "content": {"text": "write the upgrade notes"}, "ask": [],
                      "assign": {"to": B, "content": {"criteria": "covers every breaking change"},
                                 "deliver_within_s": 3600, "judge_within_s": 600}},
-                    {"thread": TH, "entry": 2, "responders": [], "assignment": AS, "ended": []}),
+                    {"thread": TH, "entry": 2, "pin": {"memory": ME, "version": 1}, "responders": [], "assignment": AS,
+                     "ended": []}),
     "thread.handle": ("`{thread, entry, ended: [...]}`", {"thread": TH, "entry": 1, "content": {"note": "looked, fine"}},
                       {"thread": TH, "entry": 1, "ended": [OB]}),
     "thread.retract": ("`{thread, entry, ended: [...]}`", {"thread": TH, "entry": 1}, {"thread": TH, "entry": 1, "ended": [OB]}),
@@ -99,7 +102,9 @@ RESULTS: dict[str, tuple[str, dict | None, Any]] = {
                            "entry": 1, "author": A, "at": T0, "ask": [B], "responders": [B],
                            "pin": {"memory": ME, "version": 1}, "responses": [{"agent": B, "state": "pending"}],
                            "content": {"text": "can you review the changelog?"}}], "cursor": None}),
-    "thread.entry": ("one entry as `thread.entries` shows it, with `content` when you may read its pin",
+    "thread.entry": ("one entry `{entry, author, at, reply_to?, ask?, responders, pin: {memory, version}, task?, "
+                     "assignment?, responses: [{agent, state, content?: {note}}], content?}`, with `content` when you "
+                     "may read its pin",
                      {"thread": TH, "entry": 1}, {"entry": 1, "author": A, "at": T0, "responders": [B],
                                                   "pin": {"memory": ME, "version": 1},
                                                   "responses": [{"agent": B, "state": "pending"}],
@@ -108,13 +113,16 @@ RESULTS: dict[str, tuple[str, dict | None, Any]] = {
                                                                               "status": "open", "entries": 4}], "cursor": None}),
     "assignment.take": ("`{assignment, state, deliver_by?, judge_by?, ended: [...]}`", {"assignment": AS},
                         {"assignment": AS, "state": "taken", "deliver_by": T1, "ended": []}),
-    "assignment.deliver": ("`{assignment, state: \"delivered\", judge_by}`", {"assignment": AS, "content": {"text": "notes: …"}},
-                           {"assignment": AS, "state": "delivered", "judge_by": T1}),
-    "assignment.judge": ("`{assignment, state}`; a rejection needs `content: {reason}`",
+    "assignment.deliver": ("`{assignment, state: \"delivered\", judge_by, ended: [...]}`",
+                           {"assignment": AS, "content": {"text": "notes: …"}},
+                           {"assignment": AS, "state": "delivered", "judge_by": T1, "ended": [OB]}),
+    "assignment.judge": ("`{assignment, state, ended: [...]}`; a rejection needs `content: {reason}`",
                          {"assignment": AS, "verdict": "reject", "content": {"reason": "misses the config change"}},
-                         {"assignment": AS, "state": "rejected"}),
-    "assignment.drop": ("`{assignment, state: \"dropped\"}`", {"assignment": AS}, {"assignment": AS, "state": "dropped"}),
-    "assignment.void": ("`{assignment, state: \"voided\"}`", {"assignment": AS}, {"assignment": AS, "state": "voided"}),
+                         {"assignment": AS, "state": "rejected", "ended": [OB]}),
+    "assignment.drop": ("`{assignment, state: \"dropped\", ended: [...]}`", {"assignment": AS},
+                        {"assignment": AS, "state": "dropped", "ended": [OB]}),
+    "assignment.void": ("`{assignment, state: \"voided\", ended: [...]}`", {"assignment": AS},
+                        {"assignment": AS, "state": "voided", "ended": []}),
     "assignment.get": ("the working set: `{assignment, thread, entry, creator, to, state, created_at, deliver_within_s, "
                        "judge_within_s, content, instruction: entry, taker?, deliver_by?, judge_by?, delivery?: {at, pin?, "
                        "content?}, judgment?: {verdict, at, content?: {reason}}, obligations}`", {"assignment": AS},
@@ -130,11 +138,13 @@ RESULTS: dict[str, tuple[str, dict | None, Any]] = {
     "task.take": ("`{engagement, task, contract_version, inputs, deliver_by, state, existing}`", {"task": TK},
                   {"engagement": EN, "task": TK, "contract_version": 1, "inputs": [], "deliver_by": T1, "state": "taken",
                    "existing": False}),
-    "task.deliver": ("`{engagement, state: \"delivered\", judge_by}`", {"engagement": EN, "content": {"text": "an old silent pond…"}},
-                     {"engagement": EN, "state": "delivered", "judge_by": T1}),
-    "task.drop": ("`{engagement, state: \"dropped\"}`", {"engagement": EN}, {"engagement": EN, "state": "dropped"}),
-    "task.judge": ("`{engagement, state}`; a rejection needs `content: {reason}`",
-                   {"engagement": EN, "verdict": "adopt"}, {"engagement": EN, "state": "adopted"}),
+    "task.deliver": ("`{engagement, state: \"delivered\", judge_by, ended: [...]}`",
+                     {"engagement": EN, "content": {"text": "an old silent pond…"}},
+                     {"engagement": EN, "state": "delivered", "judge_by": T1, "ended": [OB]}),
+    "task.drop": ("`{engagement, state: \"dropped\", ended: [...]}`", {"engagement": EN},
+                  {"engagement": EN, "state": "dropped", "ended": [OB]}),
+    "task.judge": ("`{engagement, state, ended: [...]}`; a rejection needs `content: {reason}`",
+                   {"engagement": EN, "verdict": "adopt"}, {"engagement": EN, "state": "adopted", "ended": [OB]}),
     "task.get": ("the working set: contract layer, adoptions, your engagements, obligations and actions", {"task": TK}, "…"),
     "task.list": ("page of `{task, author, audience: \"open\"|\"restricted\", accepting, contract_version, adoptions, "
                   "adoption_limit}`: Tasks you may take now (open ones too), or yours with `mine`", {},
@@ -146,8 +156,10 @@ RESULTS: dict[str, tuple[str, dict | None, Any]] = {
              "first; `ref` is `{thread, entry}`, `{thread, assignment}` or `{task, engagement}`", {},
              {"items": [{"obligation_id": OB, "obligation": "respond", "ref": {"thread": TH, "entry": 1},
                          "created_at": T0, "next": "respond"}], "cursor": None}),
-    "opportunities": ("page of offers: assignments addressed to you and restricted Tasks naming you (open Tasks: "
-                      "`task.list`)", {}, {"items": [{"opportunity": "assignment", "ref": {"thread": TH, "assignment": AS},
+    "opportunities": ("page of offers — an assignment addressed to you `{opportunity: \"assignment\", ref: {thread, "
+                      "assignment}, creator, created_at, deliver_within_s, judge_within_s}`, a restricted Task naming "
+                      "you `{opportunity: \"task\", ref: {task}, author, created_at, accepting, contract_version}` "
+                      "(open Tasks: `task.list`)", {}, {"items": [{"opportunity": "assignment", "ref": {"thread": TH, "assignment": AS},
                                                       "creator": A, "created_at": T0, "deliver_within_s": 3600,
                                                       "judge_within_s": 600}], "cursor": None}),
     "outcomes": ("page of `{ref, state, at, by?, content?: {reason}}`, newest first", {},
