@@ -207,3 +207,25 @@ async def test_L2_4_mcp_argument_errors_name_the_tool_and_the_accepted_shape(dae
             assert "$" not in err["reason"] and "task.create" not in err["reason"] and "regex" not in err["reason"]
     finally:
         await lead.close()
+
+
+@pytest.mark.rules("R0-3", "R7.2-1", "R7.3-1")
+async def test_R0_3_the_worker_set_finds_takes_reads_and_delivers_an_open_task(daemon):
+    """Open Tasks are not in `opportunities` but in `task_list`, both in the worker
+    set; the contract is read after the take with `engagement_get` (no `task_get`)."""
+    _, key = await register(daemon.url, "worker")
+    _, lead_key = await register(daemon.url, "lead")
+    async with await Client.connect(daemon.url, lead_key) as lead:
+        tk = (await lead.act("task.create", {"audience": "open", "contract": {
+            "content": {"output": "a haiku", "criteria": "5-7-5"}, "deliver_within_s": 600}}))["task"]
+        async with stdio(daemon.url, key, "--tools", "worker") as w:
+            assert "task_list" in w.tools["opportunities"]["description"]
+            assert result(await w.call("opportunities", {}))["items"] == []
+            assert [t["task"] for t in result(await w.call("task_list", {}))["items"]] == [tk]
+            en = result(await w.call("task_take", {"task": tk}))["engagement"]
+            got = result(await w.call("engagement_get", {"engagement": en}))
+            assert got["contract"]["content"] == {"output": "a haiku", "criteria": "5-7-5"}
+            result(await w.call("task_deliver", {"engagement": en, "content": {"text": "old pond / frog / splash"}}))
+            await lead.act("task.judge", {"engagement": en, "verdict": "adopt"})
+            (outcome,) = result(await w.call("outcomes", {}))["items"]
+            assert outcome["ref"] == {"task": tk, "engagement": en} and outcome["state"] == "adopted"
