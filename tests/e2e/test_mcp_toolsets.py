@@ -209,7 +209,7 @@ async def test_L2_4_mcp_argument_errors_name_the_tool_and_the_accepted_shape(dae
         await lead.close()
 
 
-@pytest.mark.rules("R0-3", "R7.2-1", "R7.3-1")
+@pytest.mark.rules("R0-3", "R7.3-1")
 async def test_R0_3_the_worker_set_finds_takes_reads_and_delivers_an_open_task(daemon):
     """Open Tasks are not in `opportunities` but in `task_list`, both in the worker
     set; the contract is read after the take with `engagement_get` (no `task_get`)."""
