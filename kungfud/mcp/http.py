@@ -19,6 +19,7 @@ which brings Starlette and uvicorn.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import logging
 import socket
@@ -43,6 +44,10 @@ _MALFORMED = object()
 
 #: The query parameter by which a request chooses its tool set: ``/mcp?tools=worker``.
 TOOLS_PARAM = "tools"
+#: The tool set the request being served chose (set by :class:`AuthGate`; the
+#: SDK serves each stateless request in a task started from the request's own
+#: context, so its ``initialize`` reads the request's set here).
+REQUEST_TOOLSET: contextvars.ContextVar[str | None] = contextvars.ContextVar("kungfud_mcp_toolset", default=None)
 
 
 def chosen_toolset(query: str | bytes) -> str | None:
@@ -106,7 +111,7 @@ class AuthGate:
             self._reaped = time.monotonic()
             await self.pool.reap()
         try:
-            chosen_toolset(scope.get("query_string", b""))
+            REQUEST_TOOLSET.set(chosen_toolset(scope.get("query_string", b"")))
         except ValueError as e:
             body = json.dumps({"error": {"code": "bad_request", "reason": str(e), "next": "revise"}}).encode()
             await send({"type": "http.response.start", "status": 400, "headers": [
@@ -169,7 +174,9 @@ async def _run(url: str, host: str, port: int, timeout: float, toolset: str = DE
     import uvicorn
 
     pool = BridgePool(url, timeout, toolset=toolset)
-    server = _build_server(_bridge_of(pool), http=True, toolset=toolset, toolset_for=_toolset_of)
+    server = _build_server(
+        _bridge_of(pool), http=True, toolset=toolset, toolset_for=_toolset_of, instructions_for=REQUEST_TOOLSET.get
+    )
     app = server.streamable_http_app(streamable_http_path=PATH, json_response=True, stateless_http=True, host=host)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)

@@ -53,11 +53,14 @@ def _build_server(
     http: bool = False,
     toolset: str = DEFAULT_TOOLSET,
     toolset_for: Callable[[Any], str | None] = lambda ctx: None,
+    instructions_for: Callable[[], str | None] | None = None,
 ) -> Any:
     """The MCP server. ``bridge_for(ctx)`` is the bridge of the agent a request
     acts as: the one bridge on stdio, the request's key over HTTP.
     ``toolset_for(ctx)`` is the tool set a request chose (HTTP: ``?tools=``),
-    None for the server's own ``toolset``; the instructions are the server's set's."""
+    None for the server's own ``toolset``. ``instructions_for()``, when given
+    (HTTP), names the set whose instructions an ``initialize`` gets (the request's,
+    read from a context variable the HTTP gate sets)."""
     import inspect
 
     from mcp import types
@@ -87,13 +90,25 @@ def _build_server(
                 await tell_tools_changed(ctx)
             return _result(types, out)
 
-        return Server(
+        server = Server(
             "kungfud",
             version=__version__,
             instructions=instructions(http, toolset),
             on_list_tools=on_list_tools,
             on_call_tool=on_call_tool,
         )
+        if instructions_for is not None:  # HTTP: the instructions of the set the request chose
+            options = server.create_initialization_options
+
+            def per_request(*args: Any, **kwargs: Any) -> Any:
+                opts = options(*args, **kwargs)
+                chosen = instructions_for()
+                if chosen is None or chosen == toolset or not hasattr(opts, "model_copy"):
+                    return opts
+                return opts.model_copy(update={"instructions": instructions(http, chosen)})
+
+            server.create_initialization_options = per_request
+        return server
 
     # mcp 1.x: decorators (stdio only)
     kw: dict[str, Any] = {}

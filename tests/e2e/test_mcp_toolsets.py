@@ -153,12 +153,15 @@ async def test_R0_3_http_worker_tools_by_flag_and_per_request_by_query(daemon):
         async with http_session(url, key) as every, http_session(url + "?tools=worker", key) as worker:
             assert len(every.tools) == len(OPS) - 2  # all but hello and subscribe
             check_worker_set(worker)
+            assert "thread_get" in (every.instructions or "") and "thread_get" not in (worker.instructions or "")
             # the same agent, its set chosen by each request
             assert set((await every.list_tools())) > set(await worker.list_tools())
             err = rejected(await worker.call("agent_whoami", {}, check_schema=False), "bad_request")
             assert "`agent_whoami`" in err["reason"] and "`worker`" in err["reason"], err
             assert result(await every.call("agent_whoami", {}))["content"] == {"name": "worker"}
         async with http_session(url + "?tools=operator", key) as op:
+            # the instructions of the set the request chose: an operator has no turn loop
+            assert "`turn`" not in (op.instructions or "") and "idempotency_key" in (op.instructions or "")
             assert set(op.tools) == {"agent_whoami", "agent_rotate_key", "admin_agent_create", "admin_agent_list",
                                      "admin_agent_set_status", "admin_agent_reset_key"}
         import httpx2
