@@ -53,7 +53,7 @@ def _args_at(path: tuple, value: Any) -> Any:
 
 
 def _json_path(path: tuple) -> str:
-    return "$.args" + "".join(f"[{s}]" if s == 0 else f".{s}" for s in path)
+    return "".join(f"[{s}]" if s == 0 else f".{s}" for s in path).lstrip(".")
 
 
 def _refused(op: str, args: Any) -> str:
@@ -97,7 +97,7 @@ def test_L2_4_every_cursor_not_of_its_reads_format_is_bad_request_naming_it(op, 
     base = {"thread": "th_x"} if op == "thread.entries" else {}
     for cursor in MALFORMED_CURSORS:
         reason = _refused(op, {**base, "cursor": cursor})
-        assert "`$.args.cursor`" in reason, (cursor, reason)
+        assert "`cursor`" in reason and "$" not in reason, (cursor, reason)
 
 
 # --- echoed client text ------------------------------------------------------------------
@@ -112,7 +112,7 @@ LONG = "A" * 500_000
     [
         ("agent.register", {LONG: 1}, "unknown field"),  # the review's 500 KB reply, before authentication
         ("memory.create", {"content": {}, "x" + LONG: 1}, "unknown field"),
-        ("thread.admit", {"thread": "th_x", "role": LONG}, "enum value"),
+        ("thread.admit", {"thread": "th_x", "role": LONG}, "may not be"),
         ("task.create", {"audience": LONG, "contract": {}}, ""),
         ("thread.post", {"thread": "th_x", "assign": {"to": "ag_x", "content": {}, LONG: 1}}, "unknown field"),
     ],
@@ -306,7 +306,7 @@ def test_R12_11_exactly_the_count_limits_pass_and_one_more_is_refused_in_every_c
                     try:
                         wire.decode_args(env)
                     except wire.FrameError as e:
-                        assert "the limit per request" not in e.reason and "missing required field" in e.reason, (op, path, e.reason)
+                        assert "the limit per request" not in e.reason and " need" in e.reason, (op, path, e.reason)
     # Whole requests at the limits decode (content whose only need is to be an object).
     for limit, item, which in ((wire.MAX_CONTAINERS, [], 0), (wire.MAX_VALUES, 0, 1)):
         _, text = _args_with(("content",), item, limit, which)

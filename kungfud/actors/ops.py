@@ -35,6 +35,7 @@ from ..core.facts import Decision
 from ..core.pins import Pin
 from ..errors import Rejection
 from ..store.store import View
+from ..wire.reasons import teach
 
 __all__ = [
     "Action", "ACTIONS", "REGISTRAR", "DEADLINE", "DEADLINE_TASK", "agent_actor", "AGENT_SHARDS", "ROUTE_READS",
@@ -71,7 +72,7 @@ def _name(op: str, content: dict) -> bytes:
     try:
         msgspec.convert(content, wire.NameContent)
     except msgspec.ValidationError as e:
-        raise wire.FrameError(f"invalid args for {op}: {wire.why(e)} - in `$.args.content`") from None
+        raise wire.FrameError(f"invalid args for {op}: {teach(wire.NameContent, wire.why(e), 'content')}") from None
     return _content(content)
 
 
@@ -85,13 +86,17 @@ def _shape(op: str, where: str, content: dict, shape: type) -> bytes:
     try:
         msgspec.convert(content, shape)
     except msgspec.ValidationError as e:
-        raise wire.FrameError(f"invalid args for {op}: {wire.why(e)} - in `$.args.{where}`") from None
+        raise wire.FrameError(f"invalid args for {op}: {teach(shape, wire.why(e), where)}") from None
     return _content(content)
 
 
 def _pin(op: str, where: str, memory: wire.MemoryRef | None, content: dict | None) -> Pin:
     if (memory is None) == (content is None):
-        raise wire.FrameError(f"invalid args for {op}: give exactly one of `memory` or `content` - at `$.args{where}`")
+        inside = f" in `{where[1:]}`" if where else ""
+        raise wire.FrameError(
+            f"invalid args for {op}: give exactly one of `memory` (a Memory to pin: {{\"memory\": \"me_…\"}}) "
+            f"or `content` (what you write, e.g. {{\"text\": \"…\"}}){inside}"
+        )
     if memory is not None:
         return Pin(memory=memory.memory, version=memory.version)
     assert content is not None

@@ -101,6 +101,10 @@ def _common(action: bool) -> argparse.ArgumentParser:
     g.add_argument("--url", default=argparse.SUPPRESS, help=f"daemon URL (env KUNGFU_URL; default {DEFAULT_URL})")
     g.add_argument("--profile", metavar="NAME", default=argparse.SUPPRESS, help="profile with url and key (env KUNGFU_PROFILE)")
     g.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print the exact result or error object as JSON")
+    g.add_argument(
+        "--ids", action="store_true", default=argparse.SUPPRESS,
+        help='show agents by id only (default: by name, as "alice", where you may read it)',
+    )
     if action:
         g.add_argument(
             "--key",

@@ -182,8 +182,9 @@ def _hint_command(hint: dict) -> str:
 class Out:
     """Where results and errors go; ``--json`` prints exact objects on stdout."""
 
-    def __init__(self, as_json: bool):
+    def __init__(self, as_json: bool, ids: bool = False):
         self.as_json = as_json
+        self.ids = ids  # agents as ids only, no names (and no reads for them)
 
     def result(self, op: str, result: Any) -> None:
         if self.as_json:

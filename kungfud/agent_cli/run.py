@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as e:
         print(f"kungfu: error: {e}", file=sys.stderr)
         return EXIT_CODES["usage"]
-    out = Out(bool(getattr(ns, "json", False)))
+    out = Out(bool(getattr(ns, "json", False)), bool(getattr(ns, "ids", False)))
     try:
         return asyncio.run(_run(ns, call, out))
     except UsageError as e:

@@ -18,6 +18,7 @@ from ..handshake import DEFAULT_URL, refusal
 from .builders import Call
 from .exits import Failed, UsageError
 from .profiles import Settings, config_path, load_profiles, save_profile
+from .names import NAMED_READS, resolve, with_names
 from .render import Out
 
 __all__ = ["REPLY_TIMEOUT_S", "NEW_KEY_OPS", "handshake_failure", "run_call", "run_register", "run_new_key"]
@@ -114,6 +115,8 @@ async def _follow(client, call: Call, first: dict) -> dict:
 
 
 async def run_call(st: Settings, call: Call, out: Out) -> int:
+    from websockets.exceptions import ConnectionClosed
+
     if call.needs_agent and not st.key:
         raise Failed(
             "unauthenticated",
@@ -121,7 +124,16 @@ async def run_call(st: Settings, call: Call, out: Out) -> int:
             "revise",
         )
     resp, client = await _send(st, call, out)
-    await client.close()
+    try:
+        if resp.get("ok") and not out.as_json and not out.ids and call.op in NAMED_READS and st.key:
+            names = await resolve(
+                lambda op, args: _request(client, op, args, None), call.op, resp["result"], call.args
+            )
+            resp = {**resp, "result": with_names(resp["result"], names)}
+    except (ConnectionError, OSError, asyncio.TimeoutError, ConnectionClosed) as e:  # names are a courtesy
+        out.note(f"names not shown ({e or type(e).__name__})")
+    finally:
+        await client.close()
     if not resp.get("ok"):
         return out.error(resp.get("error") or {"code": "internal", "reason": "malformed reply", "next": "retry"})
     if resp.get("replayed"):
@@ -178,7 +190,14 @@ async def run_new_key(st: Settings, ns: argparse.Namespace, call: Call, out: Out
     if call.needs_agent and not st.key:
         raise Failed("unauthenticated", "no agent key: set KUNGFU_KEY, or pass --profile NAME", "revise")
     resp, client = await _send(st, call, out)
-    await client.close()
+    try:
+        if resp.get("ok") and not out.as_json and not out.ids and call.op in NAMED_READS and st.key:
+            names = await resolve(lambda op, args: _request(client, op, args, None), call.op, resp["result"])
+            resp = {**resp, "result": with_names(resp["result"], names)}
+    except (ConnectionError, OSError, asyncio.TimeoutError, ConnectionClosed) as e:  # names are a courtesy
+        out.note(f"names not shown ({e or type(e).__name__})")
+    finally:
+        await client.close()
     if not resp.get("ok"):
         return out.error(resp.get("error") or {"code": "internal", "reason": "malformed reply", "next": "retry"})
     result = resp["result"]

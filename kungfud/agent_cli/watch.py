@@ -9,6 +9,7 @@ from pathlib import Path
 
 from .feed import Feed, read_state, write_state
 from .profiles import Settings
+from .names import EventNames
 from .render import Out, render_event
 
 __all__ = ["run_watch"]
@@ -18,10 +19,12 @@ async def run_watch(st: Settings, ns: argparse.Namespace, out: Out) -> int:
     """``subscribe {since}`` and print events. The seq of each event is saved
     after it is printed, so a restart resumes after the last one printed: no
     gap, and at most the last event twice if killed between the two. A lost
-    connection is resubscribed with ``since`` (:class:`Feed`)."""
+    connection is resubscribed with ``since`` (:class:`Feed`). Without
+    ``--ids``/``--json``, agents are written by name (:class:`~.names.EventNames`)."""
     state = Path(ns.state_file).expanduser() if ns.state_file else None
     since = ns.since if ns.since is not None else read_state(state)
     feed = Feed(st, since, out, name="watch", on_start=lambda seq: write_state(state, seq))
+    names = None if out.as_json or out.ids else EventNames(st.url, st.key)
     seen = 0
     try:
         while ns.count is None or seen < ns.count:
@@ -31,9 +34,13 @@ async def run_watch(st: Settings, ns: argparse.Namespace, out: Out) -> int:
             if out.as_json:
                 print(json.dumps(msg, ensure_ascii=False), flush=True)
             else:
-                print("\n".join(render_event(msg)), flush=True)
+                shown = await names.named(msg) if names is not None else msg
+                print("
+".join(render_event(shown)), flush=True)
             write_state(state, msg["seq"])
             seen += 1
         return 0
     finally:
         await feed.close()
+        if names is not None:
+            await names.close()

@@ -131,7 +131,7 @@ def creation_facts(spec: AssignSpec, thread: ThreadState, entry: int, ctx: "Ctx"
     me = acting(ctx)
     if not may_speak(ctx, thread.thread, spec.to):
         raise Refused(Rejection.bad_request(
-            f"an assignment is addressed to one member who may speak; {spec.to} is not - at `$.args.assign.to`"
+            f"an assignment is addressed to one member who may speak; {spec.to} is not (in `assign.to`)"
         ))
     if len(spec.content) > ctx.limits.max_content_bytes:
         raise Refused(Rejection.too_large(len(spec.content), ctx.limits.max_content_bytes, "the assignment's content"))

@@ -164,12 +164,12 @@ def decide_post(cmd: Post, ctx: "Ctx") -> Decision | Rejection:
         replied = owes_entry(parent, me)
     if cmd.ask is not None:
         if len(set(cmd.ask)) != len(cmd.ask):
-            return Rejection.bad_request("`ask` names an agent more than once - at `$.args.ask`")
+            return Rejection.bad_request("`ask` names an agent more than once (in `ask`)")
         bad = [a for a in cmd.ask if a == me or not may_speak(ctx, cmd.thread, a)]
         if bad:
             # B10: no silent dropping; name the offending ids.
             return Rejection.bad_request(
-                f"`ask` may name only other members who may speak; not: {echo(', '.join(bad))} - at `$.args.ask`"
+                f"`ask` may name only other members who may speak; not: {echo(', '.join(bad))} (in `ask`)"
             )
     if cmd.task is not None:
         # R7.5-1: an entry may reference a Task the poster can read; the

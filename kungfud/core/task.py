@@ -146,7 +146,7 @@ def validate_contract(spec: ContractSpec, ctx: "Ctx") -> Contract:
         if m is None or m.author != me or not 1 <= version <= m.latest:
             raise Refused(Rejection.bad_request(
                 f"required input {memory} version {version} is not a version of one of your own Memories"
-                " - at `$.args.contract.inputs`",
+                " (in `contract.inputs`)",
                 rule="R7.1-2",
             ))
         if not m.valid:
@@ -155,11 +155,11 @@ def validate_contract(spec: ContractSpec, ctx: "Ctx") -> Contract:
         j: AgentState | None = ctx.get(spec.judge)
         if j is None or not j.active:
             raise Refused(Rejection.bad_request(
-                f"the designated judge {spec.judge} is not an active agent - at `$.args.contract.judge`", rule="R7-2"
+                f"the designated judge {spec.judge} is not an active agent (in `contract.judge`)", rule="R7-2"
             ))
     if spec.eligibility is not None and len(set(spec.eligibility)) != len(spec.eligibility):
         raise Refused(Rejection.bad_request(
-            "`eligibility.agents` names an agent more than once - at `$.args.contract.eligibility`"
+            "`eligibility.agents` names an agent more than once (in `contract.eligibility`)"
         ))
     return Contract(
         inputs=list(spec.inputs),
@@ -183,13 +183,13 @@ def decide_create(cmd: CreateTask, ctx: "Ctx") -> Decision:
     me = acting(ctx)
     if cmd.audience is not None:
         if len(set(cmd.audience)) != len(cmd.audience):
-            raise Refused(Rejection.bad_request("`audience.agents` names an agent more than once - at `$.args.audience`"))
+            raise Refused(Rejection.bad_request("`audience.agents` names an agent more than once (in `audience`)"))
         # D41: whether each named id is an agent is not checked — the answer would
         # tell the caller which ids exist (contrast D3); a name that is no agent
         # can never take (R7.2-3).
         if me in cmd.audience:
             raise Refused(Rejection.bad_request(
-                "the author cannot be in its own Task's audience - at `$.args.audience`", rule="R7.2-6"
+                "the author cannot be in its own Task's audience (in `audience`)", rule="R7.2-6"
             ))
     contract = validate_contract(cmd.contract, ctx)
     task = ctx.new_id("tk_")

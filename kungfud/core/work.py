@@ -150,7 +150,7 @@ class Work(ABC):
         final = self.lifecycle.check(state, cmd.verdict)
         if cmd.verdict == "reject" and cmd.reason is None:
             raise Refused(Rejection.bad_request(
-                f"a rejection must carry a reason {self.reason_reader} can read - at `$.args.content`",
+                f'a rejection must carry a reason {self.reason_reader} can read: `"content": {{"reason": "…"}}`',
                 rule=self.reason_rule,
             ))
         if cmd.verdict == "adopt":

@@ -19,17 +19,23 @@ marks fields named ``content`` as participant data (L6), plus the same object as
 daemon's error object ``{code, reason, next, hint?}`` as JSON, its hint naming a
 tool (``{"tool", "args"}``) rather than a wire op.
 
+``--tools worker|lead|operator|all`` serves a named subset (:data:`TOOLSETS`;
+over HTTP a request may choose with ``/mcp?tools=NAME``), and a rejection's
+reason names tools, not wire ops (:func:`tool_reason`).
+
 Everything except :func:`main` and the server glue works without the ``mcp``
 package, which is imported only to serve. Both SDK generations are supported on
 stdio: 2.x (handlers passed to ``Server(...)``) and 1.x (decorators); HTTP needs 2.x.
 """
 
-from .bridge import DEFAULT_URL, PREFACE, PREFACE_REPLAYED, Bridge, BridgePool, Outcome, tool_hint
-from .schemas import EXCLUDED_OPS, IDEMPOTENCY_ARG, ToolSpec, input_schema, instructions, tool_name, tool_specs
+from .bridge import DEFAULT_URL, PREFACE, PREFACE_REPLAYED, Bridge, BridgePool, Outcome, tool_hint, tool_reason
+from .schemas import (
+    EXCLUDED_OPS, IDEMPOTENCY_ARG, TOOLSETS, ToolSpec, input_schema, instructions, tool_name, tool_specs, toolset_ops,
+)
 from .serve import add_arguments, main
 
 __all__ = [
     "DEFAULT_URL", "EXCLUDED_OPS", "IDEMPOTENCY_ARG", "PREFACE", "PREFACE_REPLAYED", "ToolSpec", "tool_name",
     "input_schema", "tool_specs", "instructions", "tool_hint", "Bridge", "BridgePool", "Outcome", "add_arguments",
-    "main",
+    "main", "tool_reason", "TOOLSETS", "toolset_ops",
 ]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import difflib
 import logging
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -25,9 +26,10 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 
 from ..client import Client, new_key
 from ..handshake import DEFAULT_URL, refusal
-from .schemas import IDEMPOTENCY_ARG, ToolSpec, tool_name, tool_specs
+from ..wire import OPS
+from .schemas import DEFAULT_TOOLSET, IDEMPOTENCY_ARG, ToolSpec, tool_name, tool_specs, toolset_ops
 
-__all__ = ["DEFAULT_URL", "PREFACE", "PREFACE_REPLAYED", "Outcome", "Bridge", "BridgePool", "tool_hint"]
+__all__ = ["DEFAULT_URL", "PREFACE", "PREFACE_REPLAYED", "Outcome", "Bridge", "BridgePool", "tool_hint", "tool_reason"]
 
 log = logging.getLogger("kungfud.mcp")
 
@@ -85,10 +87,36 @@ def _register_hint() -> dict[str, Any]:
     return {"tool": tool_name("agent.register"), "args": {"content": {"name": "<your name>"}}}
 
 
+_OP_IN_REASON = re.compile(r"`([a-z_]+(?:\.[a-z_]+)+|turn|opportunities|outcomes|subscribe|hello)`")
+_TOOLS = frozenset(tool_name(op) for op in OPS)
+_INVALID_ARGS = re.compile(r"^invalid args for ([a-z_.]+): ")
+
+
+def tool_reason(reason: str, offered: set[str] | None = None) -> str:
+    """A daemon reason as a model calling tools reads it: ``invalid args for
+    assignment.judge:`` becomes ``invalid arguments of tool `assignment_judge`:``
+    and an op named in backticks becomes its tool (the arguments of a tool are
+    the op's args, so their names stand as they are). With ``offered``, a
+    clause after the first ("…; `thread_get` lists …") that names a tool not
+    offered is left out."""
+    m = _INVALID_ARGS.match(reason)
+    if m is not None and m.group(1) in OPS:
+        reason = f"invalid arguments of tool `{tool_name(m.group(1))}`: {reason[m.end():]}"
+    reason = _OP_IN_REASON.sub(lambda w: f"`{tool_name(w.group(1))}`" if w.group(1) in OPS else w.group(0), reason)
+    if offered is None:
+        return reason
+    first, *rest = reason.split("; ")
+    kept = [c for c in rest if all(w not in _TOOLS or w in offered for w in re.findall(r"`([a-z_]+)`", c))]
+    return "; ".join([first, *kept])
+
+
 def tool_hint(error: dict[str, Any], offered: set[str]) -> dict[str, Any]:
-    """A daemon error as a tool error: its ``hint`` names the tool to call
+    """A daemon error as a tool error: its reason names tools, not wire ops
+    (:func:`tool_reason`); its ``hint`` names the tool to call
     (``{"tool", "args"}``) instead of the wire op, and a hint whose op has no tool
     on offer is left out, so an error never points at a tool that is not there."""
+    if isinstance(error.get("reason"), str):
+        error = {**error, "reason": tool_reason(error["reason"], offered)}
     hint = error.get("hint")
     if not isinstance(hint, dict):
         return error
@@ -107,8 +135,11 @@ class Bridge:
     the key in a successful ``agent_register`` (when keyless) or
     ``agent_rotate_key`` receipt becomes the bridge's key at once."""
 
-    def __init__(self, url: str, key: str | None, timeout: float = 60.0, *, http: bool = False):
+    def __init__(
+        self, url: str, key: str | None, timeout: float = 60.0, *, http: bool = False, toolset: str = DEFAULT_TOOLSET
+    ):
         self.url = url
+        self.toolset = toolset  # the tools listed when a call names no set (HTTP: per request)
         self.key = key
         self.timeout = timeout
         self.http = http
@@ -119,12 +150,13 @@ class Bridge:
         self._client: Client | None = None
         self._lock = asyncio.Lock()
 
-    def offered(self) -> list[ToolSpec]:
-        """The tools this agent can use now: all of them, or only
-        ``agent_register`` while the bridge has no key."""
+    def offered(self, toolset: str | None = None) -> list[ToolSpec]:
+        """The tools this agent can use now: those of the tool set (the bridge's
+        own by default), or only ``agent_register`` while the bridge has no key."""
         if self.key is None:
             return [t for t in self.tools.values() if t.op in KEYLESS_OPS]
-        return list(self.tools.values())
+        ops = toolset_ops(toolset or self.toolset)
+        return [t for t in self.tools.values() if t.op in ops]
 
     async def _connection(self) -> Client:
         async with self._lock:
@@ -175,25 +207,32 @@ class Bridge:
     async def close(self) -> None:
         await self._drop(self._client)
 
-    def _unknown(self, name: str) -> Outcome:
-        names = [t.name for t in self.offered()]
+    def _unknown(self, name: str, toolset: str | None) -> Outcome:
+        names = [t.name for t in self.offered(toolset)]
+        if name in self.tools and self.key is not None:
+            return _failure(
+                "bad_request",
+                f"tool `{name}` is not in the `{toolset or self.toolset}` tool set this session was given; "
+                "list the tools to see those offered",
+                "revise",
+            )
         close = difflib.get_close_matches(name, names, n=1)
         reason = f"unknown tool `{name[:64]}`"
         reason += f"; did you mean `{close[0]}`?" if close else "; list the tools to see those offered"
         return _failure("bad_request", reason, "revise")
 
-    async def call(self, name: str, arguments: dict[str, Any] | None) -> Outcome:
+    async def call(self, name: str, arguments: dict[str, Any] | None, toolset: str | None = None) -> Outcome:
         self.in_use += 1
         try:
-            return await self._call(name, arguments)
+            return await self._call(name, arguments, toolset)
         finally:
             self.in_use -= 1
             self.last_used = time.monotonic()
 
-    async def _call(self, name: str, arguments: dict[str, Any] | None) -> Outcome:
+    async def _call(self, name: str, arguments: dict[str, Any] | None, toolset: str | None) -> Outcome:
         tool = self.tools.get(name)
-        if tool is None:
-            return self._unknown(name)
+        if tool is None or (self.key is not None and tool.op not in toolset_ops(toolset or self.toolset)):
+            return self._unknown(name, toolset)
         if self.key is None and tool.op not in KEYLESS_OPS:
             return _failure("unauthenticated", NO_KEY_HTTP if self.http else NO_KEY_STDIO, "stop", _register_hint())
         args = dict(arguments or {})
@@ -253,7 +292,7 @@ class Bridge:
         error = resp.get("error")
         if not isinstance(error, dict):
             error = {"code": "internal", "reason": "the daemon sent a failure without an error object", "next": "stop"}
-        error = tool_hint(error, {t.name for t in self.offered()})
+        error = tool_hint(error, {t.name for t in self.offered(toolset)})
         return Outcome(True, _json(error), error)
 
     async def _adopt(self, op: str, result: Any) -> bool:
@@ -276,8 +315,12 @@ class BridgePool:
     own daemon connection, closed after ``idle_s`` without a request and, past
     ``max_bridges``, least recently used first."""
 
-    def __init__(self, url: str, timeout: float = 60.0, *, idle_s: float = 600.0, max_bridges: int = 1000):
+    def __init__(
+        self, url: str, timeout: float = 60.0, *, idle_s: float = 600.0, max_bridges: int = 1000,
+        toolset: str = DEFAULT_TOOLSET,
+    ):
         self.url = url
+        self.toolset = toolset
         self.timeout = timeout
         self.idle_s = idle_s
         self.max_bridges = max_bridges
@@ -286,7 +329,7 @@ class BridgePool:
     def get(self, key: str | None) -> Bridge:
         b = self._bridges.pop(key, None)
         if b is None:
-            b = Bridge(self.url, key, self.timeout, http=True)
+            b = Bridge(self.url, key, self.timeout, http=True, toolset=self.toolset)
         self._bridges[key] = b  # most recently used last
         b.last_used = time.monotonic()
         return b

@@ -19,6 +19,7 @@ which brings Starlette and uvicorn.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import logging
 import socket
@@ -29,9 +30,10 @@ from typing import Any
 from websockets.exceptions import InvalidStatus
 
 from .bridge import Bridge, BridgePool
+from .schemas import DEFAULT_TOOLSET, TOOLSETS
 from .serve import _build_server
 
-__all__ = ["PATH", "serve_http", "bearer_key", "AuthGate", "parse_listen"]
+__all__ = ["PATH", "serve_http", "bearer_key", "AuthGate", "parse_listen", "TOOLS_PARAM", "chosen_toolset"]
 
 log = logging.getLogger("kungfud.mcp")
 
@@ -39,6 +41,30 @@ PATH = "/mcp"
 
 #: A header that is there but is not ``Bearer <key>``: refused like a bad key.
 _MALFORMED = object()
+
+#: The query parameter by which a request chooses its tool set: ``/mcp?tools=worker``.
+TOOLS_PARAM = "tools"
+#: The tool set the request being served chose (set by :class:`AuthGate`; the
+#: SDK serves each stateless request in a task started from the request's own
+#: context, so its ``initialize`` reads the request's set here).
+REQUEST_TOOLSET: contextvars.ContextVar[str | None] = contextvars.ContextVar("kungfud_mcp_toolset", default=None)
+
+
+def chosen_toolset(query: str | bytes) -> str | None:
+    """The tool set a request's query string names (None: the server's own);
+    ValueError for a name that is not a tool set."""
+    from urllib.parse import parse_qs
+
+    if isinstance(query, bytes):
+        query = query.decode("latin-1")
+    values = parse_qs(query).get(TOOLS_PARAM)
+    if not values:
+        return None
+    if values[-1] not in TOOLSETS:
+        raise ValueError(
+            f"`{TOOLS_PARAM}` must name a tool set: {', '.join(sorted(TOOLSETS))}; not `{values[-1][:64]}`"
+        )
+    return values[-1]
 
 
 def bearer_key(headers: Any) -> Any:
@@ -84,6 +110,14 @@ class AuthGate:
         if time.monotonic() - self._reaped > self.reap_every_s:
             self._reaped = time.monotonic()
             await self.pool.reap()
+        try:
+            REQUEST_TOOLSET.set(chosen_toolset(scope.get("query_string", b"")))
+        except ValueError as e:
+            body = json.dumps({"error": {"code": "bad_request", "reason": str(e), "next": "revise"}}).encode()
+            await send({"type": "http.response.start", "status": 400, "headers": [
+                (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+            await send({"type": "http.response.body", "body": body})
+            return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         key = bearer_key(headers)
         if key is _MALFORMED:
@@ -129,11 +163,23 @@ def _bridge_of(pool: BridgePool) -> Any:
     return bridge_for
 
 
-async def _run(url: str, host: str, port: int, timeout: float) -> None:
+def _toolset_of(ctx: Any) -> str | None:
+    request = getattr(ctx, "request", None)
+    if request is None:
+        return None
+    try:
+        return chosen_toolset(request.url.query)
+    except ValueError:  # refused with HTTP 400 before it got here
+        return None
+
+
+async def _run(url: str, host: str, port: int, timeout: float, toolset: str = DEFAULT_TOOLSET) -> None:
     import uvicorn
 
-    pool = BridgePool(url, timeout)
-    server = _build_server(_bridge_of(pool), http=True)
+    pool = BridgePool(url, timeout, toolset=toolset)
+    server = _build_server(
+        _bridge_of(pool), http=True, toolset=toolset, toolset_for=_toolset_of, instructions_for=REQUEST_TOOLSET.get
+    )
     app = server.streamable_http_app(streamable_http_path=PATH, json_response=True, stateless_http=True, host=host)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -152,7 +198,7 @@ async def _run(url: str, host: str, port: int, timeout: float) -> None:
         sock.close()
 
 
-def serve_http(url: str, listen: str, timeout: float = 60.0) -> int:
+def serve_http(url: str, listen: str, timeout: float = 60.0, toolset: str = DEFAULT_TOOLSET) -> int:
     """Serve until SIGINT/SIGTERM. Returns the process exit code."""
     try:
         import uvicorn  # noqa: F401
@@ -169,7 +215,7 @@ def serve_http(url: str, listen: str, timeout: float = 60.0) -> int:
         print(f"kungfud mcp: {e}", file=sys.stderr)
         return 2
     try:
-        asyncio.run(_run(url, host, port, timeout))
+        asyncio.run(_run(url, host, port, timeout, toolset))
     except OSError as e:
         print(f"kungfud mcp: cannot listen on {listen}: {e}", file=sys.stderr)
         return 1

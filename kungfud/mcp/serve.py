@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from .. import __version__
 from .bridge import DEFAULT_URL, KEYLESS_OPS, Bridge, Outcome
-from .schemas import ToolSpec, instructions, tool_name, tool_specs
+from .schemas import DEFAULT_TOOLSET, TOOLSETS, ToolSpec, instructions, tool_name, tool_specs
 
 __all__ = ["add_arguments", "main"]
 
@@ -48,19 +48,29 @@ class _ToolError(Exception):
     """mcp 1.x turns an exception raised by a tool into ``isError`` with its text."""
 
 
-def _build_server(bridge_for: Callable[[Any], Bridge], http: bool = False) -> Any:
+def _build_server(
+    bridge_for: Callable[[Any], Bridge],
+    http: bool = False,
+    toolset: str = DEFAULT_TOOLSET,
+    toolset_for: Callable[[Any], str | None] = lambda ctx: None,
+    instructions_for: Callable[[], str | None] | None = None,
+) -> Any:
     """The MCP server. ``bridge_for(ctx)`` is the bridge of the agent a request
-    acts as: the one bridge on stdio, the request's key over HTTP."""
+    acts as: the one bridge on stdio, the request's key over HTTP.
+    ``toolset_for(ctx)`` is the tool set a request chose (HTTP: ``?tools=``),
+    None for the server's own ``toolset``. ``instructions_for()``, when given
+    (HTTP), names the set whose instructions an ``initialize`` gets (the request's,
+    read from a context variable the HTTP gate sets)."""
     import inspect
 
     from mcp import types
     from mcp.server.lowlevel import Server
 
-    all_tools = _tools(types)
-    keyless_tools = [t for t in all_tools if t.name in {tool_name(op) for op in KEYLESS_OPS}]
+    sets = {name: _tools(types, tool_specs(name)) for name in TOOLSETS}
+    keyless_tools = [t for t in sets["all"] if t.name in {tool_name(op) for op in KEYLESS_OPS}]
 
-    def listed(b: Bridge) -> list[Any]:
-        return keyless_tools if b.key is None else all_tools
+    def listed(b: Bridge, chosen: str | None = None) -> list[Any]:
+        return keyless_tools if b.key is None else sets[chosen or toolset]
 
     async def tell_tools_changed(ctx: Any) -> None:
         try:
@@ -72,28 +82,40 @@ def _build_server(bridge_for: Callable[[Any], Bridge], http: bool = False) -> An
     if "on_call_tool" in params:  # mcp 2.x: handlers are constructor arguments
 
         async def on_list_tools(ctx: Any, params: Any) -> Any:
-            return types.ListToolsResult(tools=listed(bridge_for(ctx)))
+            return types.ListToolsResult(tools=listed(bridge_for(ctx), toolset_for(ctx)))
 
         async def on_call_tool(ctx: Any, params: Any) -> Any:
-            out = await bridge_for(ctx).call(params.name, params.arguments)
+            out = await bridge_for(ctx).call(params.name, params.arguments, toolset_for(ctx))
             if out.tools_changed:
                 await tell_tools_changed(ctx)
             return _result(types, out)
 
-        return Server(
+        server = Server(
             "kungfud",
             version=__version__,
-            instructions=instructions(http),
+            instructions=instructions(http, toolset),
             on_list_tools=on_list_tools,
             on_call_tool=on_call_tool,
         )
+        if instructions_for is not None:  # HTTP: the instructions of the set the request chose
+            options = server.create_initialization_options
+
+            def per_request(*args: Any, **kwargs: Any) -> Any:
+                opts = options(*args, **kwargs)
+                chosen = instructions_for()
+                if chosen is None or chosen == toolset or not hasattr(opts, "model_copy"):
+                    return opts
+                return opts.model_copy(update={"instructions": instructions(http, chosen)})
+
+            server.create_initialization_options = per_request
+        return server
 
     # mcp 1.x: decorators (stdio only)
     kw: dict[str, Any] = {}
     if "version" in params:
         kw["version"] = __version__
     if "instructions" in params:
-        kw["instructions"] = instructions(http)
+        kw["instructions"] = instructions(http, toolset)
     server = Server("kungfud", **kw)
 
     @server.list_tools()
@@ -129,11 +151,11 @@ def _init_options(server: Any) -> Any:
     return server.create_initialization_options(notification_options=NotificationOptions(tools_changed=True))
 
 
-async def _serve(url: str, key: str | None, timeout: float) -> None:
+async def _serve(url: str, key: str | None, timeout: float, toolset: str = DEFAULT_TOOLSET) -> None:
     from mcp.server.stdio import stdio_server
 
-    bridge = Bridge(url, key, timeout)
-    server = _build_server(lambda ctx: bridge)
+    bridge = Bridge(url, key, timeout, toolset=toolset)
+    server = _build_server(lambda ctx: bridge, toolset=toolset)
     try:
         async with stdio_server() as (read_stream, write_stream):
             await server.run(read_stream, write_stream, _init_options(server))
@@ -158,6 +180,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="serve MCP Streamable HTTP at /mcp for any number of agents (each request's Bearer key) instead of stdio",
     )
     p.add_argument("--listen", default=None, help=f"HOST:PORT for --http (default {DEFAULT_LISTEN})")
+    p.add_argument(
+        "--tools",
+        choices=sorted(TOOLSETS),
+        default=DEFAULT_TOOLSET,
+        help="which tools to serve: worker (15: turn, offers, outcomes, reading and doing one piece of work), "
+        "lead (Threads, making and judging work), operator (accounts) or all (default); "
+        "over --http a request may choose with /mcp?tools=NAME",
+    )
 
 
 def main(args: argparse.Namespace | list[str] | None = None) -> int:
@@ -178,6 +208,7 @@ def main(args: argparse.Namespace | list[str] | None = None) -> int:
         print("kungfud mcp needs the MCP SDK: pip install -e '.[mcp]' (in a kungfud checkout)", file=sys.stderr)
         return 2
     url = args.url or os.environ.get("KUNGFU_URL") or DEFAULT_URL
+    toolset = getattr(args, "tools", None) or DEFAULT_TOOLSET
     timeout = float(getattr(args, "timeout", 60.0))
     if getattr(args, "http", False):
         if args.key:
@@ -185,7 +216,7 @@ def main(args: argparse.Namespace | list[str] | None = None) -> int:
             return 2
         from .http import serve_http
 
-        return serve_http(url, args.listen or DEFAULT_LISTEN, timeout)
+        return serve_http(url, args.listen or DEFAULT_LISTEN, timeout, toolset)
     if getattr(args, "listen", None):
         print("kungfud mcp: --listen needs --http", file=sys.stderr)
         return 2
@@ -195,7 +226,7 @@ def main(args: argparse.Namespace | list[str] | None = None) -> int:
     import anyio
 
     try:
-        anyio.run(_serve, url, key, timeout)
+        anyio.run(_serve, url, key, timeout, toolset)
     except KeyboardInterrupt:
         pass
     return 0

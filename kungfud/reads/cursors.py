@@ -84,4 +84,4 @@ def unseal(op: str, caller: str, cursor: str) -> bytes | None:
 def bad_cursor() -> Rejection:
     """The one refusal of a cursor this daemon did not return (or, sealed, not
     to this caller for this op, or before a restart)."""
-    return Rejection.bad_request("`cursor` is not a cursor this daemon returned - at `$.args.cursor`")
+    return Rejection.bad_request("`cursor` is not a cursor this daemon returned: pass the previous page's `cursor`, or leave it out")

@@ -24,12 +24,31 @@ from ..store.store import View
 
 __all__ = [
     "thread_get", "thread_entries", "thread_entry", "thread_list", "assignment_get", "assignment_view", "entry_digest",
-    "pin_content",
+    "pin_content", "agent_name",
 ]
 
 RECENT = 10  # entries in a working set's digest of history
 MAX_MEMBERS = 100  # members listed in a working set (the count is always given)
 MAX_LIVE = 100  # live assignments listed in a working set
+
+
+class _Name(msgspec.Struct):
+    name: str = ""
+
+
+_name_dec = msgspec.json.Decoder(_Name)  # reads `name` only: other content fields are skipped in C
+
+
+def agent_name(view: View, agent: str) -> dict[str, str]:
+    """WIRE.md 1.2 "Names beside ids": an agent as ``content: {name}`` — its
+    name only, never the rest of its account content (which may be large)."""
+    state = view.state(agent)
+    if state is None:
+        return {"name": ""}
+    try:
+        return {"name": _name_dec.decode(state.content).name}
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return {"name": ""}
 
 
 def _raw(b: bytes | None) -> Any:
@@ -127,9 +146,11 @@ def thread_get(view: View, me: str, thread: str, now: int) -> dict | Rejection:
     if (r := readable_thread(t, thread, mine)) is not None:
         return r
     assert t is not None
-    # R6.2-16: each membership shows the grant it came through (null: the creator) and when.
+    # R6.2-16: each membership shows the grant it came through (null: the creator) and when;
+    # WIRE.md 1.2: and the member's name (one read per member listed, at most MAX_MEMBERS).
     members = [
-        {"agent": m.agent, "role": m.role, "joined_at": rfc3339(m.joined_at), "admission": m.admission}
+        {"agent": m.agent, "role": m.role, "joined_at": rfc3339(m.joined_at), "admission": m.admission,
+         "content": agent_name(view, m.agent)}
         for m in (view.state(member_obj(thread, a)) for a in view.members_listed(thread, MAX_MEMBERS))
     ]
     role = mine.role

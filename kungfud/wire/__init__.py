@@ -4,6 +4,7 @@
 - :mod:`.ops`: the op catalogue's client-visible half (kind, args type, doc);
 - :mod:`.frames`: the envelope, decoding a frame, responses, the request hash;
 - :mod:`.limits`: size limits measured on a request's text before it is built.
+- :mod:`.reasons`: a ``bad_request`` for args worded from the args type (what is accepted).
 
 ``from kungfud import wire`` and ``wire.X`` keep working for every public name.
 Importable without the daemon's core or store: clients (the CLI, the MCP

@@ -19,6 +19,7 @@ from ..errors import ECHO_CHARS, echo
 from .args import ReqId
 from .limits import MAX_DEPTH, _too_deep, _too_many
 from .ops import OPS
+from .reasons import teach
 
 __all__ = [
     "Envelope", "FrameError", "decode_envelope", "decode_args", "encode_ok", "encode_error", "encode",
@@ -156,7 +157,7 @@ def decode_envelope(text: str | bytes) -> Envelope:
         suggestion = f"; did you mean `{close[0]}`?" if close else ""
         raise FrameError(f"unknown op `{echo(env.op)}`{suggestion}", env.id)
     if bytes(memoryview(env.args)[:1]) != b"{":  # the rest of args is read only when it is used
-        raise FrameError(f"invalid args for {env.op}: Expected `object` - at `$.args`", env.id)
+        raise FrameError(f"invalid args for {env.op}: the args must be an object, e.g. {{}}", env.id)
     if spec.kind == "A":
         if env.key is None or env.key is msgspec.UNSET:
             raise FrameError(f"op {env.op} is an action and needs an idempotency `key`", env.id)
@@ -194,9 +195,7 @@ def decode_args(env: Envelope) -> Any:
     except RecursionError:
         raise FrameError(f"`args` nests arrays and objects deeper than {MAX_DEPTH} levels", env.id) from None
     except (msgspec.DecodeError, msgspec.ValidationError) as e:
-        what, sep, path = why(e).rpartition(" - at `$")
-        reason = f"{what} - at `$.args{path}" if sep else f"{path} - at `$.args`"
-        raise FrameError(f"invalid args for {env.op}: {reason}", env.id) from None
+        raise FrameError(f"invalid args for {env.op}: {teach(OPS[env.op].args, why(e))}", env.id) from None
     if _too_deep(raw):
         raise FrameError(f"`args` nests arrays and objects deeper than {MAX_DEPTH} levels", env.id)
     return args

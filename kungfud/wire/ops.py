@@ -125,7 +125,9 @@ OPS: dict[str, OpSpec] = {
     "task.list": OpSpec("R", TaskListArgs, "Page through Tasks you may take, or yours."),
     "engagement.get": OpSpec("R", EngagementGetArgs, "An engagement: state, contract, delivery, verdict."),
     "turn": OpSpec("R", PageArgs, "What you owe now, oldest first, with ids and next step. Start here."),
-    "opportunities": OpSpec("R", PageArgs, "Work offered to you: assignments and Tasks to take."),
+    "opportunities": OpSpec(
+        "R", PageArgs, "Offers to take: assignments for you, restricted Tasks naming you (open Tasks: task_list)."
+    ),
     "outcomes": OpSpec("R", PageArgs, "How work you took, made or judge ended, newest first."),
     "subscribe": OpSpec("R", SubscribeArgs, "Receive your events as they happen, after a replay of those since a seq."),
 }

@@ -63,13 +63,13 @@ def test_R6_4_24_R7_1_the_creator_judges_an_assignment_the_tasks_judge_an_engage
     r = w.refuse("forbidden", lambda: w.judge(w.bob, asg), "stop")
     assert (r.reason, r.rule) == (f"only the creator of assignment {asg} judges it", None)
     r = w.refuse("bad_request", lambda: w.judge(w.alice, asg, "reject", None), "revise")
-    assert (r.reason, r.rule) == ("a rejection must carry a reason the taker can read - at `$.args.content`", "R6.4-26")
+    assert (r.reason, r.rule) == ('a rejection must carry a reason the taker can read: `"content": {"reason": "…"}`', "R6.4-26")
     e = tw.engage(a.bob, tw.new_task(a.alice, judge=a.jude), deliver=True)
     r = tw.refuse("forbidden", lambda: tw.judge(a.alice, e), "stop")  # the author, not the designated judge
     assert (r.reason, r.rule) == (f"only the judge of engagement {e} may judge it", "R7-1")
     r = tw.refuse("bad_request", lambda: tw.judge(a.jude, e, "reject", None), "revise")
     assert (r.reason, r.rule) == (
-        "a rejection must carry a reason the engaged agent can read - at `$.args.content`", "R7.3-17"
+        'a rejection must carry a reason the engaged agent can read: `"content": {"reason": "…"}`', "R7.3-17"
     )
 
 

@@ -274,7 +274,7 @@ def test_wire_cli_exit_code_distinguishes_conflict(cli):
 def test_wire_cli_exit_code_distinguishes_bad_request_and_prints_the_hint(cli):
     me, key = cli.register("alice")
     r = cli.run("call", "memory.get", "--args", '{"memory": 5}', key=key, code=3)
-    assert r.stderr.startswith("bad_request: ") and "$.args.memory" in r.stderr
+    assert r.stderr.startswith("bad_request: ") and "`memory` must be a Memory id" in r.stderr
     # A read sent with a key is bad_request too (WIRE.md "Frames").
     cli.run("call", "agent.whoami", "--key", "k", key=key, code=3)
     # A governor removing itself: bad_request with a hint, printed as a command.

@@ -38,7 +38,8 @@ def test_R8_20_cli_outcomes_and_watch_show_the_rejection_and_its_reason(cli: Cli
 
     out = cli.run("outcomes", key=w_key).stdout.splitlines()
     assert len(out) == 1, out  # the reason's newline stays inside the JSON
-    assert out[0].startswith(f"{th}/{asg} rejected at=") and f"by={lead}" in out[0]
+    assert out[0].startswith(f"{th}/{asg} rejected at=") and 'by="lead"' in out[0]  # by name (WIRE.md 1.2)
+    assert f"by={lead}" in cli.run("outcomes", "--ids", key=w_key).stdout
     assert out[0].endswith('content={"reason":"no tests\\nforged line"}'), out
     items = cli.json("outcomes", key=w_key)["items"]
     assert [(i["state"], i["content"]) for i in items] == [("rejected", {"reason": "no tests\nforged line"})]

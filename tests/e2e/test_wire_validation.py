@@ -29,7 +29,7 @@ async def test_L2_4_thread_entries_cursor_of_non_ascii_digits_is_bad_request_nam
         for cursor in ("²", "①", "١", "1\n", "-1", "0x1"):
             resp = await r.req("thread.entries", {"thread": t, "cursor": cursor})
             err = check_failure(resp, "bad_request")
-            assert "`$.args.cursor`" in err["reason"], (cursor, err)
+            assert "`cursor` is not a cursor" in err["reason"], (cursor, err)
     await a.close()
     await b.close()
 
@@ -43,7 +43,7 @@ async def test_L2_4_subscribe_since_beyond_range_is_bad_request_and_keeps_the_su
     for since in (2**64 - 1, 2**64, 2**53 + 1):
         resp = await bob.c.request("subscribe", {"since": since})
         err = check_failure(resp, "bad_request")
-        assert "`$.args.since`" in err["reason"], err
+        assert "`since` must be at most" in err["reason"], err
     # The refused subscribe changed nothing: bob's connection still gets his events.
     await ask(alice, t, bob)
     ev = await next_event(bob.c)

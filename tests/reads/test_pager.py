@@ -77,4 +77,4 @@ def test_R8_10_a_read_whose_rows_are_all_readable_never_seals():
 def test_R8_10_a_position_the_query_could_not_have_returned_is_refused():
     page = pager.page("turn", "ag_01me", "99", 10, 10, _rows, lambda n: {"n": n}, pager.IDS, valid=lambda p: p < b"20")
     assert isinstance(page, Rejection) and page.code == "bad_request"
-    assert page.reason == "`cursor` is not a cursor this daemon returned - at `$.args.cursor`"
+    assert page.reason == "`cursor` is not a cursor this daemon returned: pass the previous page's `cursor`, or leave it out"
