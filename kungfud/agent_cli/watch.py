@@ -35,8 +35,7 @@ async def run_watch(st: Settings, ns: argparse.Namespace, out: Out) -> int:
                 print(json.dumps(msg, ensure_ascii=False), flush=True)
             else:
                 shown = await names.named(msg) if names is not None else msg
-                print("
-".join(render_event(shown)), flush=True)
+                print("\n".join(render_event(shown)), flush=True)
             write_state(state, msg["seq"])
             seen += 1
         return 0
