@@ -79,7 +79,9 @@ async def run_watch(st: Settings, ns: argparse.Namespace, out: Out) -> int:
             continue
         async with ws:
             backoff = 0.2
-            args = {} if since is None else {"since": since}
+            args: dict = {} if since is None else {"since": since}
+            if ns.open_tasks:
+                args["open_tasks"] = True
             try:
                 await ws.send(json.dumps({"id": "watch", "op": "subscribe", "args": args}))
             except (ConnectionClosed, OSError):
