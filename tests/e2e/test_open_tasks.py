@@ -133,3 +133,13 @@ async def test_R8_20_an_open_task_is_announced_again_when_it_takes_engagements_a
     check_offer(await next_offer(sub), fence, v.id)
     assert offered(await replay(url, w, start)) == [(tk, 1), (tk, 1), (tk, 2), (fence, 1)]
     await close_all(author, w, v)
+
+
+def test_the_mcp_opportunities_tool_says_where_open_tasks_are():
+    """Issue 24 part 4: a model reading the tool list learns that open Tasks
+    are not in ``opportunities`` and are found with ``task_list``."""
+    from kungfud.mcp.schemas import tool_specs
+
+    tools = {t.name: t for t in tool_specs()}
+    desc = tools["opportunities"].description
+    assert "open Tasks are not listed here" in desc and "task_list" in desc and "task_list" in tools
