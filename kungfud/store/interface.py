@@ -124,6 +124,7 @@ class Committer(Protocol):
 
     batches: int  # batches committed (metrics)
     items: int  # actions reported by committed batches
+    committed_seq: int  # the last fact seq it committed (set before its events are published)
 
     def submit(self, item: Item) -> None:
         """Queue ``item``; its ``done`` is called once with its outcome."""
