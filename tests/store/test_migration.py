@@ -189,3 +189,32 @@ def test_L1_1_a_newer_storage_format_is_refused_with_a_clear_message(tmp_path):
     )
     assert r.returncode == 2 and f"storage format 99, newer than format {FORMAT.decode()}" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr and _format(data) == b"99"
+
+
+@pytest.mark.rules("L1-1")
+def test_L1_1_a_crash_in_the_format_4_migration_leaves_format_3_to_migrate_again(tmp_path, monkeypatch):
+    """D203: the events are renumbered in the one transaction that records
+    format 4; if it does not commit, the store is format 3 as it was, and the
+    next start migrates it."""
+    from kungfud.store import Store
+    from kungfud.store.lmdb_kv import LmdbWriteTxn
+
+    data = _unpack(tmp_path, "v3")
+    with lmdb.open(str(data / "lmdb"), readonly=True, max_dbs=64, lock=False) as env, env.begin() as txn:
+        before = list(txn.cursor(db=env.open_db(b"events", txn=txn, create=False)))
+    real_commit = LmdbWriteTxn.commit
+
+    def crash(self):
+        raise RuntimeError("killed before the commit")
+
+    monkeypatch.setattr(LmdbWriteTxn, "commit", crash)
+    with pytest.raises(RuntimeError, match="killed before the commit"):
+        Store(str(data))
+    monkeypatch.setattr(LmdbWriteTxn, "commit", real_commit)
+    assert _format(data) == b"3"
+    with lmdb.open(str(data / "lmdb"), readonly=True, max_dbs=64, lock=False) as env, env.begin() as txn:
+        assert list(txn.cursor(db=env.open_db(b"events", txn=txn, create=False))) == before
+    Store(str(data)).close()
+    assert _format(data) == FORMAT
+    r = _check(data)
+    assert r.returncode == 0 and "OK" in r.stdout, (r.stdout, r.stderr)
