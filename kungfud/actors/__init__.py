@@ -9,10 +9,11 @@ callable each job carries (the server wraps ``loop.call_soon_threadsafe``).
 
 from ..core.agent import KEY_REVOKED
 from ..store import Committed, Failed, Outcome, Replayed
-from .runtime import Identity, Job, Runtime
+from .runtime import OPEN_TASKS, Identity, Job, Runtime
 
 # The outcomes of an action are the actors' reply vocabulary: what a Job's
 # ``reply`` receives. Re-exported so the server needs nothing from the store;
 # KEY_REVOKED: the refusal of a key rotated or reset (D185), on which the
-# server closes the connection (4001).
-__all__ = ["Runtime", "Job", "Identity", "Outcome", "Committed", "Replayed", "Failed", "KEY_REVOKED"]
+# server closes the connection (4001). OPEN_TASKS: the agent name under which
+# a commit's task_offered events are published (the open-Task stream).
+__all__ = ["Runtime", "Job", "Identity", "Outcome", "Committed", "Replayed", "Failed", "KEY_REVOKED", "OPEN_TASKS"]

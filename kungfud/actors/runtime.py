@@ -6,6 +6,7 @@ core knowledge: authentication, the event feed and receipts are asked here."""
 
 from __future__ import annotations
 
+import heapq
 import os
 import secrets
 import threading
@@ -22,6 +23,7 @@ from ..core.agent import KEY_REVOKED, key_hash
 from ..core.context import Ctx, Limits
 from ..core.ids import time_ordered
 from ..store import Failed, Outcome, Replayed, Store, Writer
+from ..store.events import OPEN as OPEN_TASKS
 from ..store.interface import Committer
 from ..store.layout import receipt_scope
 from ..store.quota import Quota
@@ -35,7 +37,7 @@ from ..reads import READS
 from .registry import Registry
 from .stats import Stats, stats_of
 
-__all__ = ["Runtime", "Job", "Identity", "wall_ms"]
+__all__ = ["Runtime", "Job", "Identity", "wall_ms", "OPEN_TASKS"]
 
 
 def wall_ms() -> int:
@@ -82,7 +84,8 @@ class Runtime:
         # The other nodes on this store (issue 16): one by default (no work at all).
         self.nodes = nodes or single()
         self._shared = self.nodes.shared
-        self.link = Link(self.nodes, self.last_seq)
+        # The link compares fact seqs (a commit may add a deadline and no event).
+        self.link = Link(self.nodes, self.store.last_seq)
         self.limits = limits
         self.clock = clock
         self._id_lock = threading.Lock()
@@ -100,7 +103,8 @@ class Runtime:
             quota=quota,  # capacity per agent and the reserve (R12-11)
         )
         self.link.clock = self.clock_thread.wake  # another node added a deadline
-        # Set by the server: receives each commit's events (writer thread).
+        # Set by the server: receives each commit's events (writer thread), as
+        # (agent, event seq, event JSON); agent OPEN ("*"): a task_offered event.
         self.event_sink: Callable[[list[tuple[str, int, bytes]]], None] | None = None
 
     def start(self) -> None:
@@ -128,7 +132,8 @@ class Runtime:
         if sink is not None:
             sink(events)
         if self._shared:
-            self.link.committed(max(seq for _, seq, _ in events), list({agent: None for agent, _, _ in events}), False)
+            # Agents named by fact seq; OPEN ("*") wakes every open-Task subscriber.
+            self.link.committed(self.writer.committed_seq, list({agent: None for agent, _, _ in events}), False)
 
     def announce_agents(self, agents: list[str]) -> None:
         """Tell the other nodes that something of ``agents`` changed that their
@@ -341,26 +346,35 @@ class Runtime:
         return out
 
     def last_seq(self) -> int:
-        """The newest seq of the event feed."""
+        """The newest event seq (WIRE.md 1.2: one daemon-wide sequence)."""
         with self.store.read() as view:
-            return view.last_seq()
+            return view.last_event_seq()
 
-    def events_page(self, agent: str, after: int, limit: int) -> tuple[int, list[tuple[int, bytes]], bool]:
-        """(newest seq, up to ``limit`` of ``agent``'s events after seq ``after``,
-        whether more follow) from one view. A page ends between seqs, so
-        continuing after its last seq resumes exactly."""
+    def events_page(
+        self, agent: str, after: int, limit: int, *, open_tasks: bool = False
+    ) -> tuple[int, list[tuple[int, bytes]], bool]:
+        """(newest event seq, up to ``limit`` of ``agent``'s events after seq
+        ``after`` as (seq, event JSON without seq), whether more follow) from
+        one view. Every event has its own seq, so continuing after a page's
+        last seq resumes exactly. ``open_tasks``: the open-Task stream's
+        ``task_offered`` events offered to ``agent`` merged in, in seq order
+        (WIRE.md 1.2 "Open Tasks, announced")."""
         with self.store.read() as view:
-            return view.last_seq(), *_page(view, agent, after, limit)
+            return view.last_event_seq(), *_page(view, agent, after, limit, open_tasks)
 
     def events_after(
-        self, floors: Mapping[str, int], limit: int
-    ) -> tuple[int, dict[str, tuple[list[tuple[int, bytes]], bool]]]:
-        """Several agents' pages (as :meth:`events_page`, each after its own
-        seq) and the newest seq, from one view: the feed's live delivery when
-        other nodes commit too. The view holds every seq up to the newest
-        (seqs are allocated in commit order under the writer exclusion)."""
+        self, floors: Mapping[tuple[str, bool], int], limit: int
+    ) -> tuple[int, dict[tuple[str, bool], tuple[list[tuple[int, bytes]], bool]]]:
+        """Several pages (as :meth:`events_page`), keyed ``(agent,
+        open_tasks)``, each after its own seq, and the newest event seq, from
+        one view: the feed's live delivery when other nodes commit too (or for
+        open-Task subscribers). The view holds every event seq up to the
+        newest (event seqs are allocated in commit order under the writer
+        exclusion)."""
         with self.store.read() as view:
-            return view.last_seq(), {agent: _page(view, agent, after, limit) for agent, after in floors.items()}
+            return view.last_event_seq(), {
+                key: _page(view, key[0], after, limit, key[1]) for key, after in floors.items()
+            }
 
 
 def _key_revoked(view: Any, agent: str | None, key_hash: bytes | None) -> bool:
@@ -370,16 +384,19 @@ def _key_revoked(view: Any, agent: str | None, key_hash: bytes | None) -> bool:
     return key_hash is not None and view.agent_for_key_hash(key_hash) != agent
 
 
-def _page(view: Any, agent: str, after: int, limit: int) -> tuple[list[tuple[int, bytes]], bool]:
+def _page(view: Any, agent: str, after: int, limit: int, open_tasks: bool = False) -> tuple[list[tuple[int, bytes]], bool]:
+    feeds = [view.events_for(agent, after)]
+    if open_tasks:
+        feeds.append(view.offers_for(agent, after))
     page: list[tuple[int, bytes]] = []
     more = False
-    feed = view.events_for(agent, after)
     try:
-        for seq, event in feed:
-            if len(page) >= limit and seq != page[-1][0]:
+        for seq, event in heapq.merge(*feeds, key=lambda e: e[0]) if open_tasks else feeds[0]:
+            if len(page) >= limit:
                 more = True
                 break
             page.append((seq, event))
     finally:
-        feed.close()  # its cursor, before the read transaction ends
+        for feed in feeds:
+            feed.close()  # its cursor, before the read transaction ends
     return page, more

@@ -335,11 +335,12 @@ def parser() -> argparse.ArgumentParser:
     p = s.add("rotate-key", _b_rotate_key, "replace your key with a new one; the old key stops working at once", action=True)
     p.add_argument("--save", action="store_true", help="write the new key into the profile in use (--profile, default 'default')")
 
-    p = s.add("watch", None, "stream turn, opportunity and outcome events as they arrive", action=False)
+    p = s.add("watch", None, "stream turn, opportunity and outcome events (and open Tasks offered) as they arrive", action=False)
     p.add_argument("--since", type=int, metavar="SEQ", help="replay every event after SEQ first (overrides the state file)")
     p.add_argument("--state-file", metavar="PATH", help="resume from and save the last processed seq here")
     p.add_argument("--count", type=int, metavar="N", help="exit 0 after N events")
     p.add_argument("--timeout", type=float, metavar="S", help="exit 0 after S seconds without an event")
+    p.add_argument("--open-tasks", action="store_true", help="also a task_offered event for each open Task you may take")
 
     add_wake_args(s.add("wake", None, "run a command whenever events arrive (an agent that sleeps until woken)", action=False))
     return top
@@ -398,7 +399,7 @@ OP_COMMANDS: dict[str, str] = {
     "turn": "turn [--all]",
     "opportunities": "opportunities [--all]",
     "outcomes": "outcomes [--all]",
-    "subscribe": "watch [--since SEQ] [--state-file PATH]",
+    "subscribe": "watch [--since SEQ] [--state-file PATH] [--open-tasks]",
 }
 
 

@@ -23,7 +23,7 @@ async def run_watch(st: Settings, ns: argparse.Namespace, out: Out) -> int:
     ``--ids``/``--json``, agents are written by name (:class:`~.names.EventNames`)."""
     state = Path(ns.state_file).expanduser() if ns.state_file else None
     since = ns.since if ns.since is not None else read_state(state)
-    feed = Feed(st, since, out, name="watch", on_start=lambda seq: write_state(state, seq))
+    feed = Feed(st, since, out, name="watch", open_tasks=ns.open_tasks, on_start=lambda seq: write_state(state, seq))
     names = None if out.as_json or out.ids else EventNames(st.url, st.key)
     seen = 0
     try:

@@ -11,12 +11,16 @@ from .core import LOST, Connection, Rejected
 class Subscribing(Connection):
     """:meth:`subscribe`, the client's way to a :class:`Subscription`."""
 
-    async def subscribe(self, since: int | None = None, *, resume_for_s: float = 30.0) -> "Subscription":
+    async def subscribe(
+        self, since: int | None = None, *, open_tasks: bool = False, resume_for_s: float = 30.0
+    ) -> "Subscription":
         """Subscribe to this agent's events (``since``: replay those after that
-        seq). The returned :class:`Subscription` iterates events and, when the
-        connection drops, reconnects and subscribes again with ``since`` = the
-        last seq it yielded, so no event is missed or repeated."""
-        sub = Subscription(self, since, resume_for_s)
+        seq; ``open_tasks``: a ``task_offered`` event too for each open Task
+        this agent may take, WIRE.md 1.2). The returned :class:`Subscription`
+        iterates events and, when the connection drops, reconnects and
+        subscribes again with ``since`` = the last seq it yielded, so no event
+        is missed or repeated (every event has its own seq)."""
+        sub = Subscription(self, since, resume_for_s, open_tasks)
         await sub._start()
         return sub
 
@@ -26,14 +30,17 @@ class Subscription:
     ``seq`` is the last seq yielded (persist it to resume in a later process with
     ``subscribe(since=seq)``); ``resumed`` counts the reconnects."""
 
-    def __init__(self, client: Connection, since: int | None, resume_for_s: float):
+    def __init__(self, client: Connection, since: int | None, resume_for_s: float, open_tasks: bool = False):
         self.client = client
         self.seq = since
+        self.open_tasks = open_tasks
         self.resume_for_s = resume_for_s
         self.resumed = 0
 
     async def _start(self) -> None:
-        args = {} if self.seq is None else {"since": self.seq}
+        args: dict = {} if self.seq is None else {"since": self.seq}
+        if self.open_tasks:
+            args["open_tasks"] = True
         r = await self.client.read("subscribe", args, retries=0)
         if self.seq is None:
             self.seq = r.get("seq")
@@ -77,7 +84,7 @@ class Subscription:
                 ev = getter.result()
             seq = ev.get("seq")
             if isinstance(seq, int) and self.seq is not None and seq <= self.seq:
-                continue  # already yielded before the reconnect
+                continue  # already yielded before the reconnect (each event has its own seq, WIRE.md 1.2)
             if isinstance(seq, int):
                 self.seq = seq
             return ev

@@ -2,9 +2,10 @@
 subscribed, the replay of a ``subscribe {since}`` from the durable feed, and the
 fan-out of live events. Touched only on the event loop.
 
-A subscriber sees its events in order, with no gap and no duplicate: the replay
-goes a page (REPLAY_PAGE events) per loop turn, and goes live in the same step
-as its last page, dropping live events at or below the seq that page read. A
+A subscriber sees its events in order, with no gap and no duplicate (every
+event has its own seq, WIRE.md 1.2): the replay goes a page (REPLAY_PAGE
+events) per loop turn, and goes live in the same step as its last page,
+dropping live events at or below the seq that page read. A
 slow subscriber never slows anyone else: above ``max_pending_events`` queued
 frames it is dropped with a reason, and recovers with ``subscribe {since}`` or
 ``turn``.
@@ -18,6 +19,13 @@ snapshot, which holds every seq up to its newest (seqs are allocated in commit
 order under the writer exclusion), sends each subscriber those above its own
 floor, and raises every floor to that newest seq. One node keeps the direct
 push (no extra read).
+
+A subscriber with ``open_tasks`` (WIRE.md 1.2 "Open Tasks, announced") also
+gets the ``task_offered`` events offered to it, merged into its own in seq
+order. The open-Task stream is stored once (published under
+:data:`OPEN_TASKS`), and who may hear an offer is the store's to say, so such
+a subscriber is always served by that read (one node too): a commit naming
+it or the open stream wakes it.
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ from typing import Any
 
 from .. import wire
 from ..errors import StoreUnavailable
-from ..actors import Runtime
+from ..actors import OPEN_TASKS, Runtime
 from .connection import Conn
 
 __all__ = ["Feed", "event_frame", "REPLAY_PAGE"]
@@ -65,6 +73,7 @@ class Feed:
         # Only once the new subscription is sure to start (its args were
         # checked at the wire) does the old one end.
         self.unsubscribe(conn)
+        conn.open_tasks = args.open_tasks
         conn.send(wire.encode_ok(req_id, wire.encode({"subscribed": True, "seq": newest})))
         after = self._replay_page(conn, conn.agent, newest if args.since is None else args.since)
         if after is not None:
@@ -75,7 +84,7 @@ class Feed:
         all sent, go live in the same step (no event can fall in between: live
         events at or below the seq read here are dropped) and return None;
         else return the seq to continue after."""
-        top, page, more = self.rt.events_page(agent, after, REPLAY_PAGE)
+        top, page, more = self.rt.events_page(agent, after, REPLAY_PAGE, open_tasks=conn.open_tasks)
         for seq, event in page:
             self.metrics.events_sent += 1  # replayed frames count like live ones
             conn.send(event_frame(seq, event))
@@ -118,9 +127,22 @@ class Feed:
         if self.shared:
             self.wake([agent for agent, _, _ in events])
             return
+        woken: list[str] = []
         for agent, seq, event in events:
+            if agent == OPEN_TASKS:
+                woken.append(agent)
+                continue
             for conn in list(self.subscribers.get(agent, ())):
-                self._send(conn, seq, event)
+                if conn.open_tasks:  # read from the store, merged with the open stream
+                    woken.append(agent)
+                else:
+                    self._send(conn, seq, event)
+        if woken:
+            self.wake(woken)
+
+    def _reads(self, conn: Conn) -> bool:
+        """Whether ``conn`` is served by reads from the store, not direct push."""
+        return self.shared or conn.open_tasks
 
     def _send(self, conn: Conn, seq: int, event: bytes) -> None:
         if conn.floor is None or seq <= conn.floor or conn.closed:
@@ -138,11 +160,14 @@ class Feed:
     # --- shared store: delivery read from the store ----------------------------------
 
     def wake(self, agents: list[str] | None) -> None:
-        """New events may be stored for ``agents`` (None: for anyone), by this
-        node or another; read them on the next loop turn (event loop)."""
+        """New events may be stored for ``agents`` (None: for anyone;
+        :data:`OPEN_TASKS`: for every open-Task subscriber), by this node or
+        another; read them on the next loop turn (event loop)."""
         if agents is None:
             self._all_woken = True
         else:
+            if OPEN_TASKS in agents:
+                agents = [a for a, conns in self.subscribers.items() if any(c.open_tasks for c in conns)] + agents
             self._woken.update(agents)
         if not self._scheduled:
             self._scheduled = True
@@ -152,11 +177,13 @@ class Feed:
         self._scheduled = False
         woken = set(self.subscribers) if self._all_woken else self._woken
         self._woken, self._all_woken = set(), False
-        floors: dict[str, int] = {}
+        # One read per (agent, open_tasks): the lowest floor of those subscribers.
+        floors: dict[tuple[str, bool], int] = {}
         for agent in woken:
-            live = [c.floor for c in self.subscribers.get(agent, ()) if c.floor is not None and not c.closed]
-            if live:
-                floors[agent] = min(live)
+            for c in self.subscribers.get(agent, ()):
+                if c.floor is not None and not c.closed and self._reads(c):
+                    key = (agent, c.open_tasks)
+                    floors[key] = min(floors.get(key, c.floor), c.floor)
         if not floors:
             return
         try:
@@ -166,12 +193,12 @@ class Feed:
         except Exception:
             log.exception("reading the event feed failed")
             return
-        for agent, (page, more) in pages.items():
-            conns = list(self.subscribers.get(agent, ()))
+        for (agent, open_tasks), (page, more) in pages.items():
+            conns = [c for c in self.subscribers.get(agent, ()) if c.open_tasks == open_tasks and self._reads(c)]
             for seq, event in page:
                 for conn in conns:
                     self._send(conn, seq, event)
-            # The page holds every event of this agent up to its end (or, whole, up to top).
+            # The page holds every event of this stream up to its end (or, whole, up to top).
             reached = page[-1][0] if more else top
             for conn in conns:
                 if conn.floor is not None and conn.floor < reached:

@@ -3,8 +3,11 @@
 Derived rows are a pure function of the log (L1-1): object snapshots are the fold
 of each object's facts through the core's ``apply``; versions count the facts that
 touched each object; the other indexes come from :func:`fact_rows` over the log
-and :func:`state_rows` over the folded states. Any difference
-is reported; ``--rebuild`` replaces the stored rows with the rebuilt ones.
+and :func:`state_rows` over the folded states; the events and their seqs from
+the feed of each fact in log order (:func:`~kungfud.store.events.number`), and
+with them the last event seq (``meta/events``, the one derived ``meta`` row).
+Any difference is reported; ``--rebuild`` replaces the stored rows with the
+rebuilt ones.
 """
 
 from __future__ import annotations
@@ -16,17 +19,21 @@ import time
 from typing import Any
 
 from ..core.facts import member_obj
-from ..core.kinds import apply_to, state_type
+from ..core.kinds import apply_to
 from ..core.members import current
-from .events import Feed
+from .events import Feed, number
 from .indexes import fact_rows, state_rows
 from .integrity import StoreDamaged
-from .layout import DERIVED, FORMAT, PUBLIC, RETIRED, decode_fact, decode_object, encode_object, from_u64, u64
+from .layout import DERIVED, DERIVED_META, FORMAT, PUBLIC, RETIRED, decode_fact, encode_object, from_u64, u64
 from .integrity import log_problems
 from .interface import Backend
-from .kv import Snapshot, prefix_stop
+from .kv import Snapshot
 from .quota import TABLE as USAGE
-from .quota import add_usage, usage_rows
+from .quota import add_usage
+
+# The derived tables a store of format 2 or 3 rebuilds from the log to reach
+# format 4 (D200, D233, D242); its other derived rows stay as they are.
+FORMAT_4_TABLES = ("events", "memories", "usage")
 
 __all__ = ["expected_indexes", "compare", "write", "migrate", "run_check"]
 
@@ -34,18 +41,22 @@ log = logging.getLogger("kungfud.store")
 
 
 def expected_indexes(
-    store: Backend, kv: Snapshot | None = None, errors: list[str] | None = None
+    store: Backend, kv: Snapshot | None = None, errors: list[str] | None = None, tables: tuple[str, ...] = DERIVED
 ) -> dict[str, dict[bytes, bytes]]:
     """Derived tables as the log says they must be (in the snapshot ``kv``, by
-    default a new one of ``store``). With ``errors``, a fact that does not
-    decode or apply is reported there and skipped instead of raising."""
+    default a new one of ``store``), and under ``meta`` the derived ``meta``
+    rows (:data:`DERIVED_META`). With ``errors``, a fact that does not decode
+    or apply is reported there and skipped instead of raising. ``tables``:
+    only these derived tables (the events alone for a format step)."""
     if kv is None:
         with store.read() as view:
-            return expected_indexes(store, view.kv, errors)
-    out: dict[str, dict[bytes, bytes]] = {name: {} for name in DERIVED}
+            return expected_indexes(store, view.kv, errors, tables)
+    out: dict[str, dict[bytes, bytes]] = {name: {} for name in tables}
     states: dict[str, Any] = {}
     versions: dict[str, int] = {}
     usage: dict[bytes, int] = {}
+    event_seq = 0
+    indexes = any(t not in ("events", "outcomes") for t in tables)
     for k, v in kv.scan("log"):
         if len(k) != 8:
             if errors is None:
@@ -64,23 +75,41 @@ def expected_indexes(
                 raise
             errors.append(f"log: the fact at seq {seq} does not decode or apply: {type(e).__name__}: {e}")
             continue
-        feed = Feed(lambda th, ag: current(states.get(member_obj(th, ag))) is not None)
+        feed = Feed(lambda th, ag: current(states.get(member_obj(th, ag))) is not None, states.get)
         for obj in objs:
             before = states.get(obj)
             states[obj] = folded[obj]
             feed.observe(obj, before, states[obj], fact)
             versions[obj] = versions.get(obj, 0) + 1
-        for db, key, value in feed.rows(seq, feed.rendered()):
-            out[db][key] = value
-        for db, key, value in fact_rows(fact, seq):
-            out[db][key] = value
+        numbered = number(feed.rendered(), event_seq, seq)
+        if numbered:
+            event_seq = numbered[-1][1]
+        for db, key, value in feed.rows(seq, numbered):
+            if db in out:
+                out[db][key] = value
+        if indexes:
+            for db, key, value in fact_rows(fact, seq):
+                if db in out:
+                    out[db][key] = value
         add_usage(usage, fact, len(v))
-    out[USAGE] = {key: u64(n) for key, n in usage.items()}
-    for obj, state in states.items():
-        out["objects"][obj.encode()] = encode_object(versions[obj], state)
-        for db, key, value in state_rows(obj, state):
-            out[db][key] = value
+    if USAGE in out:
+        out[USAGE] = {key: u64(n) for key, n in usage.items()}
+    if indexes:
+        for obj, state in states.items():
+            if "objects" in out:
+                out["objects"][obj.encode()] = encode_object(versions[obj], state)
+            for db, key, value in state_rows(obj, state):
+                if db in out:
+                    out[db][key] = value
+    out["meta"] = {b"events": u64(event_seq)} if event_seq else {}
     return out
+
+
+def _stored(kv: Snapshot, name: str) -> dict[bytes, bytes]:
+    """The stored rows of a derived table (of ``meta``, only the derived rows)."""
+    if name == "meta":
+        return {key: value for key in DERIVED_META if (value := kv.get("meta", key)) is not None}
+    return dict(kv.scan(name))
 
 
 def compare(store: Backend, expected: dict[str, dict[bytes, bytes]], kv: Snapshot | None = None) -> list[str]:
@@ -91,7 +120,7 @@ def compare(store: Backend, expected: dict[str, dict[bytes, bytes]], kv: Snapsho
             return compare(store, expected, view.kv)
     problems: list[str] = []
     for name, rows in expected.items():
-        actual = dict(kv.scan(name))
+        actual = _stored(kv, name)
         for key in rows.keys() - actual.keys():
             problems.append(f"{name}: missing {key!r}")
         for key in actual.keys() - rows.keys():
@@ -102,23 +131,22 @@ def compare(store: Backend, expected: dict[str, dict[bytes, bytes]], kv: Snapsho
     return problems
 
 
-def write(
-    store: Backend, expected: dict[str, dict[bytes, bytes]], *, format: bytes | None = None,
-    added: list[tuple[str, bytes, bytes]] = (),  # type: ignore[assignment]
-) -> None:
-    """Replace every derived table by ``expected`` in one transaction, and
-    with ``format`` record that storage format in the same one and drop the
-    tables older formats had (:data:`RETIRED`). ``added``: rows a format step
-    puts beside the stored ones."""
+def write(store: Backend, expected: dict[str, dict[bytes, bytes]], *, format: bytes | None = None) -> None:
+    """Replace every derived table of ``expected`` by its rows in one
+    transaction (of ``meta``, only the derived rows), and with ``format``
+    record that storage format in the same one and drop the tables older
+    formats had (:data:`RETIRED`)."""
     w = store.begin_write()
     try:
         tx = w.tx
         for name, rows in expected.items():
-            tx.clear(name)
+            if name == "meta":
+                for key in DERIVED_META:
+                    tx.delete("meta", key)
+            else:
+                tx.clear(name)
             for key, value in rows.items():
                 tx.put(name, key, value)
-        for name, key, value in added:
-            tx.put(name, key, value)
         if format is not None:
             for name in RETIRED:
                 w.drop_retired(name)
@@ -129,31 +157,20 @@ def write(
     w.commit()
 
 
-def public_memory_rows(kv: Snapshot) -> list[tuple[str, bytes, bytes]]:
-    """Format step 3→4 (D233): the ``memories`` rows of each author's public
-    Memories, from the stored Memory snapshots (the rows ``state_rows`` now
-    derives; a format-3 store has only their listing rows)."""
-    rows = []
-    for key, value in kv.scan("objects", b"me_", prefix_stop(b"me_")):
-        obj = key.decode()
-        _, state = decode_object(value, state_type(obj))
-        rows += [r for r in state_rows(obj, state) if r[0] == "memories" and PUBLIC in r[1]]
-    return rows
-
-
 def migrate(store: Backend, old: bytes) -> None:
     """D92: a store of an older format is brought to :data:`FORMAT` once, on
     open, in one transaction that also records the new format: a crash leaves
     the old format, migrated again at next start. From format 1, every
     derived row is rebuilt from the log (all but log, meta and receipts are
-    derived, L1-1); from format 2, whose derived rows format 3 keeps as they
-    are, only the retired ``stream`` table is dropped (D186); from format 3,
-    the rows of each author's public Memories are added (D233) and the
-    ``usage`` table is filled (:func:`usage_step`, D242). A damaged log is
-    refused, never migrated."""
+    derived, L1-1); from format 2, whose other derived rows format 3 keeps as
+    they are, the retired ``stream`` table is dropped (D186); from format 2
+    or 3, three tables are rebuilt from the log: ``events`` and the last event
+    seq, one seq per event (D200), ``memories`` with the rows of each author's
+    public Memories (D233), and ``usage``, the bytes each agent's actions
+    recorded (D242). A damaged log is refused, never migrated."""
     t0 = time.monotonic()
     rebuild = int(old) < 2
-    steps = [] if rebuild else ["dropped the per-object stream rows"] if int(old) < 3 else []
+    tables = DERIVED if rebuild else FORMAT_4_TABLES
     where = store.damage_place()[0]  # the LMDB file, or the PostgreSQL store's redacted URL
     with store.read() as view:
         damage = log_problems(view.kv, derived=False)
@@ -163,26 +180,22 @@ def migrate(store: Backend, old: bytes) -> None:
                 f"({'; '.join(damage[:3])}); restore it from a backup"
             )
         facts = view.kv.count("log")
-        expected = expected_indexes(store, view.kv) if rebuild else usage_step(view.kv, old)
-        added = public_memory_rows(view.kv) if not rebuild and int(old) < 4 else []
-        if not rebuild and int(old) < 4:
-            steps.append(f"added the rows of {len(added)} public Memories")
-            steps.append("filled the usage table from the log")
-    write(store, expected, format=FORMAT, added=added)
+        expected = expected_indexes(store, view.kv, tables=tables)
+    write(store, expected, format=FORMAT)
+    if rebuild:
+        said = "rebuilt the derived rows from the log"
+    else:
+        public = sum(1 for key in expected["memories"] if PUBLIC in key)
+        said = "; ".join(
+            (["dropped the per-object stream rows"] if int(old) < 3 else [])
+            + ["renumbered the events, one seq each", f"added the rows of {public} public Memories",
+               "filled the usage table from the log"]
+        )
     log.warning(
         "migrated %s from storage format %s to %s: %s (%d facts) in %.1f s",
-        where, old.decode(), FORMAT.decode(),
-        "rebuilt the derived rows from the log" if rebuild else "; ".join(steps),
+        where, old.decode(), FORMAT.decode(), said,
         facts, time.monotonic() - t0,
     )
-
-
-def usage_step(kv: Snapshot, old: bytes) -> dict[str, dict[bytes, bytes]]:
-    """Storage format 3 -> 4 (D242): the ``usage`` table (bytes of facts per
-    agent, the capacity limits' count) filled from the whole log, so an agent's
-    earlier writes count against its limit; format 3's other rows are kept
-    (from format 2 too, whose retired table ``write`` drops)."""
-    return {USAGE: usage_rows(kv.scan("log"))} if int(old) < 4 else {}
 
 
 def run_check(data_dir: str, *, rebuild: bool = False, map_size_mb: int = 10240, url: str = "lmdb") -> int:

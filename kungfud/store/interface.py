@@ -124,6 +124,7 @@ class Committer(Protocol):
 
     batches: int  # batches committed (metrics)
     items: int  # actions reported by committed batches
+    committed_seq: int  # the last fact seq it committed (set before its events are published)
 
     def submit(self, item: Item) -> None:
         """Queue ``item``; its ``done`` is called once with its outcome."""
@@ -159,6 +160,9 @@ class Recorder(Protocol):
     def last_seq(self) -> int:
         """The seq of the last committed fact (0 for a store without facts)."""
 
+    def last_event_seq(self) -> int:
+        """The seq of the last event (0 for a store without events; WIRE.md 1.2)."""
+
     def close(self) -> None: ...
 
 
@@ -193,8 +197,8 @@ class Backend(Recorder, Protocol):
         its writer lock; PostgreSQL: ``pg_advisory_xact_lock`` taken first thing
         in a READ COMMITTED transaction). So the planner's reads of meta/seq,
         receipts and versions see every earlier commit: the commit order is the
-        serial order (L5), and fact seqs are allocated in commit order (no event
-        commits below a seq a subscriber has passed)."""
+        serial order (L5), and fact and event seqs are allocated in commit
+        order (no event commits below a seq a subscriber has passed)."""
 
     def storage_error(self, e: BaseException) -> bool:
         """Whether ``e`` is an expected storage failure (answered
@@ -239,3 +243,7 @@ class SnapshotTail:
     def last_seq(self) -> int:
         with self.read() as view:  # type: ignore[attr-defined]
             return view.last_seq()
+
+    def last_event_seq(self) -> int:
+        with self.read() as view:  # type: ignore[attr-defined]
+            return view.last_event_seq()

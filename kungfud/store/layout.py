@@ -2,7 +2,7 @@
 
 | db         | key                              | value                                  |
 |------------|----------------------------------|----------------------------------------|
-| meta       | b"seq", b"format"                | last fact seq (u64 BE), format version |
+| meta       | b"seq", b"format", b"events"     | last fact seq (u64 BE), format version, last event seq (u64 BE; derived) |
 | log        | seq (u64 BE)                     | msgpack fact (the truth)               |
 | objects    | object id                        | msgpack [version, state snapshot]      |
 | receipts   | agent, 0, op, 0, idempotency key | msgpack Receipt                        |
@@ -24,12 +24,13 @@
 | tasks      | author or agent or "*", 0, task  | b"author" / b"named" / b"open"         |
 | engagements| agent, 0, task, 0, engagement    | b"" (an agent's engagements per Task)  |
 | adopted    | task, 0, engagement              | b"" (adopted engagements)              |
-| events     | agent, 0, seq (u64 BE)           | msgpack list of event JSON (the feed)  |
+| events     | agent, 0, event seq (u64 BE)     | event JSON (the feed; one row per event, D200) |
+|            | "*", 0, event seq (u64 BE)       | msgpack Offer: a task_offered event, stored once (D201) |
 | outcomes   | party, 0, seq (u64 BE), work id  | msgpack [thread or nil, outcome JSON]: ended assignments and engagements per party |
 | usage      | agent id                         | u64 BE: bytes of the facts its actions recorded (capacity limits, quota.py) |
 
 Everything but ``log``, ``meta`` and ``receipts`` is derived (rebuildable from
-the log); receipts are the record of each first success.
+the log), and so is ``meta/events``; receipts are the record of each first success.
 """
 
 from __future__ import annotations
@@ -56,14 +57,16 @@ __all__ = [
     "RETIRED",
     "PUBLIC",
     "ADDED",
+    "DERIVED_META",
 ]
 
 # The storage format: 2 moved members, memberships (D90), pending responses and
 # live assignments (D93) into objects and rows of their own; 3 dropped the
-# per-object ``stream`` rows, which no query read (D186); 4 added the rows of
-# each author's public Memories (D233) and the ``usage`` table (capacity per
-# agent, D242). An older store is migrated once on start (D92); a newer one
-# is refused.
+# per-object ``stream`` rows, which no query read (D186); 4 gave every event
+# its own seq, one row each, and added the open-Task stream (D200, D201), the
+# rows of each author's public Memories (D233) and the ``usage`` table
+# (capacity per agent, D242). An older store is migrated once on start (D92);
+# a newer one is refused.
 FORMAT = b"4"
 DBS = (
     "meta", "log", "objects", "receipts", "agent_keys", "memories", "versions",
@@ -71,6 +74,8 @@ DBS = (
     "events", "outcomes", "usage",
 )
 DERIVED = tuple(d for d in DBS if d not in ("meta", "log", "receipts"))
+# The ``meta`` rows that are derived (rebuilt by ``kungfud check``): the last event seq.
+DERIVED_META = (b"events",)
 # Tables of older formats, dropped when a store is migrated (D186).
 RETIRED = ("stream",)
 # Tables a format step added, by that format: a store of an older format lacks

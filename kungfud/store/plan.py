@@ -26,10 +26,10 @@ import msgspec
 
 from ..conventions import SECRET_FIELDS  # one definition, shared with the audit log
 from ..core.facts import member_obj
-from ..core.kinds import Kind, kind_of
+from ..core.kinds import Kind, kind_of, state_type
 from ..core.members import MemberState
 from ..errors import Rejection
-from .events import Feed, observed
+from .events import Feed, number, observed
 from .indexes import fact_rows, state_rows
 from .interface import Failed, Item, Replayed, Stale, Tx
 from .layout import Receipt, decode_object, encode_fact, encode_object, from_u64, u64
@@ -69,13 +69,13 @@ def mismatch() -> Rejection:
 @dataclass(slots=True)
 class PlannedFact:
     """One fact to append: its log row, its history and feed rows (events and
-    outcomes among them), and the events rendered per agent (published once the
+    outcomes among them), and its events with their seqs (published once the
     batch commits)."""
 
     seq: int
     encoded: bytes  # the log row's value
     rows: list[Row]
-    events: list[tuple[str, bytes]]  # (agent, event JSON)
+    events: list[tuple[str, int, bytes]]  # (agent or OPEN, event seq, event JSON)
 
 
 @dataclass(slots=True)
@@ -97,7 +97,8 @@ class Plan:
     item: Item
     facts: list[PlannedFact]
     objects: list[PlannedObject]
-    seq: int  # the last seq once written (the batch's seq if no facts)
+    seq: int  # the last fact seq once written (the batch's seq if no facts)
+    event_seq: int  # the last event seq once written (the batch's if no events)
     result: bytes  # JSON of the result as first returned (secrets included)
     receipt: bytes | None  # the stored receipt, if the action has a scope
     dues: list[int]  # deadline rows it adds (ms)
@@ -111,23 +112,25 @@ class Plan:
         return sum(len(f.encoded) for f in self.facts) + sum(len(o.stored) for o in self.objects)
 
     def events(self) -> list[tuple[str, int, bytes]]:
-        """(agent, seq, event JSON) of every fact, in order."""
-        return [(agent, f.seq, event) for f in self.facts for agent, event in f.events]
+        """(agent or OPEN, event seq, event JSON) of every fact, in order."""
+        return [e for f in self.facts for e in f.events]
 
 
 class BatchState:
-    """What the planner knows of the batch being written: the sequence counter
-    (read once at the start, stored once at the end) and the stored form of
-    every object written so far (so later actions of the batch need not read
-    them)."""
+    """What the planner knows of the batch being written: the fact and event
+    sequence counters (read once at the start, stored once at the end) and
+    the stored form of every object written so far (so later actions of the
+    batch need not read them)."""
 
-    __slots__ = ("first_seq", "seq", "written", "decoded", "items", "room")
+    __slots__ = ("first_seq", "seq", "first_event_seq", "event_seq", "written", "decoded", "items", "room")
 
-    def __init__(self, seq: int, room: Room | None = None):
+    def __init__(self, seq: int, event_seq: int = 0, room: Room | None = None):
         # What the batch may spend of the capacity limits (none: counted only).
         self.room = room if room is not None else Quota().room(None)
         self.first_seq = seq
         self.seq = seq
+        self.first_event_seq = event_seq
+        self.event_seq = event_seq
         self.written: dict[str, bytes] = {}
         self.decoded: dict[str, tuple[int, Any]] = {}  # the same objects, decoded
         self.items: set[int] = set()  # id() of the items written so far in this batch
@@ -135,16 +138,22 @@ class BatchState:
     @classmethod
     def open(cls, tx: Tx, room: Room | None = None) -> "BatchState":
         raw = tx.get("meta", b"seq")
-        return cls(from_u64(raw) if raw else 0, room)
+        events = tx.get("meta", b"events")
+        return cls(from_u64(raw) if raw else 0, from_u64(events) if events else 0, room)
 
-    def seq_row(self) -> Row | None:
-        """The ``meta`` row to store at the end of the batch, if facts were added."""
-        return None if self.seq == self.first_seq else ("meta", b"seq", u64(self.seq))
+    def seq_rows(self) -> list[Row]:
+        """The ``meta`` rows to store at the end of the batch: the last fact
+        seq if facts were added, the last event seq if events were."""
+        rows = [] if self.seq == self.first_seq else [("meta", b"seq", u64(self.seq))]
+        if self.event_seq != self.first_event_seq:
+            rows.append(("meta", b"events", u64(self.event_seq)))
+        return rows
 
     def advance(self, plan: Plan) -> None:
         """Record a written action (after its writes succeeded)."""
         if plan.facts:
             self.seq = plan.seq
+            self.event_seq = plan.event_seq
         self.items.add(id(plan.item))
         if plan.facts:
             self.room.advance(plan.totals, plan.written_bytes())
@@ -172,6 +181,7 @@ def plan(batch: BatchState, tx: Tx, item: Item, now: Callable[[], int]) -> Plan 
     old, kinds = read
     facts: list[PlannedFact] = []
     seq = batch.seq
+    event_seq = batch.event_seq
     touched: dict[str, int] = {}  # object -> facts of this action touching it
     current = dict(old)
     obligations = _Obligations(kinds)
@@ -189,9 +199,18 @@ def plan(batch: BatchState, tx: Tx, item: Item, now: Callable[[], int]) -> Plan 
             m = None if raw is None else decode_object(raw, MemberState)[1]
         return m is not None and m.current
 
+    def state_of(obj: str) -> Any:
+        # The same serial order, for a Task's contract (task_offered).
+        if obj in current:
+            return current[obj]
+        if obj in batch.decoded:
+            return batch.decoded[obj][1]
+        raw = tx.get("objects", obj.encode())
+        return None if raw is None else decode_object(raw, state_type(obj))[1]
+
     for fact in item.facts:
         seq += 1
-        feed = Feed(is_member)
+        feed = Feed(is_member, state_of)
         objs = fact.objects()
         for obj in objs:
             touched[obj] = touched.get(obj, 0) + 1
@@ -201,11 +220,13 @@ def plan(batch: BatchState, tx: Tx, item: Item, now: Callable[[], int]) -> Plan 
             if observed(k.state, k.obligations is not None):  # most objects make no event
                 feed.observe(obj, before, after, fact, obligations)
         if feed.quiet():  # no events, no outcomes (most facts)
-            rendered, rows = [], fact_rows(fact, seq)
+            numbered, rows = [], fact_rows(fact, seq)
         else:
-            rendered = feed.rendered()
-            rows = fact_rows(fact, seq) + feed.rows(seq, rendered)
-        facts.append(PlannedFact(seq, encode_fact(fact), rows, rendered))
+            numbered = number(feed.rendered(), event_seq, seq)
+            if numbered:
+                event_seq = numbered[-1][1]
+            rows = fact_rows(fact, seq) + feed.rows(seq, numbered)
+        facts.append(PlannedFact(seq, encode_fact(fact), rows, numbered))
     # R12-11: the capacity this action spends, refused before anything is written.
     spent = batch.room.spend(tx, item.facts, [len(f.encoded) for f in facts])
     if isinstance(spent, Rejection):
@@ -245,7 +266,7 @@ def plan(batch: BatchState, tx: Tx, item: Item, now: Callable[[], int]) -> Plan 
     if item.scope is not None:
         kept = _json.encode(redact(result)) if any(k in result for k in SECRET_FIELDS) else encoded
         receipt = _mp.encode(Receipt(item.req_hash, kept, seq))
-    return Plan(item, facts, objects, seq, encoded, receipt, dues, usage, totals)
+    return Plan(item, facts, objects, seq, event_seq, encoded, receipt, dues, usage, totals)
 
 
 def _kind(kinds: dict[str, Kind], obj: str) -> Kind:

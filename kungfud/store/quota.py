@@ -40,7 +40,7 @@ from ..core.task_facts import EngagementDropped
 from ..errors import Rejection
 from .layout import decode_fact, decode_object, from_u64, u64
 
-__all__ = ["TABLE", "RULE", "Quota", "Room", "payer", "is_exit", "usage_rows", "add_usage"]
+__all__ = ["TABLE", "RULE", "Quota", "Room", "payer", "is_exit", "add_usage"]
 
 TABLE = "usage"
 RULE = "R12-11"  # every refusal of this module carries it (the writer counts them for /metrics)
@@ -76,14 +76,6 @@ def add_usage(totals: dict[bytes, int], fact: Any, size: int) -> None:
     if who is not None:
         key = who.encode()
         totals[key] = totals.get(key, 0) + size
-
-
-def usage_rows(log: Iterable[tuple[bytes, bytes]]) -> dict[bytes, bytes]:
-    """The ``usage`` table as the fact log ``(seq, fact)`` says it must be."""
-    totals: dict[bytes, int] = {}
-    for _, raw in log:
-        add_usage(totals, decode_fact(raw), len(raw))
-    return {k: u64(v) for k, v in totals.items()}
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,7 @@ import lmdb
 
 from ..core.kinds import state_type
 from ..core.obligations import Obligation
-from .events import OutcomeRow
+from .events import OPEN, Offer, OutcomeRow
 from .indexes import members_listed, query_rows
 from .integrity import NOT_NEW_TRACES, StoreDamaged, check_env, check_file
 from .interface import SnapshotTail
@@ -32,7 +32,7 @@ import msgspec
 __all__ = ["Store", "StoreDamaged", "StoreLocked", "View"]
 
 _receipt_dec = msgspec.msgpack.Decoder(Receipt)
-_events_dec = msgspec.msgpack.Decoder(list[bytes])
+_offer_dec = msgspec.msgpack.Decoder(Offer)
 _ob_dec = msgspec.msgpack.Decoder(Obligation)
 _outcome_dec = msgspec.msgpack.Decoder(OutcomeRow)
 
@@ -236,7 +236,13 @@ class View:
         self.kv = kv  # for the store's own modules (check, integrity); never outside store/
 
     def last_seq(self) -> int:
+        """The seq of the last committed fact."""
         raw = self.kv.get("meta", b"seq")
+        return from_u64(raw) if raw else 0
+
+    def last_event_seq(self) -> int:
+        """The seq of the last event (WIRE.md 1.2: one daemon-wide sequence)."""
+        raw = self.kv.get("meta", b"events")
         return from_u64(raw) if raw else 0
 
     def version(self, obj: str) -> int:
@@ -271,15 +277,21 @@ class View:
         return None if raw is None else raw.decode()
 
     def events_for(self, agent: str, after: int) -> Iterator[tuple[int, bytes]]:
-        """(seq, event JSON) of ``agent``'s feed with seq > ``after``, in order."""
+        """(event seq, event JSON) of ``agent``'s feed with seq > ``after``, in order."""
         prefix = agent.encode() + b"\x00"
+        n = len(prefix)
         for key, value in self.kv.scan("events", prefix + u64(after + 1), prefix_stop(prefix)):
-            seq = from_u64(key[len(prefix):])
-            if value[:1] == b"{":  # written before a fact's events were stored as one list
-                yield seq, bytes(value)
-                continue
-            for event in _events_dec.decode(value):
-                yield seq, event
+            yield from_u64(key[n:]), bytes(value)
+
+    def offers_for(self, agent: str, after: int) -> Iterator[tuple[int, bytes]]:
+        """(event seq, event JSON) of the open-Task stream with seq > ``after``
+        that are offered to ``agent`` (:meth:`~kungfud.store.events.Offer.offered_to`), in order."""
+        prefix = OPEN.encode() + b"\x00"
+        n = len(prefix)
+        for key, value in self.kv.scan("events", prefix + u64(after + 1), prefix_stop(prefix)):
+            offer = _offer_dec.decode(value)
+            if offer.offered_to(agent):
+                yield from_u64(key[n:]), offer.event
 
     def fact(self, seq: int) -> Any:
         raw = self.kv.get("log", u64(seq))

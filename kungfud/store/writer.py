@@ -76,8 +76,12 @@ class Writer:
         # Called after a commit that added deadline rows, with the earliest one,
         # so the clock can wake for it.
         self.on_deadline = on_deadline
-        # Called after each commit with the events it recorded (agent, seq, JSON).
+        # Called after each commit with the events it recorded (agent, event
+        # seq, JSON; agent ``*``: a task_offered event of the open-Task stream).
         self.on_events = on_events
+        # The last fact seq committed by this writer (for announcements to
+        # other nodes, which compare fact seqs), set before on_events is called.
+        self.committed_seq = 0
         self.max_batch = max_batch
         self._q: queue.SimpleQueue[Item | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="kungfud-writer", daemon=True)
@@ -228,8 +232,7 @@ class Writer:
                     self.writing = None
                 if topping_up and i == len(batch) - 1:
                     self._take_queued(batch)
-            row = state.seq_row()
-            if row is not None:
+            for row in state.seq_rows():
                 tx.put(*row)
             if self.fault is not None:
                 self.fault("commit")
@@ -248,6 +251,7 @@ class Writer:
         self.items += len(batch)
         for p in written:
             p.item.written = True
+        self.committed_seq = max([self.committed_seq] + [p.seq for p in written if p.facts])
         events = [e for p in written for e in p.events()]
         dues = [d for p in written for d in p.dues]
         if events and self.on_events is not None:

@@ -443,6 +443,7 @@ class EngagementGetArgs(_Args, frozen=True):
 
 class SubscribeArgs(_Args, frozen=True):
     since: Annotated[int, msgspec.Meta(ge=0, le=MAX_INT)] | None = None
+    open_tasks: bool = False  # WIRE.md 1.2: task_offered events too
 
 
 class TaskListArgs(_Args, frozen=True):

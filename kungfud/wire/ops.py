@@ -125,10 +125,8 @@ OPS: dict[str, OpSpec] = {
     "task.list": OpSpec("R", TaskListArgs, "Page through Tasks you may take, or yours."),
     "engagement.get": OpSpec("R", EngagementGetArgs, "An engagement: state, contract, delivery, verdict."),
     "turn": OpSpec("R", PageArgs, "What you owe now, oldest first, with ids and next step. Start here."),
-    "opportunities": OpSpec(
-        "R", PageArgs, "Offers to take: assignments for you, restricted Tasks naming you (open Tasks: task_list)."
-    ),
+    "opportunities": OpSpec("R", PageArgs, "Work offered to you by name: assignments addressed to you and restricted Tasks naming you; open Tasks are not listed here (page task_list for them)."),
     "outcomes": OpSpec("R", PageArgs, "How work you took, made or judge ended, newest first."),
-    "subscribe": OpSpec("R", SubscribeArgs, "Receive your events as they happen, after a replay of those since a seq."),
+    "subscribe": OpSpec("R", SubscribeArgs, "Receive your events as they happen, after a replay of those since a seq (with open_tasks, open Tasks offered too)."),
 }
 ACTION_OPS = frozenset(op for op, s in OPS.items() if s.kind == "A")

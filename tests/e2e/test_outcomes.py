@@ -138,15 +138,16 @@ async def test_R8_20_a_deadline_ends_the_work_for_every_party_with_no_by(daemon)
     assert all("by" not in i and "content" not in i for i in items)
     assert await all_outcomes(lead) == items  # both parties, the same items
 
-    # Each party also gets the event, beside the turn event of the same fact:
-    # both are kept (one feed row per agent and fact holds all its events).
+    # Each party also gets the event, right after the turn event of the same
+    # fact, each with its own seq (WIRE.md 1.2).
     for who, obligation_of in ((w, late), (lead, unjudged)):
         events = await feed(who, daemon.url)
         [outcome] = [e for e in outcome_events(events) if e["data"]["ref"]["assignment"] == obligation_of]
-        same_seq = [e["event"] for e in events if e["seq"] == outcome["seq"]]
-        assert same_seq == ["turn", "outcome"], events
-        ended_why = [x["why"] for e in events if e["seq"] == outcome["seq"] and e["event"] == "turn" for x in e["data"]["ended"]]
-        assert ended_why == ["expired"]
+        at = events.index(outcome)
+        turn = events[at - 1]
+        assert turn["event"] == "turn" and turn["seq"] < outcome["seq"], events
+        assert [x["why"] for x in turn["data"]["ended"]] == ["expired"]
+        assert len({e["seq"] for e in events}) == len(events), "every event its own seq"
     await close_all(lead, w)
 
 

@@ -33,15 +33,17 @@ class FakeStore:
     def events_after(self, floors, limit):
         self.reads += 1
         out = {}
-        for agent, after in floors.items():
+        for (agent, open_tasks), after in floors.items():
+            assert not open_tasks
             page = [r for r in self.rows.get(agent, []) if r[0] > after]
-            out[agent] = (page[:limit], len(page) > limit)
+            out[(agent, open_tasks)] = (page[:limit], len(page) > limit)
         return self.top, out
 
 
 class FakeConn:
     def __init__(self, floor: int):
         self.floor = floor
+        self.open_tasks = False
         self.closed = False
         self.outbox = asyncio.Queue()
         self.got: list[int] = []

@@ -116,7 +116,6 @@ __all__ = ["Sim", "SimFailure", "InjectedFault", "Request", "T0", "rerun_hint", 
 
 T0 = 1_764_504_000_000  # 2025-11-30T12:00:00.000Z
 FAULT_POINTS = ("log", "objects", "index", "receipt")  # the Writer's per-item fault points
-_events_dec = msgspec.msgpack.Decoder(list[bytes])
 _TRANSIENT = ("unavailable",)  # "nothing was written, retry": allowed whenever storage fails
 _TERMINAL = {"adopted", "rejected", "undecided", "dropped", "timed_out", "voided"}
 
@@ -1236,15 +1235,16 @@ class Sim:
                     states[obj] = apply_to(obj, before, fact)
             added: collections.Counter[str] = collections.Counter()
             ended: collections.Counter[str] = collections.Counter()
-            for _, v in txn.cursor(db=self.store.dbs["events"]):
-                for raw in _events_dec.decode(v):
-                    event = json.loads(raw)
-                    if event["event"] != "turn":
-                        continue
-                    for item in event["data"]["added"]:
-                        added[item["obligation_id"]] += 1
-                    for item in event["data"]["ended"]:
-                        ended[item["obligation_id"]] += 1
+            for k, raw in txn.cursor(db=self.store.dbs["events"]):
+                if k.startswith(b"*\x00"):  # the open-Task stream: task_offered events
+                    continue
+                event = json.loads(raw)  # one event per row (D200)
+                if event["event"] != "turn":
+                    continue
+                for item in event["data"]["added"]:
+                    added[item["obligation_id"]] += 1
+                for item in event["data"]["ended"]:
+                    ended[item["obligation_id"]] += 1
         for oid, n in sorted(ended.items()):
             if n > 1:
                 self._violation(f"obligation {oid} ended {n} times (L5-2)")

@@ -497,6 +497,31 @@ class StoreContract(KvContract):
         backend.reopen()
         assert list(backend.store.events_for(bob, 0)) == feed
 
+    @pytest.mark.rules("R8-20")
+    def test_every_event_has_its_own_seq_and_open_tasks_are_stored_once(self, backend: Backend):
+        """WIRE.md 1.2 (D200, D201): the events of one commit, across agents
+        and the open-Task stream, each get their own seq from one sequence,
+        the last of which the store keeps; an open Task's offer is one row,
+        read for every agent but its author."""
+        ids = Ids()
+        alice, bob, carol = agent(backend, ids), agent(backend, ids, "bob"), agent(backend, ids, "carol")
+        store = backend.store
+        published: list[tuple[str, int, bytes]] = []
+        items = [task_item(store, alice, ids, "open", None), task_item(store, alice, ids, "named", [bob, carol])]
+        commit(backend, items, on_events=published.extend)
+        seqs = [seq for _, seq, _ in published]
+        assert seqs == sorted(set(seqs)) and len(seqs) == 3, published  # one offer, two opportunities
+        assert store.last_event_seq() == seqs[-1] and store.last_seq() <= seqs[-1]
+        [(_, offer_seq, offer)] = [p for p in published if p[0] == "*"]
+        assert json.loads(offer)["event"] == "task_offered"
+        with store.read() as view:
+            assert list(view.offers_for(bob, 0)) == [(offer_seq, offer)] == list(view.offers_for(carol, 0))
+            assert list(view.offers_for(alice, 0)) == []  # not its author
+            assert list(view.offers_for(bob, offer_seq)) == []
+        assert [seq for seq, _ in store.events_for(bob, 0)] == [p[1] for p in published if p[0] == bob]
+        backend.reopen()
+        assert backend.store.last_event_seq() == seqs[-1]
+
     # --- read views are snapshots --------------------------------------------------------------
 
     @pytest.mark.rules("R9-5", "R12-10")

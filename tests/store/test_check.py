@@ -161,7 +161,10 @@ def _record(model: Model, s: Sent, result: dict) -> None:
 
 def _derived(store: Store) -> dict[str, dict[bytes, bytes]]:
     with store.env.begin() as txn:
-        return {name: dict(txn.cursor(db=store.dbs[name])) for name in DERIVED}
+        out = {name: dict(txn.cursor(db=store.dbs[name])) for name in DERIVED}
+        meta = txn.get(b"events", db=store.dbs["meta"])  # the last event seq: the one derived meta row
+        out["meta"] = {} if meta is None else {b"events": meta}
+        return out
 
 
 @pytest.fixture(scope="module")
@@ -348,3 +351,35 @@ async def test_L1_1_check_beside_a_live_daemon_reports_no_differences_on_a_consi
     assert d.terminate() == 0
     assert _check(d.data_dir).returncode == 0, "the store itself is consistent once the daemon stopped"
     assert [rc for rc, _ in results] == [0] * 5, "\n".join(text for _, text in results)
+
+
+@pytest.mark.rules("L1-1", "R8-20")
+def test_L1_1_check_knows_the_event_seqs_and_the_last_event_seq(tmp_path):
+    """D200: the event seqs are a function of the log, so check derives them —
+    every event row and ``meta/events`` — and reports and repairs a change."""
+    from tests.store.test_migration import _unpack
+
+    store = Store(str(_unpack(tmp_path, "v3")))  # migrated to the current format on open
+    try:
+        expected = expected_indexes(store)
+        assert compare(store, expected) == []
+        events = expected["events"]
+        open_rows = [k for k in events if k.startswith(b"*\x00")]
+        assert open_rows, "the fixture's open Task is in the open-Task stream"
+        last = from_u64(expected["meta"][b"events"])
+        assert last == max(from_u64(k[-8:]) for k in events)
+        seqs = [from_u64(k[-8:]) for k in events]
+        assert len(seqs) == len(set(seqs)), "no two events share a seq, across agents too"
+        victim = sorted(k for k in events if not k.startswith(b"*"))[0]
+        with store.env.begin(write=True) as txn:
+            assert txn.put(b"events", u64(last + 5), db=store.dbs["meta"])
+            assert txn.delete(victim, db=store.dbs["events"])
+        assert sorted(compare(store, expected)) == sorted(
+            ["meta: differs at b'events'", f"events: missing {victim!r}"]
+        )
+        write(store, expected)
+        assert compare(store, expected) == []
+        with store.read() as view:
+            assert view.last_event_seq() == last and view.last_seq() < last
+    finally:
+        store.close()

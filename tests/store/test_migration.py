@@ -1,14 +1,18 @@
-"""D92, D186: a data directory written by an older storage format is migrated
-once, on start (format 1: its derived rows rebuilt from the log, L1-1; format 2:
-its retired ``stream`` table dropped), and answers every read as before (L1: the
-log is the truth; facts do not change).
+"""D92, D186, D200: a data directory written by an older storage format is
+migrated once, on start (format 1: its derived rows rebuilt from the log, L1-1;
+format 2: its retired ``stream`` table dropped; formats 2 and 3: its events
+renumbered, one seq each), and answers every read as before (L1: the log is the
+truth; facts do not change) — but for the events' seqs, which are new (WIRE.md
+1.2): strictly increasing, and never below the seq the event had before, so a
+client that kept an old seq misses nothing.
 
 The fixtures ``fixtures/vN_data.tar.gz`` were written by kungfud at 90022fd
-(format 1) and at 57bd251 (format 2) running ``fixtures/make_v1.py``, which also
-recorded every read it answered (``fixtures/vN_expected.json``). The daemon under
-test starts on each as users start it (a subprocess), and must answer the same,
-accept new actions, pass ``kungfud check``, record the new format, keep no
-retired table, and not migrate a second time.
+(format 1), at 57bd251 (format 2) and at cf142b2 (format 3) running
+``fixtures/make_v1.py``, which also recorded every read it answered
+(``fixtures/vN_expected.json``). The daemon under test starts on each as users
+start it (a subprocess), and must answer the same, accept new actions, pass
+``kungfud check``, record the new format, keep no retired table, and not
+migrate a second time.
 """
 
 from __future__ import annotations
@@ -66,16 +70,37 @@ def _json(x):
     return json.loads(json.dumps(x))
 
 
-@pytest.mark.rules("L1-1")
+def _same_events(got: list, want: list) -> None:
+    """The events the older format served, renumbered (D200): the same
+    events in the same order, each with its own seq, strictly increasing,
+    none below its old seq (WIRE.md 1.2)."""
+    assert [{k: v for k, v in e.items() if k != "seq"} for e in got] == [
+        {k: v for k, v in e.items() if k != "seq"} for e in want
+    ]
+    seqs = [e["seq"] for e in got]
+    assert seqs == sorted(set(seqs)), seqs
+    assert all(new >= old["seq"] for new, old in zip(seqs, want)), (seqs, [e["seq"] for e in want])
+
+
+@pytest.mark.rules("L1-1", "R8-20")
 @pytest.mark.parametrize(
     "name, old, how",
-    [("v1", b"1", "rebuilt the derived rows from the log"), ("v2", b"2", "dropped the per-object stream rows")],
+    [
+        ("v1", b"1", "rebuilt the derived rows from the log"),
+        ("v2", b"2", "renumbered the events, one seq each"),
+        ("v3", b"3", "renumbered the events, one seq each"),
+    ],
 )
 def test_L1_1_an_older_format_directory_migrates_once_on_start_and_reads_alike(tmp_path, name, old, how):
     expected = json.loads((FIXTURES / f"{name}_expected.json").read_text())
+    # Before format 4 the turn and outcome of one fact shared a seq (an expiry):
+    # the fixtures hold such pairs, which the migration must separate.
+    assert any(
+        len({e["seq"] for e in r["events"]}) < len(r["events"]) for r in expected["reads"].values()
+    ), name
     data = _unpack(tmp_path, name)
     assert _format(data) == old
-    assert "stream" in _tables(data)  # formats 1 and 2 kept per-object stream rows
+    assert ("stream" in _tables(data)) == (old < b"3")  # formats 1 and 2 kept per-object stream rows
     # Read-only, check names the older format and what to do; it changes nothing.
     r = _check(data)
     assert r.returncode == 1 and "older than" in r.stdout and "--rebuild" in r.stdout, (r.stdout, r.stderr)
@@ -91,6 +116,9 @@ def test_L1_1_an_older_format_directory_migrates_once_on_start_and_reads_alike(t
             got = asyncio.run(reads(d.url, expected["made"]))
             for name, want in expected["reads"].items():
                 for read, value in want.items():
+                    if read == "events":
+                        _same_events(_json(got[name][read]), value)
+                        continue
                     assert _json(got[name][read]) == value, (name, read)
         asyncio.run(_new_actions(d.url, expected["made"]))
     finally:
@@ -204,3 +232,32 @@ def test_L1_1_a_format_3_directory_gets_its_public_memory_rows_once_on_start(tmp
     d = Daemon(data).start()  # a second start does not migrate again
     d.stop()
     assert d.stderr_path.read_text().count("migrated") == before
+
+
+@pytest.mark.rules("L1-1")
+def test_L1_1_a_crash_in_the_format_4_migration_leaves_format_3_to_migrate_again(tmp_path, monkeypatch):
+    """D203: the events are renumbered in the one transaction that records
+    format 4; if it does not commit, the store is format 3 as it was, and the
+    next start migrates it."""
+    from kungfud.store import Store
+    from kungfud.store.lmdb_kv import LmdbWriteTxn
+
+    data = _unpack(tmp_path, "v3")
+    with lmdb.open(str(data / "lmdb"), readonly=True, max_dbs=64, lock=False) as env, env.begin() as txn:
+        before = list(txn.cursor(db=env.open_db(b"events", txn=txn, create=False)))
+    real_commit = LmdbWriteTxn.commit
+
+    def crash(self):
+        raise RuntimeError("killed before the commit")
+
+    monkeypatch.setattr(LmdbWriteTxn, "commit", crash)
+    with pytest.raises(RuntimeError, match="killed before the commit"):
+        Store(str(data))
+    monkeypatch.setattr(LmdbWriteTxn, "commit", real_commit)
+    assert _format(data) == b"3"
+    with lmdb.open(str(data / "lmdb"), readonly=True, max_dbs=64, lock=False) as env, env.begin() as txn:
+        assert list(txn.cursor(db=env.open_db(b"events", txn=txn, create=False))) == before
+    Store(str(data)).close()
+    assert _format(data) == FORMAT
+    r = _check(data)
+    assert r.returncode == 0 and "OK" in r.stdout, (r.stdout, r.stderr)

@@ -27,7 +27,7 @@ from kungfud.store import Store
 from kungfud.store.check import compare, expected_indexes
 from kungfud.core.facts import member_obj
 from kungfud.core.members import current
-from kungfud.store.events import Feed, OutcomeRow, event_key, outcome_key
+from kungfud.store.events import Feed, OutcomeRow, event_key, number, outcome_key
 from kungfud.store.layout import from_u64
 from tests.conftest import ROOT
 from tests.e2e.thread_kit import agents, close_all, new_thread
@@ -82,13 +82,14 @@ def test_R8_20_a_rejection_is_an_event_for_the_taker_and_a_row_for_both_parties(
     events = [(agent, json.loads(ev)) for agent, ev in feed.rendered()]
     assert [(a, e["event"]) for a, e in events] == [(LEAD, "turn"), (W, "outcome")]  # not to the judge who acted
     assert events[1][1]["data"] == ITEM
-    rows = feed.rows(7, feed.rendered())
+    rows = feed.rows(7, number(feed.rendered(), 0, 7))
     outcome_rows = {key: msgspec.msgpack.decode(value, type=OutcomeRow) for db, key, value in rows if db == "outcomes"}
     assert set(outcome_rows) == {outcome_key(W, 7, AS), outcome_key(LEAD, 7, AS)}
     for row in outcome_rows.values():
         assert row.thread == TH and json.loads(row.item) == ITEM
     event_rows = {key: value for db, key, value in rows if db == "events"}
-    assert set(event_rows) == {event_key(LEAD, 7), event_key(W, 7)}
+    # WIRE.md 1.2: each event its own seq (D200), one row each.
+    assert set(event_rows) == {event_key(LEAD, 7), event_key(W, 8)}
 
 
 @pytest.mark.rules("R9-2", "R9-9")
@@ -98,7 +99,7 @@ def test_R9_2_a_party_no_longer_in_the_thread_gets_no_event_but_keeps_its_row():
     feed = _feed(states, REJECT)
     assert [a for a, ev in feed.rendered() if json.loads(ev)["event"] == "outcome"] == []
     # The row stays: the read shows it again once W is a member again.
-    assert {key for db, key, _ in feed.rows(9, feed.rendered()) if db == "outcomes"} == {
+    assert {key for db, key, _ in feed.rows(9, number(feed.rendered(), 0, 9)) if db == "outcomes"} == {
         outcome_key(W, 9, AS), outcome_key(LEAD, 9, AS),
     }
 
@@ -112,7 +113,17 @@ def test_R8_20_a_fact_that_moves_work_on_without_ending_it_makes_no_outcome():
     ))
     feed = _feed(states, AssignmentTaken(at=T0 + 1, by=W, assignment=AS, thread=TH, taker=W, deliver_by=T0 + 60_000))
     assert [json.loads(ev)["event"] for _, ev in feed.rendered()] == ["turn"]
-    assert [r for r in feed.rows(1, feed.rendered()) if r[0] == "outcomes"] == []
+    assert [r for r in feed.rows(1, number(feed.rendered(), 0, 1)) if r[0] == "outcomes"] == []
+
+
+@pytest.mark.rules("R8-20")
+def test_R8_20_every_event_of_a_fact_gets_its_own_seq_never_below_the_fact_seq():
+    """WIRE.md 1.2 (D200): one more than the event before, never below the
+    seq of the fact that made it."""
+    evs = [("a", b"1"), ("b", b"2"), ("a", b"3")]
+    assert number(evs, 0, 7) == [("a", 7, b"1"), ("b", 8, b"2"), ("a", 9, b"3")]
+    assert number(evs, 20, 7) == [("a", 21, b"1"), ("b", 22, b"2"), ("a", 23, b"3")]
+    assert number([], 20, 7) == []
 
 
 def _check(data: Any, *extra: str) -> subprocess.CompletedProcess:

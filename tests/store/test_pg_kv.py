@@ -17,6 +17,7 @@ import psycopg
 import pytest
 
 from kungfud.store.integrity import StoreDamaged
+from kungfud.store.check import FORMAT_4_TABLES
 from kungfud.store.layout import DBS, FORMAT
 from kungfud.store.postgres import PgStore
 from kungfud.store.postgres.schema import SCHEMA_VERSION
@@ -288,7 +289,7 @@ def test_L1_1_a_format_2_store_is_migrated_once_by_dropping_its_stream_table(pg_
         s = PgStore(url, str(tmp_path / "b"))
     try:
         said = [r.getMessage() for r in caplog.records if "migrated" in r.getMessage()]
-        assert len(said) == 1 and f"from storage format 2 to {FORMAT.decode()}: dropped the per-object stream rows" in said[0]
+        assert len(said) == 1 and f"from storage format 2 to {FORMAT.decode()}: renumbered the events, one seq each" in said[0]
         # It names the database it migrated, not the node's own directory.
         assert f"migrated the store at {s.where} " in said[0] and str(tmp_path / "b") not in said[0], said[0]
         with s.read() as v:
@@ -340,11 +341,69 @@ def test_L1_1_a_format_3_store_gets_its_public_memory_rows_once(pg_server, tmp_p
         s = PgStore(url, str(tmp_path / "b"))
     try:
         said = [r.getMessage() for r in caplog.records if "migrated" in r.getMessage()]
-        assert len(said) == 1 and f"from storage format 3 to {FORMAT.decode()}: added the rows of 1 public Memories" in said[0], said
+        assert len(said) == 1 and f"from storage format 3 to {FORMAT.decode()}: " in said[0], said
+        assert "added the rows of 1 public Memories" in said[0], said
         with s.read() as v:
             assert {n: list(v.kv.scan(n)) for n in DBS if n != "meta"} == rows
     finally:
         s.close()
+    assert run_check(str(tmp_path / "c"), url=url) == 0
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="kungfud.store"):
+        PgStore(url, str(tmp_path / "d")).close()  # once: a second open migrates nothing
+    assert not [r for r in caplog.records if "migrated" in r.getMessage()]
+
+
+@pytest.mark.rules("L1-1", "R8-20")
+def test_L1_1_a_format_3_store_is_migrated_once_by_renumbering_its_events(pg_server, tmp_path, caplog):
+    """D200: format 4 gives every event its own seq. A format-3 store — the
+    fixture written by cf142b2, its rows copied in as they are, format 3
+    included — is migrated once on open: its events renumbered exactly as
+    the LMDB migration renumbers them (one seq each, from the log), every
+    other row as it was, the format recorded; and it checks OK."""
+    from kungfud.store import Store
+    from kungfud.store.check import run_check
+    from kungfud.store.postgres.migrate import copy_store
+    from tests.store.test_migration import _unpack
+
+    old = _unpack(tmp_path / "old", "v3")
+    url = pg_server.new_database()
+    raw = Store(str(old), readonly=True, lock=False)  # read as it is: not migrated
+    pg = PgStore(url, str(tmp_path / "a"))
+    try:
+        assert raw.migrate_from == b"3"
+        copy_store(raw, pg)  # meta too: format 3
+        with raw.read() as v:
+            before = {n: list(v.kv.scan(n)) for n in DBS if n not in ("meta", *FORMAT_4_TABLES)}
+            old_events = list(v.kv.scan("events"))
+    finally:
+        raw.close()
+        pg.close()
+    lm = Store(str(_unpack(tmp_path / "new", "v3")))  # the LMDB migration of the same store
+    try:
+        with lm.read() as v:
+            lmdb_events = list(v.kv.scan("events"))
+            lmdb_rebuilt = {n: list(v.kv.scan(n)) for n in FORMAT_4_TABLES}
+            lmdb_last = v.last_event_seq()
+    finally:
+        lm.close()
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="kungfud.store"):
+        s = PgStore(url, str(tmp_path / "b"))
+    try:
+        said = [r.getMessage() for r in caplog.records if "migrated" in r.getMessage()]
+        assert len(said) == 1 and f"from storage format 3 to {FORMAT.decode()}: renumbered the events" in said[0], said
+        with s.read() as v:
+            assert {n: list(v.kv.scan(n)) for n in DBS if n not in ("meta", *FORMAT_4_TABLES)} == before
+            assert {n: list(v.kv.scan(n)) for n in FORMAT_4_TABLES} == lmdb_rebuilt
+            events = list(v.kv.scan("events"))
+            assert events == lmdb_events and v.last_event_seq() == lmdb_last > 0
+    finally:
+        s.close()
+    # More rows than before: one per event, not one per (agent, fact).
+    assert len(events) > len(old_events)
+    with psycopg.connect(url) as conn:
+        assert conn.execute("SELECT value FROM kf_meta WHERE key = 'format'::bytea").fetchall() == [(FORMAT,)]
     assert run_check(str(tmp_path / "c"), url=url) == 0
     caplog.clear()
     with caplog.at_level("WARNING", logger="kungfud.store"):
