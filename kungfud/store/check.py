@@ -187,9 +187,9 @@ def migrate(store: Backend, old: bytes) -> None:
     else:
         public = sum(1 for key in expected["memories"] if PUBLIC in key)
         said = "; ".join(
-            (["dropped the per-object stream rows"] if int(old) < 3 else [])
-            + ["renumbered the events, one seq each", f"added the rows of {public} public Memories",
-               "filled the usage table from the log"]
+            ["renumbered the events, one seq each", f"added the rows of {public} public Memories",
+             "filled the usage table from the log"]
+            + (["dropped the per-object stream rows"] if int(old) < 3 else [])
         )
     log.warning(
         "migrated %s from storage format %s to %s: %s (%d facts) in %.1f s",

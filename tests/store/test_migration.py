@@ -67,7 +67,16 @@ def _unpack(tmp_path: Path, name: str = "v1") -> Path:
 
 
 def _json(x):
-    return json.loads(json.dumps(x))
+    """A read's reply as JSON, less what 1.2 added to the reads an older
+    daemon answered: the names beside member ids in ``thread.get`` (WIRE.md
+    1.2 "Names beside ids"), so the rest is compared exactly."""
+    out = json.loads(json.dumps(x))
+    result = out.get("result") if isinstance(out, dict) else None
+    if isinstance(result, dict) and isinstance(result.get("members"), list):
+        for m in result["members"]:
+            if isinstance(m, dict):
+                m.pop("content", None)
+    return out
 
 
 def _same_events(got: list, want: list) -> None:
