@@ -75,8 +75,8 @@ def echo_main(port: int = 0, reuse_port: bool = False) -> None:
 # --- processes ----------------------------------------------------------------------
 
 
-def _start(cmd: list[str], ready: str, stderr) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=stderr, text=True)
+def _start(cmd: list[str], ready: str, stderr, root: Path = ROOT) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen(cmd, cwd=root, stdout=subprocess.PIPE, stderr=stderr, text=True)
     assert proc.stdout is not None
     line = proc.stdout.readline()
     if not line.startswith(ready):
@@ -122,12 +122,17 @@ class Bench(NamedTuple):
 
 
 @contextmanager
-def bench_daemon(extra_config: str = "", *, echo: bool = False, prefix: str = "kungfud-bench-") -> Iterator[Bench]:
+def bench_daemon(
+    extra_config: str = "", *, echo: bool = False, prefix: str = "kungfud-bench-", log_level: str = "WARNING",
+    root: Path = ROOT,
+) -> Iterator[Bench]:
     """A fresh daemon (``python -m kungfud serve``) on a temporary data directory
     and, with ``echo``, the echo server in its own process, both on 127.0.0.1
     only; both stopped and the directory deleted on exit. The per-agent action
     limit (default 1200/min would cap one sequential connection at 20/s) is
-    raised: the benchmarks measure the daemon, not the limiter."""
+    raised: the benchmarks measure the daemon, not the limiter. ``log_level``:
+    the daemon's (its stderr goes to a file); ``root``: the checkout whose
+    ``kungfud`` runs (another worktree measures an older build)."""
     tmp = tempfile.mkdtemp(prefix=prefix)
     cfg = os.path.join(tmp, "bench.toml")
     with open(cfg, "w") as f:
@@ -138,9 +143,10 @@ def bench_daemon(extra_config: str = "", *, echo: bool = False, prefix: str = "k
     try:
         daemon, url = _start(
             [sys.executable, "-m", "kungfud", "serve", "--data-dir", data_dir,
-             "--listen", f"{HOST}:0", "--config", cfg, "--log-level", "WARNING"],
+             "--listen", f"{HOST}:0", "--config", cfg, "--log-level", log_level],
             "kungfud listening on ",
             stderr,
+            Path(root),
         )
         echo_url = None
         if echo:

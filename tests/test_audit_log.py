@@ -21,6 +21,8 @@ RECEIPTS = [
     (None, False, b'{"agent":"ag_x1","key":"kf_AAAAbbbbCCCC"}'),
     (None, False, b'{"task":"tk_1","engagement":"en_2","inputs":[{"memory":"me_1","version":2}],"contract_version":1}'),
     (None, False, b'{"thread":"th_1","members":["ag_a","ag_b"],"nested":{"deep":{"x":"ag_c"}, "seq":4}}'),
+    (None, False, '{"\u00e9":"ag_x","authorization":"th_1","bearer":["ag_b"],"n":{"token":"kt_abcdefgh"}}'.encode()),
+    (None, False, b'{"memory":"me_bearer x","thread":"th_authorization","seq":7,"entry":true}'),
     (None, False, b"not json"),
     (None, False, None),
     ("forbidden", False, None),
@@ -52,10 +54,16 @@ def test_audit_lines_are_the_lines_the_logging_handler_wrote(fmt):
     (a secret-shaped id in the message is blanked as the handler's filter did)."""
     created = 1764504000.0
     for i, (code, replayed, result) in enumerate(RECEIPTS):
-        for agent in ("ag_alice", None, "ag_kf_looks_like_a_key"):
+        for agent in ("ag_alice", None, "ag_kf_looks_like_a_key", "ag_kt_looks_like_a_token"):
             t = created + i * 1.0137
-            args = (1764504000123 + i, agent, "thread.post", code, replayed, result)
-            assert audit.line(t, audit.fields(*args), fmt) == _old_line(t, *args, fmt)
+            for op in ("thread.post", 'odd "op"\\ é'):  # the second takes the general path
+                args = (1764504000123 + i, agent, op, code, replayed, result)
+                old = _old_line(t, *args, fmt)
+                assert audit.line(t, audit.fields(*args), fmt) == old
+                assert audit._line_of(fmt, t, *args) == old  # what the log's thread writes
+                # logged at the outcome's own millisecond (what record() queues)
+                at_ms = args[0]
+                assert audit._line_of(fmt, None, *args) == _old_line((at_ms + 0.5) / 1000, *args, fmt)
 
 
 def test_no_content_or_secret_in_a_line():
