@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-import threading
+import re
 import time
 
 import pytest
@@ -23,11 +23,42 @@ RECEIPTS = [
     (None, False, b'{"thread":"th_1","members":["ag_a","ag_b"],"nested":{"deep":{"x":"ag_c"}, "seq":4}}'),
     (None, False, '{"\u00e9":"ag_x","authorization":"th_1","bearer":["ag_b"],"n":{"token":"kt_abcdefgh"}}'.encode()),
     (None, False, b'{"memory":"me_bearer x","thread":"th_authorization","seq":7,"entry":true}'),
+    (None, False, b'{"content":{"x":"ag_a"},"key":["ag_b"],"token":{"t":"ag_c"},"seq":1.5,"version":true,"l":["ag_a",1]}'),
     (None, False, b"not json"),
     (None, False, None),
     ("forbidden", False, None),
     ("bad_request", False, b'{"ignored":"ag_a"}'),
 ]
+
+
+_OLD_ID = re.compile(r"^(ag|me|th|as|tk|en|ad)_[0-9a-z_]{1,60}$")
+
+
+def _old_ids_of(obj: dict, depth: int = 0) -> dict:
+    """The receipt's ids as audit.py took them before issue 27 (the reference)."""
+    out: dict = {}
+    for k, v in obj.items():
+        if k in ("key", "token") or k == "content":
+            continue
+        if isinstance(v, str) and _OLD_ID.match(v):
+            out[k] = v
+        elif k in {"entry", "version", "contract_version", "seq"} and isinstance(v, int) and not isinstance(v, bool):
+            out[k] = v
+        elif isinstance(v, list) and v and all(isinstance(x, str) and _OLD_ID.match(x) for x in v):
+            out[k] = v
+        elif isinstance(v, dict) and depth == 0:
+            inner = _old_ids_of(v, 1)
+            if inner:
+                out[k] = inner
+    return out
+
+
+def _old_receipt_ids(result):
+    try:
+        obj = json.loads(result) if result else None
+    except ValueError:
+        return {}
+    return _old_ids_of(obj) if isinstance(obj, dict) else {}
 
 
 def _old_line(created: float, at_ms: int, agent, op, code, replayed, result, fmt: str) -> str:
@@ -38,7 +69,7 @@ def _old_line(created: float, at_ms: int, agent, op, code, replayed, result, fmt
         f["code"] = code
     f["replayed"] = replayed
     if code is None:
-        f["ids"] = audit.receipt_ids(result)
+        f["ids"] = _old_receipt_ids(result)
     rec = logging.LogRecord("kungfud.audit", logging.INFO, __file__, 1, "%s", (json.dumps(f, separators=(",", ":")),), None)
     rec.created, rec.msecs = created, int((created - int(created)) * 1000) + 0.0
     rec.audit = f

@@ -42,18 +42,23 @@ _dec = msgspec.json.Decoder()
 _enc = msgspec.json.Encoder()
 
 
+_SKIP = frozenset((*SECRET_FIELDS, "content"))
+
+
 def _ids_of(obj: dict, depth: int = 0) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k, v in obj.items():
-        if k in SECRET_FIELDS or k == "content":
-            continue
-        if isinstance(v, str) and v[2:3] == "_" and _ID.match(v):
-            out[k] = v
-        elif k in _NUMBERS and isinstance(v, int) and not isinstance(v, bool):
-            out[k] = v
-        elif isinstance(v, list) and v and all(isinstance(x, str) and x[2:3] == "_" and _ID.match(x) for x in v):
-            out[k] = v
-        elif isinstance(v, dict) and depth == 0:
+        t = type(v)  # as decoded from JSON: exactly str, int, bool, list, dict, float or None
+        if t is str:
+            if v[2:3] == "_" and _ID.match(v) and k not in _SKIP:
+                out[k] = v
+        elif t is int:  # never a bool: type(True) is bool
+            if k in _NUMBERS:
+                out[k] = v
+        elif t is list:
+            if v and k not in _SKIP and all(type(x) is str and x[2:3] == "_" and _ID.match(x) for x in v):
+                out[k] = v
+        elif t is dict and depth == 0 and k not in _SKIP:
             inner = _ids_of(v, 1)
             if inner:
                 out[k] = inner
@@ -130,6 +135,19 @@ def line(created: float, f: dict[str, Any], fmt: str) -> str:
 
 
 _PLAIN = re.compile(r"^[A-Za-z0-9_.\-]+$")  # a string JSON writes as itself, that no redaction matches
+_plain_seen: dict[str | None, bool] = {None: True}  # agents, ops and codes recur: match each once
+
+
+def _plain(text: str | None) -> bool:
+    known = _plain_seen.get(text)
+    if known is None:
+        if len(_plain_seen) > 100_000:
+            _plain_seen.clear()
+            _plain_seen[None] = True
+        known = _plain_seen[text] = _PLAIN.match(text) is not None  # type: ignore[arg-type]
+    return known
+
+
 _spaced = json.JSONEncoder(ensure_ascii=False)  # JsonFormatter's separators: ", " and ": "
 _utc: list[Any] = [None, ""]  # (second, "YYYY-mm-ddTHH:MM:SS") of the json format's clock
 
@@ -157,7 +175,7 @@ def _line_of(
         sec, ms = divmod(at_ms, 1000)
     else:
         sec, ms = _split(created)
-    if not ((agent is None or _PLAIN.match(agent)) and _PLAIN.match(op) and (code is None or _PLAIN.match(code))):
+    if not (_plain(agent) and _plain(op) and _plain(code)):
         return line(created, fields(at_ms, agent, op, code, replayed, result), fmt)
     at = rfc3339(at_ms)
     who = "null" if agent is None else f'"{agent}"'
