@@ -25,6 +25,7 @@ from .layout import DERIVED, FORMAT, RETIRED, decode_fact, encode_object, from_u
 from .integrity import log_problems
 from .interface import Backend
 from .kv import Snapshot
+from .task_rows import step_3_to_4
 
 __all__ = ["expected_indexes", "compare", "write", "migrate", "run_check"]
 
@@ -97,15 +98,22 @@ def compare(store: Backend, expected: dict[str, dict[bytes, bytes]], kv: Snapsho
     return problems
 
 
-def write(store: Backend, expected: dict[str, dict[bytes, bytes]], *, format: bytes | None = None) -> None:
+def write(
+    store: Backend, expected: dict[str, dict[bytes, bytes]], *, format: bytes | None = None,
+    puts: dict[str, dict[bytes, bytes]] | None = None,
+) -> None:
     """Replace every derived table by ``expected`` in one transaction, and
     with ``format`` record that storage format in the same one and drop the
-    tables older formats had (:data:`RETIRED`)."""
+    tables older formats had (:data:`RETIRED`). ``puts``: rows put as well,
+    in tables not cleared (a migration step's)."""
     w = store.begin_write()
     try:
         tx = w.tx
         for name, rows in expected.items():
             tx.clear(name)
+            for key, value in rows.items():
+                tx.put(name, key, value)
+        for name, rows in (puts or {}).items():
             for key, value in rows.items():
                 tx.put(name, key, value)
         if format is not None:
@@ -124,8 +132,10 @@ def migrate(store: Backend, old: bytes) -> None:
     the old format, migrated again at next start. From format 1, every
     derived row is rebuilt from the log (all but log, meta and receipts are
     derived, L1-1); from format 2, whose derived rows format 3 keeps as they
-    are, only the retired ``stream`` table is dropped (D186). A damaged log is
-    refused, never migrated."""
+    are, only the retired ``stream`` table is dropped (D186); from 2 or 3, each
+    Task's snapshot loses its live engagements, which become rows (D271,
+    :func:`~kungfud.store.task_rows.step_3_to_4`). A damaged log is refused,
+    never migrated."""
     t0 = time.monotonic()
     rebuild = int(old) < 2
     where = store.damage_place()[0]  # the LMDB file, or the PostgreSQL store's redacted URL
@@ -138,11 +148,14 @@ def migrate(store: Backend, old: bytes) -> None:
             )
         facts = view.kv.count("log")
         expected = expected_indexes(store, view.kv) if rebuild else {}
-    write(store, expected, format=FORMAT)
+        puts = {} if rebuild else step_3_to_4(view.kv)
+    write(store, expected, format=FORMAT, puts=puts)
     log.warning(
         "migrated %s from storage format %s to %s: %s (%d facts) in %.1f s",
         where, old.decode(), FORMAT.decode(),
-        "rebuilt the derived rows from the log" if rebuild else "dropped the per-object stream rows",
+        "rebuilt the derived rows from the log" if rebuild else "; ".join(
+            ["dropped the per-object stream rows"] * (old == b"2") + ["moved the Tasks' live engagements into rows"]
+        ),
         facts, time.monotonic() - t0,
     )
 

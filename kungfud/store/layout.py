@@ -56,9 +56,10 @@ __all__ = [
 
 # The storage format: 2 moved members, memberships (D90), pending responses and
 # live assignments (D93) into objects and rows of their own; 3 dropped the
-# per-object ``stream`` rows, which no query read (D186). An older store is
+# per-object ``stream`` rows, which no query read (D186); 4 moved a Task's live
+# engagements out of its snapshot into ``live`` rows (D271). An older store is
 # migrated once on start (D92); a newer one is refused.
-FORMAT = b"3"
+FORMAT = b"4"
 DBS = (
     "meta", "log", "objects", "receipts", "agent_keys", "memories", "versions",
     "memberships", "members", "pending", "live", "tokens", "obligations", "deadlines", "opportunities", "tasks", "engagements", "adopted",
