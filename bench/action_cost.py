@@ -7,6 +7,8 @@ deployment runs; started together, loaded one at a time):
 
 - ``audit`` — this checkout, the audit log on (the default);
 - ``no_audit`` — this checkout, ``[server] audit_log = false``;
+- ``control`` — with ``--control``: a second daemon the same as ``audit``
+  (an A/A pair: the ratio the machine's noise alone gives);
 - ``base`` — with ``--base DIR``: the checkout at DIR (e.g. a worktree of an
   older commit), the audit log on.
 
@@ -134,11 +136,14 @@ def main() -> None:
     p.add_argument("--each", type=int, default=10, help="requests per connection per block")
     p.add_argument("--workloads", default=",".join(WORKLOADS))
     p.add_argument("--no-audit-side", action="store_true", help="leave out the audit-off side")
+    p.add_argument("--control", action="store_true", help="a second daemon the same as ``audit`` (A/A: the noise)")
     args = p.parse_args()
     workloads = [w for w in args.workloads.split(",") if w]
     plan = [("audit", "", ROOT)]
     if not args.no_audit_side:
         plan.append(("no_audit", "[server]\naudit_log = false\n", ROOT))
+    if args.control:
+        plan.append(("control", "", ROOT))
     if args.base:
         plan.append(("base", "", Path(args.base).resolve()))
     registrations = "registrations_per_minute = 1000000000\n"
@@ -166,6 +171,9 @@ def main() -> None:
                 if "no_audit" in rows:
                     out[f"{w}_audit_rate_ratio"] = round(rows["audit"]["per_s"] / rows["no_audit"]["per_s"], 3)
                     out[f"{w}_audit_cpu_ratio"] = round(rows["audit"]["cpu_us"] / rows["no_audit"]["cpu_us"], 3)
+                if "control" in rows:  # the same daemon twice: what the noise alone gives
+                    out[f"{w}_control_cpu_ratio"] = round(rows["control"]["cpu_us"] / rows["audit"]["cpu_us"], 3)
+                    out[f"{w}_control_rate_ratio"] = round(rows["control"]["per_s"] / rows["audit"]["per_s"], 3)
                 if "base" in rows:
                     out[f"{w}_cpu_vs_base"] = round(rows["audit"]["cpu_us"] / rows["base"]["cpu_us"], 3)
                     out[f"{w}_rate_vs_base"] = round(rows["audit"]["per_s"] / rows["base"]["per_s"], 3)

@@ -98,7 +98,7 @@ class JsonFormatter(logging.Formatter):
 
 #: Lines queued at most (``[server] log_queue``) while the log's reader stalls.
 QUEUE_LIMIT = 20_000
-GATHER_S = 0.005  # how long the writer lets lines gather before it writes them
+GATHER_S = 0.02  # how long the writer lets lines gather before it writes them
 _CHUNK = 512  # items turned into text per pass
 _PIPE_BUF = 4096  # a write of at most this many bytes to a pipe is never split
 
