@@ -43,7 +43,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from memory_create import ROOT, _register, bench_daemon, cpu_snapshot  # noqa: E402
+from memory_create import ROOT, _knows, _register, bench_daemon, cpu_snapshot  # noqa: E402
 from scale_targets import Conn, _pct, _thread_with, _timed  # noqa: E402
 
 WORKLOADS = ("create", "post", "ask_assign")
@@ -150,8 +150,9 @@ def main() -> None:
     with ExitStack() as stack:
         benches = []
         for name, extra, root in plan:
-            # [limits] is open at the end of bench_daemon's config: the limit goes there, then any [server]
-            b = stack.enter_context(bench_daemon(registrations + extra, prefix=f"kungfud-cost-{name}-", log_level="INFO", root=root))
+            # an older build may not know the registration limit (72 agents fit the default anyway)
+            extra = (registrations if _knows(root, "registrations_per_minute") else "") + extra
+            b = stack.enter_context(bench_daemon(extra, prefix=f"kungfud-cost-{name}-", log_level="INFO", root=root))
             benches.append(Side(name, b.url, b.daemon.pid))
 
         async def run() -> None:

@@ -189,9 +189,10 @@ def _line_of(
     else:
         msg = f'{{"at":"{at}","agent":{who},"op":"{op}","ok":false,"code":"{code}","replayed":{rep}}}'
     # Of the redaction's patterns (kungfud.logs.redact) only a secret's shape
-    # can occur here: keys named key/token are skipped, and nothing else has
-    # the spaces or the unquoted colon the header patterns need.
-    if "kf_" in msg or "kt_" in msg or '"key"' in msg or '"token"' in msg:
+    # can occur here: fields named key/token are skipped at every depth (so
+    # no "key": or "token": is written), agent, op and code are plain, and
+    # nothing has the spaces or the unquoted colon the header patterns need.
+    if "kf_" in msg or "kt_" in msg:
         msg = logs.redact(msg)
     if fmt != "json":
         return f"{_asctime(sec, ms)} INFO kungfud.audit {msg}"
