@@ -15,7 +15,7 @@ append), which turns it into the line the logging handler wrote, byte for
 byte (:func:`line`), and writes it with every other log line, in order. The
 writer's queue is bounded: while the log's reader stalls, lines past the
 bound are dropped and counted, never a reply held. A process killed (kill -9)
-loses the lines still queued, at most the last few milliseconds': they are a
+loses the lines still queued, at most the last ~20 ms' lines: they are a
 log, not facts.
 """
 
