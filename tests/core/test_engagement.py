@@ -6,6 +6,7 @@ terminal states; the §8 deliver and judge obligations of engagements, read with
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
 from kungfud.actors.ops import ACTIONS
@@ -523,3 +524,22 @@ def test_B2_a_deactivated_takers_engagement_runs_to_its_deadline(w, a):
     assert w.eng(e).state == "taken"  # never silently cancelled
     w.tick(1, t)
     assert w.eng(e).state == "timed_out"
+
+
+@pytest.mark.rules("R7.3-8", "L2-6")
+def test_R7_3_8_a_task_state_does_not_grow_with_its_running_engagements(w, a):
+    """Issue 27, D271: the open engagement of each agent and the running
+    deadlines are rows derived from the engagements, not lists in the Task:
+    the Task's stored state is the same size after 1 and after 100 running
+    engagements, and each agent still gets its one open engagement back."""
+    t = w.new_task(a.alice)
+    first = w.engage(a.bob, t)
+    size_one = len(msgspec.msgpack.encode(w.task(t)))
+    takers = [w.register(f"taker{i}") for i in range(99)]
+    for agent in takers:
+        w.engage(agent, t)
+    assert len(w.live(t)) == 100
+    assert len(msgspec.msgpack.encode(w.task(t))) == size_one  # only the counter moved (1 -> 100, one byte either way)
+    again = ok(w.take(a.bob, t))  # L2-6: taking again returns the open engagement, read from its row
+    assert again.result["existing"] is True and again.result["engagement"] == first
+    assert w.open_by_agent(t)[takers[-1]] in w.live(t)
