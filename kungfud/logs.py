@@ -5,6 +5,11 @@ logged"; §12): every handler carries :class:`Redact`, which blanks the
 ``Authorization`` header, every ``key``/``token`` field of a frame (websockets
 logs frames at DEBUG) and anything shaped like an agent key or admission token,
 in the message, its arguments and a logged traceback.
+
+Lines leave through one thread of their own (:class:`LineWriter`, D270): a
+line is formatted where it is logged and written by ``kungfud-log``, so no
+thread — the event loop least — waits for stderr; a stalled reader costs
+dropped, counted lines (``[server] log_queue``), never a held reply.
 """
 
 from __future__ import annotations
