@@ -22,6 +22,8 @@ SUITE = [
     ("thread_bench.py", ["--history", "10,10000,100000"], ["--seconds", "1", "--history", "10,1000", "--deadlines", "100"]),
     ("scale_bench.py", [], ["--obligations", "1000", "--cycles-seconds", "1", "--idle", "1000", "--stored-threads", "5000", "--events", "100"]),
     ("scale_targets.py", [], ["--members", "100", "--member-posts", "100", "--creates", "2560", "--posts", "320", "--blocks", "4"]),
+    ("action_cost.py", [], ["--blocks", "2", "--each", "5"]),  # issue 27 targets 1 and 2 (audit log on/off)
+    ("task_engagements.py", [], ["--big", "1000", "--cycles", "32", "--blocks", "4"]),  # issue 27 target 4
 ]
 
 

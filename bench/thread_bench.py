@@ -74,7 +74,9 @@ async def many_threads(url: str, keys: list[str], n_threads: int, seconds: float
         await c.close()
     mine = {c: [t for i, t in enumerate(threads) if i % 64 == c] for c in range(64)}
     post = lambda c, n: {"thread": mine[c][n % len(mine[c])], "content": {"n": n}}  # noqa: E731
+    before = cpu_snapshot(url)
     kf = await measure(url, keys[:64], seconds, 0.5, "many", "thread.post", post)
+    kf["cpu_us_per_action"] = cpu_per_action(before, cpu_snapshot(url))  # issue 27 item 3: where the cost is
     print(json.dumps({"bench": f"thread.post {n_threads} threads", "target": "kungfud", **kf}), flush=True)
 
 

@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         from .daemon import run
         from .logs import setup
 
-        setup(str(args.log_level), args.log_format)
+        setup(str(args.log_level), args.log_format, cfg.server.log_queue)
         if args.worker is not None:
             from .worker import run as run_worker
 

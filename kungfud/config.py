@@ -37,6 +37,9 @@ class ServerConfig(_Section, frozen=True):
     event_loop: Literal["auto", "asyncio", "uvloop"] = "auto"
     # One line per action outcome on the logger kungfud.audit (WIRE.md "Operating a deployment").
     audit_log: bool = True
+    # Log lines (audit lines too) queued at most while the log's reader stalls;
+    # past it they are dropped and counted (kungfud_log_lines_dropped_total; D270).
+    log_queue: Pos = 20_000
     # Processes serving one LMDB data directory on one port (SO_REUSEPORT):
     # 1 = this process alone; "auto" = one per core (docs/operations.md "Workers").
     workers: Pos | Literal["auto"] = 1

@@ -71,13 +71,11 @@ class Reads:
         return out if limit is None else out[:limit]
 
     def next_due(self, obj: str, state: Any) -> int | None:
-        """The earliest running deadline of a Thread (its ``due`` query) or Task."""
-        if kind_of(obj).name == "thread":  # type: ignore[union-attr]
-            if obj not in self.dues:
-                rows = self.query("due", obj, 1)
-                self.dues[obj] = rows[0][0] if rows else None
-            return self.dues[obj]
-        return state.next_due()
+        """The earliest running deadline of a Thread or a Task: its first ``due`` row (D93, D271)."""
+        if obj not in self.dues:
+            rows = self.query("due", obj, 1)
+            self.dues[obj] = rows[0][0] if rows else None
+        return self.dues[obj]
 
     def get(self, obj: str) -> Any:
         if obj in self.states:

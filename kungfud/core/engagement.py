@@ -28,7 +28,7 @@ from .task_facts import (
     EngagementJudged,
     contract_obj,
 )
-from .lifecycle import Deadline, Lifecycle, Party, Refusal, due
+from .lifecycle import Deadline, Lifecycle, Party, Refusal
 from .task import ContractState, TaskState, in_audience, may_read_contract
 from .work import Judge, Take, Work
 
@@ -116,23 +116,31 @@ def is_party(e: EngagementState, reader: str) -> bool:
     return reader in (e.author, e.agent, e.judge)
 
 
-def due_expiries(task: TaskState, now: int) -> list[str]:
-    """Engagements whose deadline is due at ``now``, in the order they fell due
-    (first come first served for the adoption limit, R7.4-2, B21)."""
-    return due(task.live, now)
+def due_expiries(query: Any, task: str, now: int) -> list[str]:
+    """Engagements of ``task`` whose deadline is due at ``now``, in the order
+    they fell due (first come first served for the adoption limit, R7.4-2,
+    B21): only the due rows of the ``due`` query are read (D271, as D93)."""
+    limit = 8
+    while True:
+        rows = query("due", task, limit)
+        found = [e for d, e in rows if d <= now]
+        if len(found) < limit:  # a row not yet due was read, or there are no more
+            return found
+        limit *= 4
 
 
-def expiry_outcomes(task: TaskState, now: int, get: Any) -> list[tuple[str, ExpiryOutcome]]:
+def expiry_outcomes(task: TaskState, now: int, get: Any, query: Any) -> list[tuple[str, ExpiryOutcome]]:
     """How every deadline due at ``now`` ends, in the order they fell due: a
     delivery deadline → timed out (R7.3-10); a judgment deadline → the contract's
-    result (R7.3-18), adopted only while the adoption limit allows (B21)."""
+    result (R7.3-18), adopted only while the adoption limit allows (B21).
+    ``get``/``query``: the reader's (a decision's ``ctx``, or a view)."""
     out: list[tuple[str, ExpiryOutcome]] = []
     adoptions = task.adoptions
-    for e_id in due_expiries(task, now):
-        if task.live[e_id].state == "taken":
+    for e_id in due_expiries(query, task.task, now):
+        e: EngagementState = get(e_id)
+        if e.state == "taken":
             out.append((e_id, "timed_out"))
             continue
-        e: EngagementState = get(e_id)
         fits = e.adoption_limit is None or adoptions < e.adoption_limit
         outcome: ExpiryOutcome = "adopted" if e.on_no_judgment == "adopt" and fits else "undecided"
         adoptions += outcome == "adopted"
@@ -140,11 +148,12 @@ def expiry_outcomes(task: TaskState, now: int, get: Any) -> list[tuple[str, Expi
     return out
 
 
-def effective(e: EngagementState, now: int, task: TaskState, get: Any) -> str:
+def effective(e: EngagementState, now: int, task: TaskState, get: Any, query: Any) -> str:
     """The state as of ``now``: a passed deadline wins (L4-3) even before its
     expiry fact is recorded, and shows exactly what will be recorded."""
-    if e.engagement in task.live and task.live[e.engagement].due <= now:
-        return dict(expiry_outcomes(task, now, get))[e.engagement]
+    due_at = LIFECYCLE.due(e)
+    if e.state in ("taken", "delivered") and due_at is not None and due_at <= now:
+        return dict(expiry_outcomes(task, now, get, query))[e.engagement]
     return e.state
 
 
@@ -201,7 +210,8 @@ def decide_take(cmd: Take, ctx: "Ctx") -> Decision:
         raise Refused(Rejection.not_found("task", cmd.work))
     contract: ContractState = ctx.get(contract_obj(cmd.work, task.latest))
     must(take_refusal(task, contract, me))
-    existing = task.open_by_agent.get(me)
+    mine = ctx.live(cmd.work, me, 1)  # R7.3-8: its open engagement, if any (D271)
+    existing = mine[0][0] if mine else None
     if existing is not None:
         e: EngagementState = ctx.get(existing)
         if cmd.deliver is None:
@@ -257,10 +267,10 @@ class _Engagements(Work):
         return is_party(state, me)
 
     def as_of(self, state: EngagementState, owner: TaskState, ctx: "Ctx") -> str:
-        return effective(state, ctx.now, owner, ctx.get)
+        return effective(state, ctx.now, owner, ctx.get, ctx.query)
 
     def due(self, owner: TaskState, ctx: "Ctx") -> list[tuple[str, str]]:
-        return list(expiry_outcomes(owner, ctx.now, ctx.get))
+        return list(expiry_outcomes(owner, ctx.now, ctx.get, ctx.query))
 
     def may_adopt(self, state: EngagementState, owner: TaskState, cmd: Judge) -> None:
         """R7.4-2: the adoption limit of the bound version is checked now, over

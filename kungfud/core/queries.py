@@ -22,6 +22,11 @@ for an agent's memberships (L5).
 | ``pending`` | thread | agent or None | ``(entry, agent)`` of pending responses |
 | ``live`` | thread | agent or None | ``(assignment, Live)`` of non-terminal assignments (the party's: it created or took them) |
 | ``due`` | thread | – | ``(due, assignment)`` of running deadlines |
+| ``live`` | task | agent or None | ``(engagement, LiveEngagement)`` of non-terminal engagements (the agent's: its open one, R7.3-8) |
+| ``due`` | task | – | ``(due, engagement)`` of running deadlines |
+
+A Task's live engagements are rows of their own as a Thread's live
+assignments are (D93; for Tasks issue 27, D271): the Task object keeps counts.
 """
 
 from __future__ import annotations
@@ -32,10 +37,12 @@ import msgspec
 
 from .assignment import LIFECYCLE as ASSIGNMENT
 from .assignment import TERMINAL, AssignmentState
+from .engagement import LIFECYCLE as ENGAGEMENT
+from .engagement import EngagementState
 from .entry import EntryState
 from .members import SPEAKING, MemberState
 
-__all__ = ["Live", "live_of", "answers", "answering", "may_answer", "state_query"]
+__all__ = ["Live", "LiveEngagement", "live_of", "live_engagement", "answers", "answering", "may_answer", "state_query"]
 
 
 class Live(msgspec.Struct, frozen=True, array_like=True):
@@ -55,6 +62,22 @@ def live_of(a: AssignmentState) -> Live | None:
     if a.state in TERMINAL:
         return None
     return Live(a.creator, a.to, a.entry, a.state, a.taker, ASSIGNMENT.due(a), a.forfeited)  # type: ignore[arg-type]
+
+
+class LiveEngagement(msgspec.Struct, frozen=True, array_like=True):
+    """A non-terminal engagement, as its Task's decisions need to know it."""
+
+    agent: str
+    state: Literal["taken", "delivered"]
+    due: int  # deliver_by while taken, judge_by while delivered
+
+
+def live_engagement(e: EngagementState) -> LiveEngagement | None:
+    """The live view of an engagement; None once it is terminal."""
+    due = ENGAGEMENT.due(e)
+    if e.state not in ("taken", "delivered") or due is None:
+        return None
+    return LiveEngagement(e.agent, e.state, due)
 
 
 def answers(name: str, key: str, party: str | None, state: Any) -> list[Any]:
@@ -90,6 +113,16 @@ def answers(name: str, key: str, party: str | None, state: Any) -> list[Any]:
             return []
         if party is None or party in (lv.creator, lv.taker):
             return [(state.assignment, lv)]
+    if isinstance(state, EngagementState):
+        if state.task != key or name not in ("live", "due"):
+            return []
+        le = live_engagement(state)
+        if le is None:
+            return []
+        if name == "due":
+            return [(le.due, state.engagement)]
+        if party is None or party == le.agent:
+            return [(state.engagement, le)]
     return []
 
 
@@ -104,8 +137,8 @@ def answering(name: str, key: str) -> tuple[str, str]:
         return "", "/" + key
     if name == "pending":
         return key + ".", ""
-    if name in ("live", "due"):
-        return "as_", ""
+    if name in ("live", "due"):  # a Task's are its engagements, a Thread's its assignments
+        return ("en_" if key.startswith("tk_") else "as_"), ""
     return key + "/", ""
 
 

@@ -8,8 +8,10 @@ at adoption (§7.4). Revising makes a new version that binds only later
 engagements (R7.1-9); pausing stops new engagements only (B20). Nothing here can
 cancel an engagement (R7.3-20…23).
 
-TaskState keeps what is live (open engagements per agent, live deadlines) plus
-counters; contract versions are sub-objects ``tk_….vN``.
+TaskState keeps the Task's header and counters; its live engagements (the open
+one of each agent, running deadlines) are rows derived from the engagements
+themselves, read through the ``live`` and ``due`` queries (D271, as D93 for a
+Thread's assignments). Contract versions are sub-objects ``tk_….vN``.
 """
 
 from __future__ import annotations
@@ -41,7 +43,6 @@ if TYPE_CHECKING:
 __all__ = [
     "ContractSpec",
     "ContractState",
-    "LiveEngagement",
     "TaskState",
     "CreateTask",
     "Revise",
@@ -78,12 +79,6 @@ class ContractState(msgspec.Struct, frozen=True):
     created_at: int
 
 
-class LiveEngagement(msgspec.Struct, frozen=True):
-    agent: str
-    state: Literal["taken", "delivered"]
-    due: int
-
-
 class TaskState(msgspec.Struct, frozen=True):
     task: str
     author: str
@@ -93,13 +88,9 @@ class TaskState(msgspec.Struct, frozen=True):
     accepting: bool
     adoptions: int
     judges: list[str]  # every designated judge of any version (they read the contract layer, R9-14)
-    open_by_agent: dict[str, str]  # agent -> its open engagement (R7.3-8)
-    live: dict[str, LiveEngagement]  # non-terminal engagements
     limit: int | None = None  # adoption limit of the current version
     engagements: int = 0  # engagements ever confirmed
-
-    def next_due(self) -> int | None:
-        return min((lv.due for lv in self.live.values()), default=None)
+    # Its live engagements are not here (D271): the ``live`` and ``due`` queries.
 
 
 class CreateTask(msgspec.Struct, frozen=True):
@@ -229,15 +220,9 @@ def decide_set_accepting(cmd: SetAccepting, ctx: "Ctx") -> Decision:
     return make([fact], {"task": cmd.task, "accepting": cmd.accepting}, ctx)
 
 
-def _ended(state: TaskState, engagement: str, adopted: bool) -> TaskState:
-    """An engagement ended: no longer live nor open for its agent (R7.3-8)."""
-    agent = state.live[engagement].agent
-    return msgspec.structs.replace(
-        state,
-        live={e: v for e, v in state.live.items() if e != engagement},
-        open_by_agent={a: e for a, e in state.open_by_agent.items() if a != agent},
-        adoptions=state.adoptions + (1 if adopted else 0),
-    )
+def _ended(state: TaskState, adopted: bool) -> TaskState:
+    """An engagement ended (it leaves the ``live`` rows by its own state, R7.3-8)."""
+    return msgspec.structs.replace(state, adoptions=state.adoptions + 1) if adopted else state
 
 
 def apply(state: TaskState | None, fact: Fact) -> TaskState:
@@ -254,8 +239,6 @@ def apply(state: TaskState | None, fact: Fact) -> TaskState:
                 accepting=True,
                 adoptions=0,
                 judges=[contract.judge] if contract.judge else [],
-                open_by_agent={},
-                live={},
                 limit=contract.adoption_limit,
             )
     assert state is not None
@@ -267,21 +250,18 @@ def apply(state: TaskState | None, fact: Fact) -> TaskState:
             return rep(state, latest=version, judges=judges, limit=contract.adoption_limit)
         case TaskAcceptingSet(accepting=accepting):
             return rep(state, accepting=accepting)
-        case EngagementConfirmed(engagement=e, agent=agent, deliver_by=deliver_by):
-            return rep(
-                state,
-                engagements=state.engagements + 1,
-                open_by_agent={**state.open_by_agent, agent: e},
-                live={**state.live, e: LiveEngagement(agent, "taken", deliver_by)},
-            )
-        case EngagementDelivered(engagement=e, judge_by=judge_by):
-            return rep(state, live={**state.live, e: rep(state.live[e], state="delivered", due=judge_by)})
-        case EngagementJudged(engagement=e, verdict=verdict):
-            return _ended(state, e, verdict == "adopt")
-        case EngagementExpired(engagement=e, outcome=outcome):
-            return _ended(state, e, outcome == "adopted")
-        case EngagementDropped(engagement=e):
-            return _ended(state, e, False)
+        # Every engagement fact still touches its Task (their objects() are
+        # unchanged): the Task's version guards the live rows (L5, as D93).
+        case EngagementConfirmed():
+            return rep(state, engagements=state.engagements + 1)
+        case EngagementDelivered():
+            return state
+        case EngagementJudged(verdict=verdict):
+            return _ended(state, verdict == "adopt")
+        case EngagementExpired(outcome=outcome):
+            return _ended(state, outcome == "adopted")
+        case EngagementDropped():
+            return _ended(state, False)
     raise TypeError(f"task cannot apply {type(fact).__name__}")
 
 

@@ -34,6 +34,11 @@ MAX_LISTED = 100  # engagements / adoptions shown in a working set
 CONTENT_BUDGET = READ_PAGE_BYTES
 
 
+
+def _answers(view: View) -> Any:
+    """``Ctx.query`` over ``view``: the answers of a named query, without their sources."""
+    return lambda name, key, limit=None, party=None: [a for a, _ in view.query(name, key, limit, party)]
+
 def _engagement_brief(e: EngagementState, state: str) -> dict[str, Any]:
     return {"engagement": e.engagement, "agent": e.agent, "contract_version": e.contract_version, "state": state}
 
@@ -85,7 +90,7 @@ def task_get(
     else:
         ids = view.engagements_of(task_id, me, limit=MAX_LISTED)
     parties = [e for e in (view.state(i) for i in ids) if is_party(e, me)]
-    states = {e.engagement: effective(e, now, t, view.state) for e in parties}
+    states = {e.engagement: effective(e, now, t, view.state, _answers(view)) for e in parties}
     out["engagements"] = [_engagement_brief(e, states[e.engagement]) for e in parties]
     if me == t.author:
         # R9-16, R12-9: a count of engagements is about engagements; only the
@@ -117,7 +122,7 @@ def task_get(
     actions = []
     if me == t.author:
         actions += ["task.revise", "task.resume" if not t.accepting else "task.pause"]
-    elif me not in t.open_by_agent and takes_engagements(view, t) and _may_take(view, t, me):
+    elif not view.query("live", task_id, 1, party=me) and takes_engagements(view, t) and _may_take(view, t, me):
         actions.append("task.take")
     out["actions"] = actions
     return out
@@ -154,7 +159,7 @@ def engagement_get(view: View, me: str, en: str, now: int, inputs_after: int = 0
     if e is None or not is_party(e, me):
         return Rejection.not_found("engagement", en)
     t: TaskState = view.state(e.task)
-    state = effective(e, now, t, view.state)
+    state = effective(e, now, t, view.state, _answers(view))
     out: dict[str, Any] = {
         "engagement": en,
         "task": e.task,

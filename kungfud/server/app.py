@@ -408,5 +408,5 @@ class Server:
     def _audit(
         self, agent: str | None, op: str, *, code: str | None = None, replayed: bool = False, result: bytes | None = None
     ) -> None:
-        if self.cfg.server.audit_log:
-            audit.record(_wall_ms(), agent, op, code=code, replayed=replayed, result=result)
+        if self.cfg.server.audit_log and audit.log.isEnabledFor(logging.INFO):
+            audit.record(_wall_ms(), agent, op, code, replayed, result)

@@ -9,6 +9,8 @@ import os
 import threading
 from typing import TYPE_CHECKING
 
+from .. import logs
+
 if TYPE_CHECKING:
     from .app import Server
 
@@ -17,7 +19,13 @@ __all__ = ["Metrics", "BUCKETS_MS"]
 BUCKETS_MS = (0.5, 1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000)
 
 
-_GROUPS = {"MainThread": "event_loop", "kungfud-writer": "writer", "kungfud-clock": "clock", "kungfud-reaper": "reaper"}
+_GROUPS = {
+    "MainThread": "event_loop",
+    "kungfud-writer": "writer",
+    "kungfud-clock": "clock",
+    "kungfud-reaper": "reaper",
+    "kungfud-log": "log",
+}
 
 
 def thread_cpu_seconds() -> dict[tuple[str, str], float]:
@@ -96,6 +104,9 @@ class Metrics:
                   "Event frames sent to subscribers, live and replayed by subscribe since.", self.events_sent),
             *_one("kungfud_slow_subscribers_dropped_total", "counter", "Subscribers closed for falling behind.",
                   self.slow_subscribers_dropped),
+            *_one("kungfud_log_lines_dropped_total", "counter",
+                  "Log lines (audit lines too) dropped because the log's reader did not keep up (D270).",
+                  lines.dropped if (lines := logs.writer()) is not None else 0),
             *(_one("kungfud_lmdb_map_used_bytes", "gauge", "Bytes of the LMDB map in use.", st.map_used_bytes)
               if st.map_used_bytes is not None else ()),  # a store without a size bound has none
             *(_one("kungfud_lmdb_map_size_bytes", "gauge", "Configured LMDB map size.", st.map_size_bytes)

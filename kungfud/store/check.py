@@ -32,8 +32,10 @@ from .quota import TABLE as USAGE
 from .quota import add_usage
 
 # The derived tables a store of format 2 or 3 rebuilds from the log to reach
-# format 4 (D200, D233, D242); its other derived rows stay as they are.
+# format 4 (D200, D233, D242); its other derived rows stay as they are, but
+# for the Tasks' live engagements (task_rows.step_3_to_4, D271).
 FORMAT_4_TABLES = ("events", "memories", "usage")
+from .task_rows import step_3_to_4
 
 __all__ = ["expected_indexes", "compare", "write", "migrate", "run_check"]
 
@@ -131,11 +133,15 @@ def compare(store: Backend, expected: dict[str, dict[bytes, bytes]], kv: Snapsho
     return problems
 
 
-def write(store: Backend, expected: dict[str, dict[bytes, bytes]], *, format: bytes | None = None) -> None:
+def write(
+    store: Backend, expected: dict[str, dict[bytes, bytes]], *, format: bytes | None = None,
+    puts: dict[str, dict[bytes, bytes]] | None = None,
+) -> None:
     """Replace every derived table of ``expected`` by its rows in one
     transaction (of ``meta``, only the derived rows), and with ``format``
     record that storage format in the same one and drop the tables older
-    formats had (:data:`RETIRED`)."""
+    formats had (:data:`RETIRED`). ``puts``: rows put as well, in tables not
+    cleared (a migration step's)."""
     w = store.begin_write()
     try:
         tx = w.tx
@@ -145,6 +151,9 @@ def write(store: Backend, expected: dict[str, dict[bytes, bytes]], *, format: by
                     tx.delete("meta", key)
             else:
                 tx.clear(name)
+            for key, value in rows.items():
+                tx.put(name, key, value)
+        for name, rows in (puts or {}).items():
             for key, value in rows.items():
                 tx.put(name, key, value)
         if format is not None:
@@ -167,7 +176,9 @@ def migrate(store: Backend, old: bytes) -> None:
     or 3, three tables are rebuilt from the log: ``events`` and the last event
     seq, one seq per event (D200), ``memories`` with the rows of each author's
     public Memories (D233), and ``usage``, the bytes each agent's actions
-    recorded (D242). A damaged log is refused, never migrated."""
+    recorded (D242); and each Task's snapshot loses its live engagements,
+    which become ``live`` rows (D271, :func:`~kungfud.store.task_rows.step_3_to_4`).
+    A damaged log is refused, never migrated."""
     t0 = time.monotonic()
     rebuild = int(old) < 2
     tables = DERIVED if rebuild else FORMAT_4_TABLES
@@ -181,14 +192,15 @@ def migrate(store: Backend, old: bytes) -> None:
             )
         facts = view.kv.count("log")
         expected = expected_indexes(store, view.kv, tables=tables)
-    write(store, expected, format=FORMAT)
+        puts = {} if rebuild else step_3_to_4(view.kv)
+    write(store, expected, format=FORMAT, puts=puts)
     if rebuild:
         said = "rebuilt the derived rows from the log"
     else:
         public = sum(1 for key in expected["memories"] if PUBLIC in key)
         said = "; ".join(
             ["renumbered the events, one seq each", f"added the rows of {public} public Memories",
-             "filled the usage table from the log"]
+             "filled the usage table from the log", "moved the Tasks' live engagements into rows"]
             + (["dropped the per-object stream rows"] if int(old) < 3 else [])
         )
     log.warning(

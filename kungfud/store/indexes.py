@@ -29,7 +29,7 @@ from ..core.task import TaskState
 from ..core.members import SPEAKING, MemberState
 from ..core.thread import ThreadState
 from ..core.facts import entry_obj, member_obj
-from ..core.queries import Live, live_of
+from ..core.queries import Live, LiveEngagement, live_engagement, live_of
 from .kv import Snapshot, prefix_stop
 from .layout import PUBLIC, from_u64, u32, u64
 
@@ -146,6 +146,10 @@ def _engagement_rows(obj: str, state: EngagementState, obligations: Obligations)
     if due is not None:
         yield "deadlines", u64(due) + state.engagement.encode(), state.task.encode()
     en, tk = state.engagement.encode(), state.task.encode()
+    if (le := live_engagement(state)) is not None:  # the Task's "live" and "due" queries (D271)
+        yield "live", tk + b"\x00a" + en, _mp.encode(le)
+        yield "live", tk + b"\x00p" + state.agent.encode() + b"\x00" + en, b""
+        yield "live", tk + b"\x00d" + u64(le.due) + en, b""
     yield "engagements", state.agent.encode() + b"\x00" + tk + b"\x00" + en, b""  # an agent's, per Task
     yield "engagements", tk + b"\x00" + en, b""  # every engagement of a Task
     if state.state == "adopted":
@@ -169,6 +173,7 @@ _STATE_ROWS: dict[type, Callable[[str, Any, Obligations], Iterator[Row]]] = {
 
 _CLASS = {"governors": b"g", "speakers": b"s"}
 _live_dec = msgspec.msgpack.Decoder(Live)
+_live_engagement_dec = msgspec.msgpack.Decoder(LiveEngagement)
 
 
 def query_rows(kv: Snapshot, name: str, key: str, limit: int | None = None, party: str | None = None, skip: Any = ()) -> list[tuple[Any, str]]:
@@ -196,13 +201,15 @@ def query_rows(kv: Snapshot, name: str, key: str, limit: int | None = None, part
         parse = lambda rest, v: ((from_u64(rest[:8]), rest[8:].decode()), rest[8:].decode())  # noqa: E731
     elif name == "live" and party is None:
         db, prefix, value = "live", k + b"\x00a", True
-        parse = lambda rest, v: ((rest.decode(), _live_dec.decode(v)), rest.decode())  # noqa: E731
+        dec = _live_engagement_dec if key.startswith("tk_") else _live_dec  # a Task's rows, or a Thread's
+        parse = lambda rest, v: ((rest.decode(), dec.decode(v)), rest.decode())  # noqa: E731
     elif name == "live":
         db, prefix = "live", k + b"\x00p" + party.encode() + b"\x00"  # type: ignore[union-attr]
+        dec = _live_engagement_dec if key.startswith("tk_") else _live_dec
 
         def parse(rest: bytes, v: bytes) -> tuple[Any, str]:
             lv = kv.get("live", k + b"\x00a" + rest)
-            return (rest.decode(), _live_dec.decode(lv)), rest.decode()
+            return (rest.decode(), dec.decode(lv)), rest.decode()
     else:
         raise KeyError(f"no query {name!r}")
     out: list[tuple[Any, str]] = []

@@ -64,9 +64,10 @@ __all__ = [
 # live assignments (D93) into objects and rows of their own; 3 dropped the
 # per-object ``stream`` rows, which no query read (D186); 4 gave every event
 # its own seq, one row each, and added the open-Task stream (D200, D201), the
-# rows of each author's public Memories (D233) and the ``usage`` table
-# (capacity per agent, D242). An older store is migrated once on start (D92);
-# a newer one is refused.
+# rows of each author's public Memories (D233), the ``usage`` table (capacity
+# per agent, D242), and moved a Task's live engagements out of its snapshot
+# into ``live`` rows (D271). An older store is migrated once on start (D92); a
+# newer one is refused.
 FORMAT = b"4"
 DBS = (
     "meta", "log", "objects", "receipts", "agent_keys", "memories", "versions",

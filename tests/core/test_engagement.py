@@ -6,6 +6,7 @@ terminal states; the §8 deliver and judge obligations of engagements, read with
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
 from kungfud.actors.ops import ACTIONS
@@ -21,6 +22,7 @@ from kungfud.core.task_facts import (
     EngagementJudged,
 )
 from kungfud.core.kinds import of_state
+from kungfud.core.queries import state_query
 from kungfud.core.obligations import ob_id
 from kungfud.core.pins import Pin
 from kungfud.core.task import ContractSpec
@@ -80,7 +82,7 @@ def test_R7_3_2_a_take_is_confirmed_in_one_fact_binding_agent_version_inputs(w, 
     assert set(d.states) == {e, t}
     s = w.eng(e)
     assert (s.agent, s.contract_version, s.inputs, s.state, s.taken_at) == (a.bob, 1, [(m, 2)], "taken", w.now)
-    assert w.task(t).open_by_agent == {a.bob: e}
+    assert w.open_by_agent(t) == {a.bob: e}
     w.assert_folds()
 
 
@@ -92,7 +94,7 @@ def test_R7_3_5_a_rejected_take_creates_nothing(w, a):
     w.refuse("not_found", lambda: w.take(a.eve, t, output()))  # no Memory is created either
     ok(w.pause(a.alice, t))
     w.refuse("conflict", lambda: w.take(a.bob, t, output()))
-    assert w.task(t).live == {} and w.task(t).open_by_agent == {}
+    assert w.live(t) == {} and w.open_by_agent(t) == {}
     assert not [o for o in w.states if o.startswith("en_")]
     assert w.obligations_of(a.bob) == set()
 
@@ -125,7 +127,7 @@ def test_R7_3_8_L2_6_taking_again_returns_the_open_engagement_without_effect(w, 
     ok(w.deliver(a.bob, e))
     third = ok(w.take(a.bob, t))
     assert third.facts == [] and third.result["engagement"] == e and third.result["state"] == "delivered"
-    assert list(w.task(t).open_by_agent.values()) == [e]
+    assert list(w.open_by_agent(t).values()) == [e]
 
 
 @pytest.mark.rules("R7.3-8", "R7.3-19")
@@ -140,7 +142,7 @@ def test_R7_3_8_after_an_engagement_ends_a_new_one_may_be_formed(w, a):
     # R7.3-19: undecided is never held against the engaged agent: it takes again.
     e3 = w.engage(a.bob, t)
     assert len({e1, e2, e3}) == 3
-    assert w.task(t).open_by_agent == {a.bob: e3}
+    assert w.open_by_agent(t) == {a.bob: e3}
 
 
 # --- delivering --------------------------------------------------------------------
@@ -217,7 +219,7 @@ def test_R7_3_15_a_combined_action_gains_no_permission_and_fails_whole(w, a):
     other = w.memory(a.carol, public=True)
     # The delivery part fails: nothing at all, not even the engagement.
     w.refuse("forbidden", lambda: w.take(a.bob, t, Pin(memory=other)))
-    assert a.bob not in w.task(t).open_by_agent
+    assert a.bob not in w.open_by_agent(t)
     # The take part fails: no delivery Memory is created either.
     ok(w.pause(a.alice, t))
     w.refuse("conflict", lambda: w.take(a.bob, t, output()))
@@ -237,11 +239,11 @@ def test_R7_3_10_the_delivery_deadline_ends_it_as_timed_out(w, a):
     t = w.new_task(a.alice, deliver_within_s=60)
     e = w.engage(a.bob, t)
     w.advance(59.999)
-    assert effective(w.eng(e), w.now, w.task(w.eng(e).task), w.states.get) == "taken"
+    assert effective(w.eng(e), w.now, w.task(w.eng(e).task), w.states.get, state_query(w.states)) == "taken"
     w.refuse("conflict", lambda: w.expire(t))  # nothing due yet
     w.advance(0.001)
     # The deadline wins even before its fact is recorded (L4-3, B5).
-    assert effective(w.eng(e), w.now, w.task(w.eng(e).task), w.states.get) == "timed_out"
+    assert effective(w.eng(e), w.now, w.task(w.eng(e).task), w.states.get, state_query(w.states)) == "timed_out"
     w.refuse("conflict", lambda: w.deliver(a.bob, e), "stop")
     w.refuse("conflict", lambda: w.drop(a.bob, e))
     d = ok(w.expire(t))
@@ -250,7 +252,7 @@ def test_R7_3_10_the_delivery_deadline_ends_it_as_timed_out(w, a):
     assert w.eng(e).state == "timed_out" and w.eng(e).ended_at == w.now
     w.refuse("conflict", lambda: w.deliver(a.bob, e))  # a late delivery is refused
     assert w.obligations_of(a.bob) == set()
-    assert w.task(t).live == {} and w.task(t).open_by_agent == {}
+    assert w.live(t) == {} and w.open_by_agent(t) == {}
 
 
 # --- dropping ------------------------------------------------------------------------
@@ -341,9 +343,9 @@ def test_R7_3_18_the_judgment_deadline_ends_it_as_the_contract_states(w, a):
     e2 = w.engage(a.bob, t2, deliver=True)
     w.advance(99.999)
     assert w.obligations_of(a.alice) == {("judge", e1), ("judge", e2)}
-    assert (effective(w.eng(e1), w.now, w.task(w.eng(e1).task), w.states.get), effective(w.eng(e2), w.now, w.task(w.eng(e2).task), w.states.get)) == ("delivered", "delivered")
+    assert (effective(w.eng(e1), w.now, w.task(w.eng(e1).task), w.states.get, state_query(w.states)), effective(w.eng(e2), w.now, w.task(w.eng(e2).task), w.states.get, state_query(w.states))) == ("delivered", "delivered")
     w.advance(0.001)
-    assert (effective(w.eng(e1), w.now, w.task(w.eng(e1).task), w.states.get), effective(w.eng(e2), w.now, w.task(w.eng(e2).task), w.states.get)) == ("undecided", "adopted")
+    assert (effective(w.eng(e1), w.now, w.task(w.eng(e1).task), w.states.get, state_query(w.states)), effective(w.eng(e2), w.now, w.task(w.eng(e2).task), w.states.get, state_query(w.states))) == ("undecided", "adopted")
     w.refuse("conflict", lambda: w.judge(a.alice, e1))  # the deadline won (L4-3)
     ok(w.expire(t1))
     ok(w.expire(t2))
@@ -472,7 +474,7 @@ def test_R4_7_B1_a_deactivated_judges_pending_judgments_run_to_their_deadline(w,
     w.refuse("forbidden", lambda: w.judge(a.jude, e))  # R4-1
     w.refuse("forbidden", lambda: w.judge(a.alice, e))  # the author does not take over (B17)
     w.advance(99.999)
-    assert effective(w.eng(e), w.now, w.task(w.eng(e).task), w.states.get) == "delivered"
+    assert effective(w.eng(e), w.now, w.task(w.eng(e).task), w.states.get, state_query(w.states)) == "delivered"
     w.refuse("conflict", lambda: w.expire(t))
     w.advance(0.001)
     ok(w.expire(t))
@@ -522,3 +524,22 @@ def test_B2_a_deactivated_takers_engagement_runs_to_its_deadline(w, a):
     assert w.eng(e).state == "taken"  # never silently cancelled
     w.tick(1, t)
     assert w.eng(e).state == "timed_out"
+
+
+@pytest.mark.rules("R7.3-8", "L2-6")
+def test_R7_3_8_a_task_state_does_not_grow_with_its_running_engagements(w, a):
+    """Issue 27, D271: the open engagement of each agent and the running
+    deadlines are rows derived from the engagements, not lists in the Task:
+    the Task's stored state is the same size after 1 and after 100 running
+    engagements, and each agent still gets its one open engagement back."""
+    t = w.new_task(a.alice)
+    first = w.engage(a.bob, t)
+    size_one = len(msgspec.msgpack.encode(w.task(t)))
+    takers = [w.register(f"taker{i}") for i in range(99)]
+    for agent in takers:
+        w.engage(agent, t)
+    assert len(w.live(t)) == 100
+    assert len(msgspec.msgpack.encode(w.task(t))) == size_one  # only the counter moved (1 -> 100, one byte either way)
+    again = ok(w.take(a.bob, t))  # L2-6: taking again returns the open engagement, read from its row
+    assert again.result["existing"] is True and again.result["engagement"] == first
+    assert w.open_by_agent(t)[takers[-1]] in w.live(t)

@@ -257,12 +257,20 @@ class TaskWorld:
     def expire(self, t: str) -> Decision | Rejection:
         return self.act(None, eng_core.decide_expire, work.Expire(t))
 
+    def live(self, t: str) -> dict[str, Any]:
+        """Engagement -> LiveEngagement of ``t``'s non-terminal engagements (the ``live`` query, D271)."""
+        return dict(state_query(self.states)("live", t))
+
+    def open_by_agent(self, t: str) -> dict[str, str]:
+        """Agent -> its open engagement on ``t`` (R7.3-8), from the ``live`` query."""
+        return {le.agent: e for e, le in self.live(t).items()}
+
     def tick(self, seconds: float, *tasks: str) -> None:
         """Move the clock and record the expiries then due, as the actor does
         before any action on a Task (DECISIONS.md B5)."""
         self.advance(seconds)
         for t in tasks:
-            if eng_core.due_expiries(self.task(t), self.now):
+            if eng_core.due_expiries(state_query(self.states), t, self.now):
                 ok(self.expire(t))
 
 
@@ -724,7 +732,7 @@ def test_B21_the_state_shown_before_expiries_are_recorded_respects_the_limit(w, 
     w.advance(1)
     e2 = w.engage(a.carol, t, deliver=True)
     w.advance(200)  # both due; the expiries are not recorded yet
-    shown = [eng_core.effective(w.eng(e), w.now, w.task(t), w.states.get) for e in (e1, e2)]
+    shown = [eng_core.effective(w.eng(e), w.now, w.task(t), w.states.get, state_query(w.states)) for e in (e1, e2)]
     assert shown.count("adopted") <= 1, f"both shown adopted with adoption limit 1: {shown}"
     ok(w.expire(t))
     assert [w.eng(e).state for e in (e1, e2)] == shown  # what readers saw is what was recorded

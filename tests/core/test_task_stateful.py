@@ -316,8 +316,8 @@ class OneTask(RuleBasedStateMachine):
         assert t.adoptions == self.adoptions == sum(m.state == "adopted" for m in self.engs.values())
         assert t.accepting == self.accepting and t.latest == max(self.versions)
         live = {e for e, m in self.engs.items() if m.state not in TERMINAL}
-        assert set(t.live) == live
-        assert t.open_by_agent == {self.engs[e].agent: e for e in live}
+        assert set(self.w.live(self.task)) == live  # the live query (D271)
+        assert self.w.open_by_agent(self.task) == {self.engs[e].agent: e for e in live}
 
     @invariant()
     def engagements_agree_with_the_model(self):

@@ -7,11 +7,18 @@ false`` turns it off."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
 
 import pytest
 
 from kungfud.client import Client, new_key
+from tests.cluster import ROOT
 from tests.conftest import SECRET_SHAPE, Daemon
 from tests.e2e.helpers import check_failure, register
 
@@ -145,8 +152,75 @@ async def test_wire_audit_log_off_and_in_text_format(make_daemon):
         agent, key = await register(d.url, "alice")
         async with await Client.connect(d.url, key) as c:
             await c.act("memory.create", {"content": {"text": MARK}})
+        d.stop()  # its lines are written by a thread of their own (D270): all of them by the stop
     on_lines = [ln for p in on.log_paths for ln in p.read_text().splitlines() if " kungfud.audit " in ln]
     ops = [json.loads(ln.split(" kungfud.audit ", 1)[1])["op"] for ln in on_lines]
     assert sorted(ops) == ["agent.register", "memory.create"], ops  # one node may log each
     assert " INFO " in on_lines[0]
     assert all("kungfud.audit" not in p.read_text() for p in off.log_paths)
+
+
+class _StalledLog(Daemon):
+    """A daemon whose stderr is a pipe nobody reads (a stalled journald)."""
+
+    def spawn(self, listen: str = "127.0.0.1:0") -> None:
+        self.pipe_r, w = os.pipe()
+        cmd = [sys.executable, "-m", "kungfud", "serve", "--data-dir", str(self.data_dir), "--listen", listen,
+               "--config", str(self.config), *self.extra]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=w, cwd=ROOT, text=True)
+        os.close(w)
+
+
+def _metric(url: str, name: str) -> int:
+    base = url.replace("ws://", "http://").rsplit("/", 1)[0]
+    with urllib.request.urlopen(base + "/metrics", timeout=10) as r:  # noqa: S310 (loopback only)
+        for ln in r.read().decode().splitlines():
+            if ln.startswith(name + " "):
+                return int(float(ln.split()[1]))
+    raise AssertionError(f"{name} not in /metrics")
+
+
+def _dropped_counts(text: bytes) -> list[int]:
+    out = []
+    for ln in text.decode(errors="replace").splitlines():
+        if '"logger": "kungfud.logs"' in ln and "log lines were dropped" in ln:
+            out.append(int(json.loads(ln)["msg"].split()[0]))
+    return out
+
+
+@pytest.mark.rules("R12-1")
+async def test_a_stalled_log_reader_never_holds_a_reply_and_its_lines_are_dropped_and_counted(tmp_path):
+    """D270: with the log's pipe full and nobody reading, every action is
+    still answered; past ``log_queue`` lines the log drops and counts
+    them (``kungfud_log_lines_dropped_total``), memory stays bounded, and once the
+    reader comes back a WARNING line says how many were lost."""
+    cfg = tmp_path / "stall.toml"
+    cfg.write_text("[server]\nlog_queue = 50\n[limits]\nactions_per_minute = 100000\n")
+    d = _StalledLog(tmp_path / "stall", cfg, extra=["--log-format", "json"]).start()
+    try:
+        agent, key = await register(d.url, "alice")
+        async with await Client.connect(d.url, key) as c:
+            # ~1,500 lines of ~250 bytes: far past a 64 KiB pipe and the queue of 50
+            for chunk in range(30):
+                got = await asyncio.wait_for(
+                    asyncio.gather(*(c.act("memory.create", {"content": {"i": i}}) for i in range(50))), 30
+                )
+                assert all(r["memory"].startswith("me_") for r in got)
+        dropped = _metric(d.url, "kungfud_log_lines_dropped_total")
+        assert dropped > 0
+        # the reader comes back: what was queued is written, then the count
+        text = b""
+        os.set_blocking(d.pipe_r, False)
+        deadline = time.monotonic() + 20
+        while sum(_dropped_counts(text)) < dropped and time.monotonic() < deadline:
+            try:
+                text += os.read(d.pipe_r, 1 << 16)
+            except BlockingIOError:
+                await asyncio.sleep(0.05)
+        lines = [json.loads(ln) for ln in text.decode().splitlines()]  # every line whole
+        # each WARNING line counts those lost since the last (reading /metrics logged lines too)
+        assert sum(_dropped_counts(text)) >= dropped
+        assert [x for x in lines if x["logger"] == "kungfud.audit"]  # and the lines it could keep are there
+    finally:
+        d.stop()
+        os.close(d.pipe_r)

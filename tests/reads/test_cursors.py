@@ -96,7 +96,7 @@ def test_R12_9_opportunities_cursor_never_names_an_assignment_the_caller_may_not
         for asg in hidden:
             txn.put(BOB.encode() + b"\x00" + asg.encode(), left.encode(), db=store.dbs["opportunities"])
         _put_state(txn, store, ALICE, AgentState(ALICE, "active", False, b'{"name":"alice"}', T0))
-        _put_state(txn, store, task, TaskState(task, ALICE, [BOB], T0, 1, True, 0, [], {}, {}))
+        _put_state(txn, store, task, TaskState(task, ALICE, [BOB], T0, 1, True, 0, []))
         txn.put(BOB.encode() + b"\x00" + task.encode(), task.encode(), db=store.dbs["opportunities"])
     with store.read() as view:
         items, cursors = _pages(lambda c, n: turn_reads.opportunities(view, BOB, c, n))
