@@ -24,7 +24,7 @@ from kungfud.store.quota import payer
 from tests.conftest import Daemon
 from tests.pg import pg_server  # noqa: F401 — the session fixture
 from tests.store.fixtures.make_v1 import reads
-from tests.store.test_migration import FIXTURES, _check, _format, _json, _tables, _unpack
+from tests.store.test_migration import FIXTURES, _check, _format, _json, _same_events, _tables, _unpack
 
 
 def _rows(data, name: str) -> dict[bytes, bytes]:
@@ -63,6 +63,9 @@ def test_L1_1_a_format_3_directory_fills_its_usage_table_once_and_old_writes_cou
             got = asyncio.run(reads(d.url, expected["made"]))
             for name, want in expected["reads"].items():
                 for read, value in want.items():
+                    if read == "events":  # renumbered by format 4 (D200)
+                        _same_events(_json(got[name][read]), value)
+                        continue
                     assert _json(got[name][read]) == value, (name, read)
     finally:
         d.stop()
