@@ -181,13 +181,13 @@ class Runtime:
         self, caller: Any, now: int | None = None, get: Callable[[str], Any] | None = None, query: Any = None
     ) -> Ctx:
         now = self.clock() if now is None else now
+        base = dict(now=now, caller=caller, new_id=self.new_id, new_secret=self.new_secret, limits=self.limits,
+                    feed_seq=self.last_seq)
         if get is None:
-            return Ctx(now=now, caller=caller, new_id=self.new_id, new_secret=self.new_secret, limits=self.limits)
+            return Ctx(**base)
         if query is None:
-            return Ctx(now=now, caller=caller, new_id=self.new_id, new_secret=self.new_secret, limits=self.limits, get=get)
-        return Ctx(
-            now=now, caller=caller, new_id=self.new_id, new_secret=self.new_secret, limits=self.limits, get=get, query=query
-        )
+            return Ctx(**base, get=get)
+        return Ctx(**base, get=get, query=query)
 
     def _may_start(self, key: str) -> bool:
         """An actor is started for a service key, or for an object that exists."""

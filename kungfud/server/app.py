@@ -40,6 +40,8 @@ from .metrics import Metrics
 from .revocation import KEY_CHANGES, Revocation
 from .seen import LastSeen
 from .upgrade import process_request
+from ..webhooks import Deliveries
+from ..webhooks.guard import set_refusal
 
 __all__ = ["Server", "Conn"]
 
@@ -91,6 +93,8 @@ class Server:
         self.subscribers = self.feed.subscribers  # agent -> its subscribed connections (metrics read it)
         self.bridge = Bridge(runtime, self._finish)
         self.revocation = Revocation(runtime, self.connections, self.feed)
+        # WIRE.md 1.2: each agent's events POSTed to its webhook (kungfud/webhooks/).
+        self.webhooks = Deliveries(runtime, config.webhooks)
         # When this deployment last saw each agent (ms): in memory only, not a
         # fact; shared with the other nodes when there are any (D32, D175).
         self.last_seen = LastSeen()
@@ -106,7 +110,8 @@ class Server:
         self.loop = asyncio.get_running_loop()
         if self.rt.shared:
             self.last_seen.start_sharing(self.rt.share_seen, self.loop.call_later, self.loop.time)
-        self.bridge.start(self.loop, self.feed.publish, self._woken, self.last_seen.merge)
+        self.bridge.start(self.loop, self._published, self._woken, self.last_seen.merge)
+        self.webhooks.start()
         host, port = (None, None) if sock is not None else self.cfg.listen_addr()
         self._server = await self._listen(host, port, sock)
         if private is not None:
@@ -181,6 +186,7 @@ class Server:
             except asyncio.TimeoutError:
                 log.warning("stopping: connection handlers still running; exiting anyway")
         self.last_seen.flush()  # what this node saw, to the others before it goes
+        await self.webhooks.stop()
 
     # --- connection ----------------------------------------------------------
 
@@ -308,6 +314,23 @@ class Server:
         """Admit (Intake), count it in flight, and send it on: the job is built
         and routed by the runtime; it reaches its actor at the end of this loop
         turn (bridge). A refused action is still answered from its receipt."""
+        if op == "webhook.set":  # its host resolved and checked first, off the loop's path (WIRE.md 1.2)
+            asyncio.ensure_future(self._act_webhook_set(conn, req_id, op, key, args))
+            return
+        self._act_now(conn, req_id, op, key, args)
+
+    async def _act_webhook_set(self, conn: Conn, req_id: Any, op: str, key: str, args: Any) -> None:
+        reason = await set_refusal(args.url, self.webhooks.allow)
+        if conn.closed:
+            return
+        if reason is None:
+            self._act_now(conn, req_id, op, key, args)
+            return
+        job = self.rt.job(conn.agent, op, key, args, lambda _o: None, conn.key_hash)
+        if not self._answer_from_receipt(conn, req_id, job):
+            self._reject(conn, req_id, Rejection("bad_request", reason, "revise"), op, job.caller)
+
+    def _act_now(self, conn: Conn, req_id: Any, op: str, key: str, args: Any) -> None:
         ticket = _Ticket(self, conn, req_id, op)
         job = self.rt.job(conn.agent, op, key, args, ticket.reply, conn.key_hash)  # FrameError: content of the wrong shape
         ticket.caller = job.caller
@@ -363,10 +386,16 @@ class Server:
         else:
             self._reject(conn, req_id, Rejection("internal", "unexpected outcome; nothing was written", "retry"), op, caller)
 
+    def _published(self, events: list[tuple[str, int, bytes]]) -> None:
+        """One commit's events, on the event loop: to subscribers and webhooks."""
+        self.feed.publish(events)
+        self.webhooks.wake(list({agent: None for agent, _, _ in events}))
+
     def _woken(self, agents: list[str] | None) -> None:
         """Another node committed for ``agents`` (None: maybe anyone): new
         events to deliver, and maybe a key that changed (D156)."""
         self.feed.wake(agents)
+        self.webhooks.wake(agents)
         self.revocation.recheck(agents)
 
     # --- answers -----------------------------------------------------------------------

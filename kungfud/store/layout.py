@@ -25,9 +25,14 @@
 | adopted    | task, 0, engagement              | b"" (adopted engagements)              |
 | events     | agent, 0, seq (u64 BE)           | msgpack list of event JSON (the feed)  |
 | outcomes   | party, 0, seq (u64 BE), work id  | msgpack [thread or nil, outcome JSON]: ended assignments and engagements per party |
+| hooks      | agent                            | b"" (agents with a webhook endpoint; WIRE.md 1.2) |
+| hook_cursors | agent                          | msgpack Cursor (store/hooks.py): the delivery runner's position and state, not derived |
 
-Everything but ``log``, ``meta`` and ``receipts`` is derived (rebuildable from
-the log); receipts are the record of each first success.
+Everything but ``log``, ``meta``, ``receipts`` and ``hook_cursors`` is derived
+(rebuildable from the log); receipts are the record of each first success;
+``hook_cursors`` is written by the webhook delivery runner, not by actions
+(D212). ``hooks`` and ``hook_cursors`` were added without a format step: a
+store that lacks them gets them empty when opened (ADDED_EMPTY).
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ __all__ = [
     "decode_object",
     "FORMAT",
     "RETIRED",
+    "ADDED_EMPTY",
 ]
 
 # The storage format: 2 moved members, memberships (D90), pending responses and
@@ -62,9 +68,11 @@ FORMAT = b"3"
 DBS = (
     "meta", "log", "objects", "receipts", "agent_keys", "memories", "versions",
     "memberships", "members", "pending", "live", "tokens", "obligations", "deadlines", "opportunities", "tasks", "engagements", "adopted",
-    "events", "outcomes",
+    "events", "outcomes", "hooks", "hook_cursors",
 )
-DERIVED = tuple(d for d in DBS if d not in ("meta", "log", "receipts"))
+DERIVED = tuple(d for d in DBS if d not in ("meta", "log", "receipts", "hook_cursors"))
+# Tables added empty to a store that lacks them, with no format step (D212).
+ADDED_EMPTY = ("hooks", "hook_cursors")
 # Tables of older formats, dropped when a store is migrated (D186).
 RETIRED = ("stream",)
 

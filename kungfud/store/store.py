@@ -20,6 +20,7 @@ import lmdb
 
 from ..core.kinds import state_type
 from ..core.obligations import Obligation
+from . import hooks
 from .events import OutcomeRow
 from .indexes import members_listed, query_rows
 from .integrity import NOT_NEW_TRACES, StoreDamaged, check_env, check_file
@@ -395,6 +396,14 @@ class View:
         """The first ``limit`` current members of ``thread`` in the order they
         joined (ties: by agent id; D90)."""
         return members_listed(self.kv, thread, limit)
+
+    def hook_cursor(self, agent: str) -> Any:
+        """The webhook runner's :class:`~kungfud.store.hooks.Cursor` of ``agent`` (None: none yet)."""
+        return hooks.cursor_of(self.kv, agent)
+
+    def hooked_agents(self) -> Iterator[str]:
+        """Every agent with a webhook endpoint, in id order."""
+        return hooks.hooked_agents(self.kv)
 
     def count(self, index: str) -> int:
         """Rows in one index (``obligations``: open obligations; ``deadlines``:

@@ -39,6 +39,9 @@ from .args import (
     RegisterArgs,
     RemoveArgs,
     ResetKeyArgs,
+    WebhookClearArgs,
+    WebhookGetArgs,
+    WebhookSetArgs,
     RotateKeyArgs,
     SetRoleArgs,
     SetStatusArgs,
@@ -124,5 +127,9 @@ OPS: dict[str, OpSpec] = {
     "opportunities": OpSpec("R", PageArgs, "Work offered to you: assignments and Tasks to take."),
     "outcomes": OpSpec("R", PageArgs, "How work you took, made or judge ended, newest first."),
     "subscribe": OpSpec("R", SubscribeArgs, "Receive your events as they happen, after a replay of those since a seq."),
+    # WIRE.md 1.2: webhooks
+    "webhook.set": OpSpec("A", WebhookSetArgs, "POST your events to a URL, signed; returns the secret once."),
+    "webhook.get": OpSpec("R", WebhookGetArgs, "Your webhook: URL, events, state, delivered seq, pending, last error."),
+    "webhook.clear": OpSpec("A", WebhookClearArgs, "Stop posting your events to your webhook."),
 }
 ACTION_OPS = frozenset(op for op, s in OPS.items() if s.kind == "A")

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..integrity import StoreDamaged
-from ..layout import DBS, FORMAT
+from ..layout import ADDED_EMPTY, DBS, FORMAT
 
 __all__ = ["SCHEMA_VERSION", "LOCK_WRITER", "LOCK_SCHEMA", "LOCK_BOOTSTRAP", "table", "ensure_schema"]
 
@@ -81,6 +81,10 @@ def ensure_schema(conn: Any, where: str, *, create: bool = True) -> bytes | None
             name for name in DBS
             if not conn.execute("SELECT to_regclass(%s) IS NOT NULL", (table(name),)).fetchone()[0]
         ]
+        if create:  # tables added without a format step: created empty (D212)
+            for name in [n for n in missing if n in ADDED_EMPTY]:
+                conn.execute(f"CREATE TABLE {table(name)} (key bytea PRIMARY KEY, value bytea NOT NULL)")
+                missing.remove(name)
         if missing:
             raise StoreDamaged(f"the store at {where} lacks the tables {', '.join(table(n) for n in missing)}")
         raw = conn.execute("SELECT value FROM kf_meta WHERE key = %s", (b"format",)).fetchone()
