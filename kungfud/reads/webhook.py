@@ -23,7 +23,7 @@ def state_of(cursor: Any) -> str:
         return "active"
     if cursor.disabled_at:
         return "disabled"
-    return "failing" if cursor.failing_since else "active"
+    return "failing" if cursor.attempts else "active"
 
 
 def webhook_get(view: View, caller: str) -> dict:

@@ -26,14 +26,14 @@ class Schedule:
 
     def next_at(self, cursor: Cursor) -> int:
         """When the next attempt is due (ms); 0: now (not failing)."""
-        if not cursor.failing_since:
+        if not cursor.attempts:
             return 0
         return cursor.last_attempt_at + self.pause_ms(cursor.attempts)
 
     def failed(self, cursor: Cursor, now: int, error: str) -> Cursor:
         """The cursor after a failed attempt at ``now``: failing since its
         first failure, disabled once that is ``disable_after`` ago."""
-        since = cursor.failing_since or now
+        since = cursor.failing_since if cursor.attempts else now
         disabled = now if now - since >= self.disable_after_ms else 0
         return msgspec.structs.replace(
             cursor, failing_since=since, attempts=cursor.attempts + 1, last_error=error[:200],
@@ -45,5 +45,5 @@ class Schedule:
         """The cursor after every event up to ``seq`` was acknowledged."""
         return msgspec.structs.replace(
             cursor, delivered=seq, failing_since=0, attempts=0, last_attempt_at=now,
-            last_error="" if not cursor.failing_since else cursor.last_error,
+            last_error="" if not cursor.attempts else cursor.last_error,
         )
