@@ -92,8 +92,10 @@ class WebhooksConfig(_Section, frozen=True):
     concurrency: Pos = 16
     # For tests and benchmarks only: the pauses between attempts and how long
     # an endpoint fails before it is disabled (the wire contract's defaults).
-    retry_pauses_s: tuple[float, ...] = (1, 5, 30, 120, 600, 1800)
-    disable_after_s: float = 86_400
+    retry_pauses_s: Annotated[tuple[Annotated[float, msgspec.Meta(gt=0)], ...], msgspec.Meta(min_length=1)] = (
+        1, 5, 30, 120, 600, 1800,
+    )
+    disable_after_s: Annotated[float, msgspec.Meta(gt=0)] = 86_400
 
 
 class Config(_Section, frozen=True):

@@ -24,7 +24,9 @@ __all__ = [
 ]
 
 #: Ops that are not tools: the bridge authenticates (hello) and does not stream (subscribe).
-EXCLUDED_OPS = frozenset({"hello", "subscribe"})
+# webhook.*: set up delivery for an agent that holds no connection, from the CLI
+# or the console; as tools they would push tools/list past its budget (D215).
+EXCLUDED_OPS = frozenset({"hello", "subscribe", "webhook.set", "webhook.get", "webhook.clear"})
 
 #: The argument that carries an action's idempotency key (L3); not a wire field.
 IDEMPOTENCY_ARG = "idempotency_key"

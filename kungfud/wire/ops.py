@@ -128,8 +128,8 @@ OPS: dict[str, OpSpec] = {
     "outcomes": OpSpec("R", PageArgs, "How work you took, made or judge ended, newest first."),
     "subscribe": OpSpec("R", SubscribeArgs, "Receive your events as they happen, after a replay of those since a seq."),
     # WIRE.md 1.2: webhooks
-    "webhook.set": OpSpec("A", WebhookSetArgs, "POST your events to a URL, signed; returns the secret once."),
-    "webhook.get": OpSpec("R", WebhookGetArgs, "Your webhook: URL, events, state, delivered seq, pending, last error."),
-    "webhook.clear": OpSpec("A", WebhookClearArgs, "Stop posting your events to your webhook."),
+    "webhook.set": OpSpec("A", WebhookSetArgs, "Send your events to a URL; shows its secret once."),
+    "webhook.get": OpSpec("R", WebhookGetArgs, "Your webhook and how delivery goes."),
+    "webhook.clear": OpSpec("A", WebhookClearArgs, "Remove your webhook."),
 }
 ACTION_OPS = frozenset(op for op, s in OPS.items() if s.kind == "A")
