@@ -19,9 +19,29 @@ class Hooks:
         self.store = runtime.store
 
     def agents(self) -> list[str]:
-        """Every agent with an endpoint."""
+        """The agents with an endpoint that may have something to deliver: an
+        event after their cursor, or no cursor yet (one read for all; idle
+        endpoints cost a sweep nothing more)."""
+        out = []
         with self.store.read() as view:
-            return list(view.hooked_agents())
+            for agent in view.hooked_agents():
+                reg = view.state(webhook_obj(agent))
+                cursor = view.hook_cursor(agent)
+                if cursor is not None and reg is not None and cursor.hook == reg.hook:
+                    if cursor.disabled_at:
+                        continue
+                    after = cursor.delivered
+                else:
+                    after = reg.since if reg is not None else 0
+                feed = view.events_for(agent, after)
+                try:
+                    if next(iter(feed), None) is not None:
+                        out.append(agent)
+                finally:
+                    close = getattr(feed, "close", None)
+                    if close is not None:
+                        close()
+        return out
 
     def state(self, agent: str) -> tuple[WebhookState | None, Cursor | None]:
         """``agent``'s registration (None or url None: no endpoint) and its

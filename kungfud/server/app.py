@@ -101,6 +101,7 @@ class Server:
         # Set when a connection's in-flight count drops to zero or a connection
         # with requests in flight goes: stop() waits on it instead of polling.
         self._settled = asyncio.Event()
+        self._resolving = asyncio.Semaphore(4)  # webhook.set host lookups at once (D216)
 
     # --- lifecycle ---------------------------------------------------------
 
@@ -314,23 +315,6 @@ class Server:
         """Admit (Intake), count it in flight, and send it on: the job is built
         and routed by the runtime; it reaches its actor at the end of this loop
         turn (bridge). A refused action is still answered from its receipt."""
-        if op == "webhook.set":  # its host resolved and checked first, off the loop's path (WIRE.md 1.2)
-            asyncio.ensure_future(self._act_webhook_set(conn, req_id, op, key, args))
-            return
-        self._act_now(conn, req_id, op, key, args)
-
-    async def _act_webhook_set(self, conn: Conn, req_id: Any, op: str, key: str, args: Any) -> None:
-        reason = await set_refusal(args.url, self.webhooks.allow)
-        if conn.closed:
-            return
-        if reason is None:
-            self._act_now(conn, req_id, op, key, args)
-            return
-        job = self.rt.job(conn.agent, op, key, args, lambda _o: None, conn.key_hash)
-        if not self._answer_from_receipt(conn, req_id, job):
-            self._reject(conn, req_id, Rejection("bad_request", reason, "revise"), op, job.caller)
-
-    def _act_now(self, conn: Conn, req_id: Any, op: str, key: str, args: Any) -> None:
         ticket = _Ticket(self, conn, req_id, op)
         job = self.rt.job(conn.agent, op, key, args, ticket.reply, conn.key_hash)  # FrameError: content of the wrong shape
         ticket.caller = job.caller
@@ -339,11 +323,22 @@ class Server:
             if not self._answer_from_receipt(conn, req_id, job):
                 self._reject(conn, req_id, admitted, op, job.caller)
             return
-        actor_key = self.rt.route(job)
         ticket.admitted = admitted
         conn.in_flight += 1
         ticket.started = time.perf_counter()
-        self.bridge.send(actor_key, job)
+        if op == "webhook.set":  # admitted (rate limits count it); its host is resolved first, off the loop (D216)
+            asyncio.ensure_future(self._send_checked(conn, req_id, op, args, job, ticket))
+            return
+        self.bridge.send(self.rt.route(job), job)
+
+    async def _send_checked(self, conn: Conn, req_id: Any, op: str, args: Any, job: Job, ticket: "_Ticket") -> None:
+        async with self._resolving:  # a few at a time: lookups share the loop's default executor
+            reason = await set_refusal(args.url, self.webhooks.allow)
+        if reason is None:
+            self.bridge.send(self.rt.route(job), job)
+            return
+        outcome = self.rt.answered(job)  # a set accepted before is still replayed
+        ticket.reply(outcome if outcome is not None else Failed(Rejection("bad_request", reason, "revise")))
 
     def _answer_from_receipt(self, conn: Conn, req_id: Any, job: Job) -> bool:
         """Answer a request whose receipt exists (its replay, or a mismatch);

@@ -22,6 +22,7 @@ off the path of every action.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import time
 import zlib
@@ -86,6 +87,9 @@ class Deliveries:
         self._flush_due = asyncio.Event()
         self._write_lock = asyncio.Lock()
         self._stopping = False
+        # The runner's store calls and lease checks run on threads of their own:
+        # a slow resolver (the default executor) or store never starves the other.
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="kungfud-webhooks")
 
     # --- lifecycle ------------------------------------------------------------------
 
@@ -106,7 +110,11 @@ class Deliveries:
         if self._client is not None:
             await self._client.aclose()
         for lease in self.leases:
-            await asyncio.to_thread(lease.release)
+            await self._call(lease.release)
+        self._pool.shutdown(wait=False)
+
+    async def _call(self, fn: Any, *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
 
     # --- wake-ups -------------------------------------------------------------------
 
@@ -134,7 +142,8 @@ class Deliveries:
             taken = []
             for n, lease in enumerate(self.leases):
                 try:
-                    held = await asyncio.to_thread(lease.try_acquire)
+                    # A single node's leases are always held: no thread hop for them.
+                    held = await self._call(lease.try_acquire) if self.rt.shared else lease.try_acquire()
                 except Exception:
                     log.exception("taking webhook lease %d failed", n)
                     held = False
@@ -150,7 +159,7 @@ class Deliveries:
     async def _sweep(self, shards: Any) -> None:
         wanted = set(shards)
         try:
-            agents = await asyncio.to_thread(self.hooks.agents)
+            agents = await self._call(self.hooks.agents)
         except Exception:
             log.exception("listing webhook agents failed")
             return
@@ -181,7 +190,7 @@ class Deliveries:
         """Deliver one page of ``agent``'s events; True when more may follow."""
         if not self.held[shard_of(agent)]:
             return False
-        reg, cursor = await asyncio.to_thread(self.hooks.state, agent)
+        reg, cursor = await self._call(self.hooks.state, agent)
         if reg is None or reg.url is None:
             self.acked.pop(agent, None)
             return False
@@ -192,7 +201,7 @@ class Deliveries:
             cursor = Cursor(reg.hook, reg.since)
         if cursor.disabled_at:
             return False
-        page, first_at = await asyncio.to_thread(self.hooks.events_after, agent, cursor.delivered, PAGE)
+        page, first_at = await self._call(self.hooks.events_after, agent, cursor.delivered, PAGE)
         if not page:
             return False
         if first_at is not None:
@@ -228,7 +237,7 @@ class Deliveries:
             wait_ms = self.schedule.next_at(cursor) - _wall_ms()
             if wait_ms > 0:
                 await asyncio.sleep(wait_ms / 1000)
-                now_reg, _ = await asyncio.to_thread(self.hooks.state, agent)
+                now_reg, _ = await self._call(self.hooks.state, agent)
                 if now_reg is None or now_reg.hook != reg.hook:
                     return None
             if not self.held[shard_of(agent)]:
@@ -271,7 +280,7 @@ class Deliveries:
 
     async def _write(self, cursors: dict[str, Cursor]) -> None:
         async with self._write_lock:  # one write at a time: a later cursor is never overwritten by an older
-            await asyncio.to_thread(self.hooks.write, cursors)
+            await self._call(self.hooks.write, cursors)
 
     # --- metrics --------------------------------------------------------------------
 

@@ -163,3 +163,21 @@ def test_real_localhost_resolution_is_refused():
             await guard.resolve("localhost", 80, ())
 
     asyncio.run(go())
+
+
+def test_the_receivers_stdlib_check_in_docs_webhooks_md_accepts_ours_and_refuses_a_change():
+    """docs/webhooks.md's verification code (standard library only), run as written."""
+    import re
+    import time
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "webhooks.md").read_text()
+    code = next(b for b in re.findall(r"```python\n(.*?)```", doc, re.S) if "def verified" in b)
+    key = bytes(range(32))
+    ns: dict = {}
+    exec(code.replace('SECRET = "whsec_…"', f'SECRET = "{secret_of(key)}"'), ns)
+    body = b'{"agent":"ag_x","seq":3,"event":"turn","data":{}}'
+    h = headers(key, "ag_x.3", int(time.time()), body)
+    assert ns["verified"](h, body)
+    assert not ns["verified"](h, body.replace(b"3", b"4"))
+    assert not ns["verified"]({**h, "webhook-timestamp": str(int(time.time()) - 3600)}, body)
