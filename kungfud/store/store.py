@@ -26,8 +26,8 @@ from .indexes import members_listed, query_rows
 from .integrity import NOT_NEW_TRACES, StoreDamaged, check_env, check_file
 from .interface import SnapshotTail
 from .kv import Snapshot, prefix_stop
-from .layout import DBS, FORMAT, Receipt, decode_fact, decode_object, from_u64, u32, u64
-from .lmdb_kv import LmdbSnapshot, LmdbWriteTxn
+from .layout import ADDED_EMPTY, DBS, FORMAT, Receipt, decode_fact, decode_object, from_u64, u32, u64
+from .lmdb_kv import LmdbSnapshot, LmdbWriteTxn, SparseSnapshot
 import msgspec
 
 __all__ = ["Store", "StoreDamaged", "StoreLocked", "View"]
@@ -133,6 +133,7 @@ class Store(SnapshotTail):
                 # killed worker of --workers N): they would pin old pages.
                 self.env.reader_check()
             self.dbs: dict[str, Any] = {}
+            self._snapshot: type[LmdbSnapshot] = LmdbSnapshot
             # An older storage format is migrated once, right after opening (D92).
             self.migrate_from: bytes | None = None
             if readonly:
@@ -143,7 +144,9 @@ class Store(SnapshotTail):
                     try:
                         self.dbs[name] = self.env.open_db(name.encode(), create=False)
                     except lmdb.NotFoundError:
-                        if self.migrate_from is None:
+                        if name in ADDED_EMPTY:  # written by an older kungfud: read as empty (D212)
+                            self._snapshot = SparseSnapshot
+                        elif self.migrate_from is None:
                             raise
             else:
                 with self.env.begin(write=True) as txn:
@@ -186,7 +189,7 @@ class Store(SnapshotTail):
     @contextmanager
     def read(self) -> Iterator["View"]:
         with self.env.begin(buffers=False) as txn:
-            yield View(LmdbSnapshot(txn, self.dbs))
+            yield View(self._snapshot(txn, self.dbs))
 
     def begin_write(self) -> LmdbWriteTxn:
         return LmdbWriteTxn(self.env, self.dbs)
