@@ -79,8 +79,13 @@ def test_set_get_deliver_signed_in_order_and_clear(make_daemon):
         assert "kungfud_webhook_deliveries_total 5" in metrics or "kungfud_webhook_deliveries_total" in metrics
         assert "kungfud_webhook_oldest_undelivered_seconds" in metrics
         await rx.close()
+        return r["secret"]
 
-    asyncio.run(go())
+    secret = asyncio.run(go())
+    # The audit log has a line per set and clear; the secret is in no log line.
+    logs = "".join(p.read_text() for p in d.log_paths)
+    assert '"op":"webhook.set"' in logs and '"op":"webhook.clear"' in logs
+    assert secret not in logs and secret[6:] not in logs
 
 
 def test_refused_urls_are_bad_requests_naming_the_setting(make_daemon):
