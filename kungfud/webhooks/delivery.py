@@ -77,6 +77,7 @@ class Deliveries:
         self.held = [False] * SHARDS
         self.tasks: dict[str, asyncio.Task] = {}
         self.rewake: set[str] = set()
+        self.pokes: dict[str, asyncio.Event] = {}  # agent -> wakes its task from a pause between attempts
         self.acked: dict[str, Cursor] = {}
         self.oldest: dict[str, int] = {}  # agent -> when its oldest undelivered event was recorded (ms)
         self.delivered_total = 0
@@ -133,6 +134,9 @@ class Deliveries:
         task = self.tasks.get(agent)
         if task is not None and not task.done():
             self.rewake.add(agent)  # it reads again before it ends
+            poke = self.pokes.get(agent)
+            if poke is not None:
+                poke.set()  # a pause ends early to look at the registration again
             return
         self.tasks[agent] = asyncio.ensure_future(self._deliver(agent))
 
@@ -183,6 +187,7 @@ class Deliveries:
             log.exception("webhook delivery for %s failed; retried at the next sweep", agent)
         finally:
             self.oldest.pop(agent, None)
+            self.pokes.pop(agent, None)
             if self.tasks.get(agent) is asyncio.current_task():
                 del self.tasks[agent]
 
@@ -236,10 +241,16 @@ class Deliveries:
         while True:
             wait_ms = self.schedule.next_at(cursor) - _wall_ms()
             if wait_ms > 0:
-                await asyncio.sleep(wait_ms / 1000)
+                poke = self.pokes.setdefault(agent, asyncio.Event())
+                poke.clear()
+                try:
+                    await asyncio.wait_for(poke.wait(), wait_ms / 1000)
+                except asyncio.TimeoutError:
+                    pass
                 now_reg, _ = await self._call(self.hooks.state, agent)
                 if now_reg is None or now_reg.hook != reg.hook:
-                    return None
+                    return None  # cleared or set again: the next read starts over
+                continue
             if not self.held[shard_of(agent)]:
                 return None
             async with self._sem:

@@ -257,3 +257,23 @@ def test_kill_the_delivering_node_and_another_continues_in_order(make_cluster, k
         await rx.close()
 
     asyncio.run(go())
+
+
+def test_set_again_during_a_long_pause_is_used_at_the_next_event(make_daemon):
+    d = make_daemon('[webhooks]\nallow_hosts = ["127.0.0.1"]\nretry_pauses_s = [60]\n')
+
+    async def go():
+        bad, good = await Receiver().start(), await Receiver().start()
+        bad.status = 500
+        ca, cb, t, b, _ = await _pair(d.urls[0])
+        await cb.act("webhook.set", {"url": bad.url})
+        await _ask(ca, t, b)
+        await bad.wait(lambda: len(bad.posts) >= 1)  # failed: the next attempt is 60 s away
+        await cb.act("webhook.set", {"url": good.url})
+        await _ask(ca, t, b)
+        await good.wait(lambda: len(good.ok()) >= 1, 10)  # not after the old endpoint's pause
+        assert len(bad.posts) == 1
+        await bad.close()
+        await good.close()
+
+    asyncio.run(go())
