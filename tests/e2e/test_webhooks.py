@@ -277,3 +277,27 @@ def test_set_again_during_a_long_pause_is_used_at_the_next_event(make_daemon):
         await good.close()
 
     asyncio.run(go())
+
+
+def test_a_slow_receiver_does_not_hold_up_another_agents_deliveries(make_daemon):
+    d = make_daemon(CONFIG)
+
+    async def go():
+        slow, fast = await Receiver().start(), await Receiver().start()
+        slow.delay = 8.0  # answers within the 10 s, slowly
+        ca, cb, t, b, _ = await _pair(d.urls[0])
+        c2, k2 = await register(d.urls[0], "other")
+        cc = await Client.connect(d.urls[0], k2)
+        g = await ca.act("thread.admit", {"thread": t, "role": "speaker"})
+        await cc.act("thread.join", {"token": g["token"]})
+        await cb.act("webhook.set", {"url": slow.url})
+        await cc.act("webhook.set", {"url": fast.url})
+        await _ask(ca, t, b, 3)  # b's first POST waits 8 s; the others wait for it
+        for _ in range(5):
+            await _ask(ca, t, c2)
+        await fast.wait(lambda: len(fast.ok()) >= 5, 5)  # long before the slow receiver answers
+        assert len(slow.posts) == 0  # still waiting on its first
+        await slow.close()
+        await fast.close()
+
+    asyncio.run(go())

@@ -181,3 +181,73 @@ def test_the_receivers_stdlib_check_in_docs_webhooks_md_accepts_ours_and_refuses
     assert ns["verified"](h, body)
     assert not ns["verified"](h, body.replace(b"3", b"4"))
     assert not ns["verified"]({**h, "webhook-timestamp": str(int(time.time()) - 3600)}, body)
+
+
+# --- one POST: redirects, timeout, bounded answer (a local server, allowed) ----------
+
+
+def _serve_once(answer: bytes, delay: float = 0.0):
+    async def handler(reader, writer):
+        try:
+            await reader.readuntil(b"\r\n\r\n")
+            if delay:
+                await asyncio.sleep(delay)
+            writer.write(answer)
+            await writer.drain()
+        except Exception:
+            pass
+        finally:
+            writer.close()
+
+    return asyncio.start_server(handler, "127.0.0.1", 0)
+
+
+def _post_to(answer: bytes, delay: float = 0.0, timeout: float | None = None):
+    from kungfud.webhooks import post as post_mod
+
+    async def go():
+        server = await _serve_once(answer, delay)
+        port = server.sockets[0].getsockname()[1]
+        client = post_mod.new_client(2)
+        old = post_mod.TIMEOUT_S
+        if timeout is not None:
+            post_mod.TIMEOUT_S = timeout
+        try:
+            return await post_mod.post(client, f"http://127.0.0.1:{port}/h", ("127.0.0.1",), b"k" * 32, "ag_x.1", 1, b"{}")
+        finally:
+            post_mod.TIMEOUT_S = old
+            await client.aclose()
+            server.close()
+
+    return asyncio.run(go())
+
+
+def test_post_2xx_is_delivered_and_a_redirect_is_not_followed():
+    assert _post_to(b"HTTP/1.1 204 No Content\r\n\r\n") is None
+    err = _post_to(b"HTTP/1.1 302 Found\r\nlocation: http://169.254.169.254/\r\ncontent-length: 0\r\n\r\n")
+    assert err is not None and "redirect, not followed" in err
+
+
+def test_post_without_an_answer_in_time_fails():
+    err = _post_to(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n", delay=2.0, timeout=0.3)
+    assert err is not None and "no answer within" in err
+
+
+def test_post_reads_a_bounded_part_of_a_huge_answer():
+    body = b"x" * 5_000_000
+    answer = b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n" % len(body) + body
+    assert _post_to(answer) is None  # answered 2xx; the rest of the body is never read
+
+
+def test_post_to_a_refused_address_fails_without_connecting():
+    from kungfud.webhooks import post as post_mod
+
+    async def go():
+        client = post_mod.new_client(1)
+        try:
+            return await post_mod.post(client, "http://127.0.0.1:9/h", (), b"k", "ag_x.1", 1, b"{}")
+        finally:
+            await client.aclose()
+
+    err = asyncio.run(go())
+    assert err is not None and "allow_hosts" in err
