@@ -13,6 +13,7 @@ import lmdb
 
 from kungfud.store.layout import ADDED_EMPTY
 from kungfud.store.store import Store
+from tests.pg import pg_server  # noqa: F401 — the session fixture
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -40,3 +41,19 @@ def test_a_store_without_the_added_tables_checks_ok_and_gets_them_when_opened(tm
     with env.begin() as txn:
         assert all(env.open_db(name.encode(), txn=txn, create=False) is not None for name in ADDED_EMPTY)
     env.close()
+
+
+def test_a_postgresql_store_without_the_added_tables_gets_them_also_when_opened_to_read(pg_server, tmp_path):
+    import psycopg
+
+    from kungfud.store.postgres.store import PgStore
+
+    url = pg_server.new_database()
+    PgStore(url, str(tmp_path / "node")).close()
+    with psycopg.connect(url, autocommit=True) as conn:  # as an older kungfud left it
+        for name in ADDED_EMPTY:
+            conn.execute(f"DROP TABLE kf_{name}")
+    s = PgStore(url, str(tmp_path / "node"), readonly=True)
+    with s.read() as view:
+        assert list(view.hooked_agents()) == [] and view.hook_cursor("ag_x") is None
+    s.close()
