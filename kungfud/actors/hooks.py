@@ -19,28 +19,19 @@ class Hooks:
         self.store = runtime.store
 
     def agents(self) -> list[str]:
-        """The agents with an endpoint that may have something to deliver: an
-        event after their cursor, or no cursor yet (one read for all; idle
-        endpoints cost a sweep nothing more)."""
-        out = []
+        """The agents with an endpoint that have something to deliver: an
+        event after their cursor (idle endpoints cost a sweep one small read
+        each, and no task)."""
         with self.store.read() as view:
-            for agent in view.hooked_agents():
-                reg = view.state(webhook_obj(agent))
-                cursor = view.hook_cursor(agent)
-                if cursor is not None and reg is not None and cursor.hook == reg.hook:
-                    if cursor.disabled_at:
-                        continue
-                    after = cursor.delivered
-                else:
-                    after = reg.since if reg is not None else 0
-                feed = view.events_for(agent, after)
-                try:
-                    if next(iter(feed), None) is not None:
-                        out.append(agent)
-                finally:
-                    close = getattr(feed, "close", None)
-                    if close is not None:
-                        close()
+            hooked = list(view.hooked_agents())
+        out = []
+        for agent in hooked:
+            reg, cursor = self.state(agent)
+            if reg is None or reg.url is None or (cursor is not None and cursor.disabled_at):
+                continue
+            page, _ = self.events_after(agent, reg.since if cursor is None else cursor.delivered, 1, reg.events)
+            if page:
+                out.append(agent)
         return out
 
     def state(self, agent: str) -> tuple[WebhookState | None, Cursor | None]:
@@ -53,10 +44,14 @@ class Hooks:
             cursor = None
         return reg, cursor
 
-    def events_after(self, agent: str, after: int, limit: int) -> tuple[list[tuple[int, bytes]], int | None]:
+    def events_after(
+        self, agent: str, after: int, limit: int, kinds: tuple[str, ...]
+    ) -> tuple[list[tuple[int, bytes]], int | None]:
         """THE read of "``agent``'s events after seq ``after``" for delivery
-        (one function, so the events a webhook hears are chosen here), and
-        when the first of them was recorded (ms; None: no events)."""
+        and for the sweep (one function, so the events a webhook hears are
+        chosen here; ``kinds``: the kinds its endpoint asked for — the runner
+        passes over the others), and when the first of them was recorded (ms;
+        None: no events)."""
         _top, page, _more = self.rt.events_page(agent, after, limit)
         if not page:
             return page, None

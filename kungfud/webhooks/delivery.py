@@ -206,7 +206,7 @@ class Deliveries:
             cursor = Cursor(reg.hook, reg.since)
         if cursor.disabled_at:
             return False
-        page, first_at = await self._call(self.hooks.events_after, agent, cursor.delivered, PAGE)
+        page, first_at = await self._call(self.hooks.events_after, agent, cursor.delivered, PAGE, reg.events)
         if not page:
             return False
         if first_at is not None:
