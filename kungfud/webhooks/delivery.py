@@ -88,6 +88,8 @@ class Deliveries:
         self._flush_due = asyncio.Event()
         self._write_lock = asyncio.Lock()
         self._stopping = False
+        self._sweeping: asyncio.Future | None = None
+        self._sweep_again = False
         # The runner's store calls and lease checks run on threads of their own:
         # a slow resolver (the default executor) or store never starves the other.
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="kungfud-webhooks")
@@ -101,9 +103,10 @@ class Deliveries:
 
     async def stop(self) -> None:
         self._stopping = True
-        for t in [*self.tasks.values(), *self._loops]:
+        running = [*self.tasks.values(), *self._loops, *([self._sweeping] if self._sweeping is not None else [])]
+        for t in running:
             t.cancel()
-        await asyncio.gather(*self.tasks.values(), *self._loops, return_exceptions=True)
+        await asyncio.gather(*running, return_exceptions=True)
         try:
             await self._write_acked()
         except Exception:
@@ -123,8 +126,11 @@ class Deliveries:
         """New events may be stored for ``agents`` (None: for anyone)."""
         if self._stopping:
             return
-        if agents is None:
-            asyncio.ensure_future(self._sweep(range(SHARDS)))
+        if agents is None:  # "maybe anyone" (another node's busy commit): one sweep at a time, coalesced
+            if self._sweeping is not None and not self._sweeping.done():
+                self._sweep_again = True
+            else:
+                self._sweeping = asyncio.ensure_future(self._sweep_all())
             return
         for agent in agents:
             if self.held[shard_of(agent)]:
@@ -159,6 +165,13 @@ class Deliveries:
                 await self._sweep(range(SHARDS) if now - last_sweep >= SWEEP_S else taken)
                 last_sweep = now if now - last_sweep >= SWEEP_S else last_sweep
             await asyncio.sleep(LEASE_S)
+
+    async def _sweep_all(self) -> None:
+        while True:
+            self._sweep_again = False
+            await self._sweep(range(SHARDS))
+            if not self._sweep_again or self._stopping:
+                return
 
     async def _sweep(self, shards: Any) -> None:
         wanted = set(shards)
