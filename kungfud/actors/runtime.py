@@ -182,7 +182,7 @@ class Runtime:
     ) -> Ctx:
         now = self.clock() if now is None else now
         base = dict(now=now, caller=caller, new_id=self.new_id, new_secret=self.new_secret, limits=self.limits,
-                    feed_seq=self.last_seq)
+                    feed_seq=lambda: self.last_seq())  # read only when a decision asks (webhook.set)
         if get is None:
             return Ctx(**base)
         if query is None:
