@@ -43,6 +43,7 @@ def _seqs(posts) -> list[int]:
     return [p.json["seq"] for p in posts]
 
 
+@pytest.mark.rules("R8-20", "L3-2")
 def test_set_get_deliver_signed_in_order_and_clear(make_daemon):
     sw = pytest.importorskip("standardwebhooks.webhooks")
     d = make_daemon(CONFIG)
@@ -105,6 +106,7 @@ def test_refused_urls_are_bad_requests_naming_the_setting(make_daemon):
     asyncio.run(go())
 
 
+@pytest.mark.rules("R8-20", "L1-4")
 def test_sigkill_mid_backlog_resumes_from_first_unacknowledged(make_daemon):
     d = make_daemon(CONFIG)
 
@@ -148,6 +150,7 @@ async def _all_turn_seqs(url: str, key: str) -> list[dict]:
     return out
 
 
+@pytest.mark.rules("R8-21")
 def test_failing_then_disabled_then_set_again(make_daemon):
     d = make_daemon(CONFIG + "disable_after_s = 1.0\n")
 
@@ -161,6 +164,8 @@ def test_failing_then_disabled_then_set_again(make_daemon):
         got = await cb.read("webhook.get", {})
         assert got["state"] in ("failing", "disabled") and got["last_error"] == "HTTP 500" and "last_attempt_at" in got
         assert got["pending"] == 2
+        turn = await cb.read("turn", {})  # R8-21: what the undelivered events point at is in the turn
+        assert len([i for i in turn["items"] if i.get("obligation") == "respond"]) == 2
         for _ in range(100):
             got = await cb.read("webhook.get", {})
             if got["state"] == "disabled":
