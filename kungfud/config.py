@@ -112,11 +112,26 @@ class DefaultsConfig(_Section, frozen=True):
     judge_within_s: Within = 86_400
 
 
+class WebhooksConfig(_Section, frozen=True):
+    # Hosts (names or addresses, as in the URL) a webhook may reach although they
+    # are loopback, private or link-local, and over http:// (WIRE.md 1.2).
+    allow_hosts: tuple[str, ...] = ()
+    # POSTs in flight at once across all agents (each agent has at most one).
+    concurrency: Pos = 16
+    # For tests and benchmarks only: the pauses between attempts and how long
+    # an endpoint fails before it is disabled (the wire contract's defaults).
+    retry_pauses_s: Annotated[tuple[Annotated[float, msgspec.Meta(gt=0)], ...], msgspec.Meta(min_length=1)] = (
+        1, 5, 30, 120, 600, 1800,
+    )
+    disable_after_s: Annotated[float, msgspec.Meta(gt=0)] = 86_400
+
+
 class Config(_Section, frozen=True):
     server: ServerConfig = ServerConfig()
     storage: StorageConfig = StorageConfig()
     limits: LimitsConfig = LimitsConfig()
     defaults: DefaultsConfig = DefaultsConfig()
+    webhooks: WebhooksConfig = WebhooksConfig()
 
     @property
     def data_dir(self) -> str:

@@ -15,7 +15,7 @@ _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 #: Receipt fields that hold a secret (an agent key, an admission token): shown
 #: once in the first reply, nulled in the stored receipt (DECISIONS.md B4) and
 #: never written to the audit log.
-SECRET_FIELDS = ("key", "token")
+SECRET_FIELDS = ("key", "token", "secret")  # secret: a webhook's signing secret (WIRE.md 1.2)
 
 #: A member's role in a Thread (WIRE.md "Thread"; spec §6): the facts, the
 #: member objects and the wire's args all name it from here.

@@ -33,11 +33,12 @@ REDACTED = "[redacted]"
 # A JSON field that carries a secret: the agent key (`hello`, `agent.register`'s
 # reply, key rotation), the admission token (`thread.admit`'s reply,
 # `thread.join`), and — harmless but of the same name — the idempotency key.
-_SECRET_FIELD = re.compile(r'("(?:key|token)"\s*:\s*")(?:[^"\\]|\\.)*"?', re.S)
-_SECRET_FIELD_B = re.compile(rb'("(?:key|token)"\s*:\s*")(?:[^"\\]|\\.)*"?', re.S)
+_SECRET_FIELD = re.compile(r'("(?:key|token|secret)"\s*:\s*")(?:[^"\\]|\\.)*"?', re.S)
+_SECRET_FIELD_B = re.compile(rb'("(?:key|token|secret)"\s*:\s*")(?:[^"\\]|\\.)*"?', re.S)
 # Agent keys are kf_…, admission tokens kt_… (base64url); anything of that shape.
-_SECRET_SHAPE = re.compile(r"k[ft]_[A-Za-z0-9_-]{4,}")
-_SECRET_SHAPE_B = re.compile(rb"k[ft]_[A-Za-z0-9_-]{4,}")
+# A webhook's signing secret is whsec_… (standard base64).
+_SECRET_SHAPE = re.compile(r"k[ft]_[A-Za-z0-9_-]{4,}|whsec_[A-Za-z0-9+/=]{4,}")
+_SECRET_SHAPE_B = re.compile(rb"k[ft]_[A-Za-z0-9_-]{4,}|whsec_[A-Za-z0-9+/=]{4,}")
 # The credential of an HTTP Authorization header (websockets logs each header).
 _AUTHORIZATION = re.compile(r"(?i)(authorization\s*:\s*|\bbearer\s+)[^\r\n]*")
 

@@ -68,6 +68,11 @@ def test_the_core_imports_nothing_above_it():
     assert _offenders(_files("core"), ABOVE_CORE + ("lmdb", "pykka", "websockets")) == {}
 
 
+def test_webhook_delivery_reaches_the_store_only_through_the_runtime():
+    """kungfud/webhooks/ asks kungfud.actors.hooks for everything stored (docs/architecture.md)."""
+    assert _offenders(_files("webhooks"), ("kungfud.store", "lmdb", "psycopg")) == {}
+
+
 def test_each_layer_imports_only_downwards():
     assert _offenders(_files("store"), ("kungfud.actors", "kungfud.reads", "kungfud.server", "kungfud.daemon")) == {}
     assert _offenders(_files("actors"), ("kungfud.server", "kungfud.daemon")) == {}

@@ -29,7 +29,7 @@ from typing import Any, Callable, NamedTuple
 import msgspec
 
 from .. import wire
-from ..core import agent, assignment, deactivation, engagement, entry, memory, task, thread, work
+from ..core import agent, assignment, deactivation, engagement, entry, memory, task, thread, webhook, work
 from ..core.context import Ctx
 from ..core.facts import Decision
 from ..core.pins import Pin
@@ -251,8 +251,15 @@ ACTIONS: dict[str, Action] = {
     ),
     "agent.rotate_key": Action(lambda a: agent.RotateKey(), _caller, agent.decide_rotate_key),
     "admin.agent.reset_key": Action(
-        lambda a: agent.ResetKey(a.agent), _by_agent, lambda c, ctx: agent.decide_reset_key(ctx.get(c.agent), c, ctx)
+        lambda a: agent.ResetKey(a.agent),
+        _by_agent,
+        lambda c, ctx: deactivation.decide_reset_key(ctx.get(c.agent), c, ctx),
     ),
+    # webhooks (WIRE.md 1.2): the caller's actor, which also decides its deactivation and key reset
+    "webhook.set": Action(
+        lambda a: webhook.SetWebhook(a.url, None if a.events is None else tuple(a.events)), _caller, webhook.decide_set
+    ),
+    "webhook.clear": Action(lambda a: webhook.ClearWebhook(), _caller, webhook.decide_clear),
     # memory (§5)
     "memory.create": Action(
         lambda a: memory.Create(_content(a.content)), _caller, lambda c, ctx: memory.decide_create(c, ctx)

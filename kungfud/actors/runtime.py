@@ -6,7 +6,6 @@ core knowledge: authentication, the event feed and receipts are asked here."""
 
 from __future__ import annotations
 
-import heapq
 import os
 import secrets
 import threading
@@ -189,13 +188,13 @@ class Runtime:
         self, caller: Any, now: int | None = None, get: Callable[[str], Any] | None = None, query: Any = None
     ) -> Ctx:
         now = self.clock() if now is None else now
+        base = dict(now=now, caller=caller, new_id=self.new_id, new_secret=self.new_secret, limits=self.limits,
+                    feed_seq=lambda: self.last_seq())  # read only when a decision asks (webhook.set)
         if get is None:
-            return Ctx(now=now, caller=caller, new_id=self.new_id, new_secret=self.new_secret, limits=self.limits)
+            return Ctx(**base)
         if query is None:
-            return Ctx(now=now, caller=caller, new_id=self.new_id, new_secret=self.new_secret, limits=self.limits, get=get)
-        return Ctx(
-            now=now, caller=caller, new_id=self.new_id, new_secret=self.new_secret, limits=self.limits, get=get, query=query
-        )
+            return Ctx(**base, get=get)
+        return Ctx(**base, get=get, query=query)
 
     def _may_start(self, key: str) -> bool:
         """An actor is started for a service key, or for an object that exists."""
@@ -385,18 +384,15 @@ def _key_revoked(view: Any, agent: str | None, key_hash: bytes | None) -> bool:
 
 
 def _page(view: Any, agent: str, after: int, limit: int, open_tasks: bool = False) -> tuple[list[tuple[int, bytes]], bool]:
-    feeds = [view.events_for(agent, after)]
-    if open_tasks:
-        feeds.append(view.offers_for(agent, after))
+    feed = view.feed(agent, after, open_tasks)
     page: list[tuple[int, bytes]] = []
     more = False
     try:
-        for seq, event in heapq.merge(*feeds, key=lambda e: e[0]) if open_tasks else feeds[0]:
+        for seq, event in feed:
             if len(page) >= limit:
                 more = True
                 break
             page.append((seq, event))
     finally:
-        for feed in feeds:
-            feed.close()  # its cursor, before the read transaction ends
+        feed.close()  # its cursors, before the read transaction ends
     return page, more

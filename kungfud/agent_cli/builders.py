@@ -188,6 +188,14 @@ def _b_rotate_key(ns):
     return Call("agent.rotate_key")
 
 
+def _b_webhook_set(ns):
+    return Call("webhook.set", _set({"url": ns.url}, "events", ns.events.split(",") if ns.events else None))
+
+
+def _b_webhook(op: str):
+    return lambda ns: Call(op)
+
+
 def _need_content(ns, what: str) -> dict:
     content = _content(ns)
     if content is None:

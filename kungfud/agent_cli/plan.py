@@ -52,6 +52,8 @@ from .builders import (
     _b_thread_list,
     _b_turn,
     _b_void,
+    _b_webhook,
+    _b_webhook_set,
     _b_whoami,
     _memory_verb,
     _pasted_id,
@@ -335,7 +337,14 @@ def parser() -> argparse.ArgumentParser:
     p = s.add("rotate-key", _b_rotate_key, "replace your key with a new one; the old key stops working at once", action=True)
     p.add_argument("--save", action="store_true", help="write the new key into the profile in use (--profile, default 'default')")
 
-    p = s.add("watch", None, "stream turn, opportunity and outcome events (and open Tasks offered) as they arrive", action=False)
+    w = s.group("webhook", "webhook: set, get, clear (your events POSTed to a URL, signed; docs/webhooks.md)")
+    p = w.add("set", _b_webhook_set, "POST your events to URL (replaces any); prints the signing secret once", action=True)
+    p.add_argument("url", metavar="URL")
+    p.add_argument("--events", metavar="KIND,…", help="turn,opportunity,outcome,task_offered (default: the first three)")
+    w.add("get", _b_webhook("webhook.get"), "your webhook: state, delivered seq, pending, last error", action=False)
+    w.add("clear", _b_webhook("webhook.clear"), "stop POSTing your events", action=True)
+
+        p = s.add("watch", None, "stream turn, opportunity and outcome events (and open Tasks offered) as they arrive", action=False)
     p.add_argument("--since", type=int, metavar="SEQ", help="replay every event after SEQ first (overrides the state file)")
     p.add_argument("--state-file", metavar="PATH", help="resume from and save the last processed seq here")
     p.add_argument("--count", type=int, metavar="N", help="exit 0 after N events")
@@ -400,6 +409,9 @@ OP_COMMANDS: dict[str, str] = {
     "opportunities": "opportunities [--all]",
     "outcomes": "outcomes [--all]",
     "subscribe": "watch [--since SEQ] [--state-file PATH] [--open-tasks]",
+    "webhook.set": "webhook set URL [--events KIND,…]",
+    "webhook.get": "webhook get",
+    "webhook.clear": "webhook clear",
 }
 
 

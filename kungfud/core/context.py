@@ -25,10 +25,15 @@ class Limits(msgspec.Struct, frozen=True):
     open_registration: bool = True
     max_members_per_thread: int = 10_000
     max_threads_per_agent: int = 10_000  # current memberships, open or closed
+    webhook_allow_hosts: tuple[str, ...] = ()  # [webhooks] allow_hosts, lower case (WIRE.md 1.2)
 
 
 def _nothing(obj: str) -> Any:
     return None
+
+
+def _zero() -> int:
+    return 0
 
 
 def _no_rows(name: str, key: str, limit: int | None = None, party: str | None = None) -> list[Any]:
@@ -55,6 +60,7 @@ class Ctx(msgspec.Struct, frozen=True):
     limits: Limits = Limits()
     get: Callable[[str], Any] = _nothing
     query: Callable[..., list[Any]] = _no_rows
+    feed_seq: Callable[[], int] = _zero  # the event feed's newest seq (webhook.set's `since`)
 
     def governors(self, thread: str, limit: int | None = None) -> list[str]:
         """Current governors of ``thread`` by agent id (the first ``limit``)."""

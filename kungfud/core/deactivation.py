@@ -1,6 +1,8 @@
 """§4 deactivation: an admin sets an account's status (R4-3), and deactivating
 ends every membership of the agent with the effects of §6.2 and closes a Thread
 left open with no governor (§6.5), in the same atomic action (R4-6…R4-8).
+Deactivating an agent or resetting its key also clears its webhook, in the
+same action (WIRE.md 1.2, D210).
 
 It sits above :mod:`kungfud.core.agent` and :mod:`kungfud.core.thread`, so
 neither imports the other. The memberships come from the ``memberships`` query,
@@ -13,15 +15,16 @@ from typing import TYPE_CHECKING
 
 from ..errors import Rejection
 from . import agent
-from .agent import AgentState, SetStatus, require_admin
+from .agent import AgentState, ResetKey, SetStatus, require_admin
 from .decision import fold_into
 from .facts import AgentStatusSet, Decision, Fact, threads_obj
 from .thread import membership_end_facts
+from .webhook import cleared_by
 
 if TYPE_CHECKING:
     from .context import Ctx
 
-__all__ = ["decide_set_status"]
+__all__ = ["decide_set_status", "decide_reset_key"]
 
 
 def decide_set_status(target: AgentState | None, cmd: SetStatus, ctx: "Ctx") -> Decision | Rejection:
@@ -47,6 +50,20 @@ def decide_set_status(target: AgentState | None, cmd: SetStatus, ctx: "Ctx") -> 
             more, ids = membership_end_facts(ctx.get(thread), cmd.agent, "deactivated", ctx)
             facts += more
             ended += ids
+        facts += cleared_by(cmd.agent, "deactivated", ctx)
     states = fold_into({cmd.agent: agent.apply(target, fact)}, facts[1:], ctx.get)
     # `seq` is filled by the store with the seq of the action's last fact (D9).
     return Decision(facts, {"agent": cmd.agent, "status": cmd.status, "seq": None, "ended": ended}, states)
+
+
+def decide_reset_key(target: AgentState | None, cmd: ResetKey, ctx: "Ctx") -> Decision | Rejection:
+    """``admin.agent.reset_key`` (:func:`agent.decide_reset_key`), and the
+    agent's webhook cleared in the same action: whoever held the old key may
+    have set it (WIRE.md 1.2)."""
+    d = agent.decide_reset_key(target, cmd, ctx)
+    if isinstance(d, Rejection):
+        return d
+    more = cleared_by(cmd.agent, "key_reset", ctx)
+    if not more:
+        return d
+    return Decision(d.facts + more, d.result, fold_into(dict(d.states), more, ctx.get))

@@ -5,7 +5,7 @@ deadlines, how their due expiries are found and recorded (L4).
 Object ids are wire ids (``ag_``, ``me_``, ``th_``, ``as_``, ``tk_``, ``en_``) plus
 sub-objects that never appear on the wire: ``th_….N`` (entry N of a Thread),
 ``th_…/ag_…`` (one membership, D90), ``ag_….threads`` (an agent's membership
-count) and ``tk_….vN`` (version N of a Task's
+count), ``ag_….webhook`` (its webhook) and ``tk_….vN`` (version N of a Task's
 contract). The store decodes snapshots with :func:`state_type` and facts with
 :data:`AnyFact` (every fact, one tagged union); ``kungfud check``
 rebuilds every state by folding its facts (L1-1) with :func:`apply_to`; decisions
@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Union
 
-from . import agent, assignment, decision, engagement, entry, facts, memory, obligations, task, task_facts, thread, work
+from . import agent, assignment, decision, engagement, entry, facts, memory, obligations, task, task_facts, thread, webhook, work
 
 __all__ = ["Kind", "Deadlines", "KINDS", "kind", "kind_of", "state_type", "apply_to", "fold", "of_state", "AnyFact"]
 
@@ -35,6 +35,7 @@ AnyFact = Union[
     facts.AssignmentVoided, facts.AssignmentExpired, task_facts.TaskCreated, task_facts.TaskRevised,
     task_facts.TaskAcceptingSet, task_facts.EngagementConfirmed, task_facts.EngagementDelivered,
     task_facts.EngagementJudged, task_facts.EngagementDropped, task_facts.EngagementExpired,
+    webhook.WebhookSet, webhook.WebhookCleared,
 ]
 
 
@@ -65,12 +66,17 @@ def _memberships(obj: str) -> bool:
     return obj.endswith(".threads")
 
 
+def _webhook(obj: str) -> bool:
+    return obj.endswith(".webhook")
+
+
 def _membership(obj: str) -> bool:
     return "/" in obj  # th_…/ag_…: no wire id contains "/" (D90)
 
 
 KINDS: tuple[Kind, ...] = (
     Kind("agent_threads", "ag_", thread.AgentThreads, thread.apply_agent_threads, sub=_memberships),
+    Kind("webhook", "ag_", webhook.WebhookState, webhook.apply, sub=_webhook),
     Kind("agent", "ag_", agent.AgentState, agent.apply),
     Kind("memory", "me_", memory.MemoryState, memory.apply),
     Kind("member", "th_", thread.MemberState, thread.apply_member, sub=_membership),

@@ -27,7 +27,9 @@ __all__ = [
 #: (subscribe); thread.assignments (a Thread's whole assignment history, for the
 #: console and the CLI) is left out to keep tools/list inside its token budget —
 #: a model reads the live ones in thread_get and any one with assignment_get (D261).
-EXCLUDED_OPS = frozenset({"hello", "subscribe", "thread.assignments"})
+# webhook.*: set up delivery for an agent that holds no connection, from the CLI
+# or the console; as tools they would push tools/list past its budget (D215).
+EXCLUDED_OPS = frozenset({"hello", "subscribe", "thread.assignments", "webhook.set", "webhook.get", "webhook.clear"})
 
 #: The argument that carries an action's idempotency key (L3); not a wire field.
 IDEMPOTENCY_ARG = "idempotency_key"

@@ -120,15 +120,22 @@ class SoleLease:
         pass
 
 
+def _sole(name: str, n: int) -> Lease:
+    return SoleLease()
+
+
 @dataclass(frozen=True)
 class Nodes:
     """A node's mechanisms. ``shared``: other nodes may commit to this store,
     so live events are delivered from the store in seq order rather than
-    pushed from local commits (server/feed.py)."""
+    pushed from local commits (server/feed.py). ``lease_for(name, n)``: lease
+    ``n`` of a family ``name`` beside the deadline lease (the webhook runner's
+    shards, D213); a single node holds them all."""
 
     bus: Bus
     lease: Lease
     shared: bool
+    lease_for: Callable[[str, int], Lease] = _sole
 
 
 def single() -> Nodes:

@@ -202,8 +202,8 @@ class SocketBus:
 
 
 class FileLease:
-    def __init__(self, data_dir: str):
-        self.path = os.path.join(data_dir, "deadlines.lock")
+    def __init__(self, data_dir: str, name: str = "deadlines"):
+        self.path = os.path.join(data_dir, f"{name}.lock")
         self.fd: int | None = None
 
     def try_acquire(self) -> bool:
@@ -228,4 +228,6 @@ class FileLease:
 
 def lmdb_nodes(data_dir: str) -> Nodes:
     """The mechanisms of one worker among siblings on ``data_dir``."""
-    return Nodes(SocketBus(data_dir), FileLease(data_dir), shared=True)
+    return Nodes(
+        SocketBus(data_dir), FileLease(data_dir), shared=True, lease_for=lambda name, n: FileLease(data_dir, f"{name}.{n}")
+    )

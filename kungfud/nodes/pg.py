@@ -45,6 +45,8 @@ CHANNEL = "kungfud_nodes"
 #: The deadline lease (session advisory lock); beside the store's own keys
 #: (kungfud/store/postgres/schema.py: "kfd" + a number).
 LOCK_DEADLINES = 0x6B6664_0100
+#: The webhook runner's shard leases (D213): LOCK_FAMILIES[name] + shard.
+LOCK_FAMILIES = {"webhooks": 0x6B6664_0200}
 MAX_PAYLOAD = 8000
 RECONNECT_S = 0.5
 CHECK_S = 1.0  # a held lease's session is checked at most this often
@@ -296,4 +298,7 @@ class AdvisoryLease:
 
 def pg_nodes(url: str) -> Nodes:
     """The mechanisms of one node on the PostgreSQL store ``url``."""
-    return Nodes(NotifyBus(url), AdvisoryLease(url), shared=True)
+    return Nodes(
+        NotifyBus(url), AdvisoryLease(url), shared=True,
+        lease_for=lambda name, n: AdvisoryLease(url, LOCK_FAMILIES[name] + n),
+    )

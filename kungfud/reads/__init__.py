@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping
 
 from ..errors import Rejection
 from ..store.store import View
-from . import agents, assignments, memory, outcomes, task, thread, turn
+from . import agents, assignments, memory, outcomes, task, thread, turn, webhook
 
 __all__ = ["READS", "Read"]
 
@@ -46,4 +46,5 @@ READS: dict[str, Read] = {
     "turn": lambda v, c, a, now, seen: turn.turn(v, c, a.cursor, a.limit, now),
     "opportunities": lambda v, c, a, now, seen: turn.opportunities(v, c, a.cursor, a.limit),
     "outcomes": lambda v, c, a, now, seen: outcomes.outcomes(v, c, a.cursor, a.limit),
+    "webhook.get": lambda v, c, a, now, seen: webhook.webhook_get(v, c),
 }

@@ -41,6 +41,8 @@ from .metrics import Metrics
 from .revocation import KEY_CHANGES, Revocation
 from .seen import LastSeen
 from .upgrade import process_request
+from ..webhooks import Deliveries
+from ..webhooks.guard import set_refusal
 
 __all__ = ["Server", "Conn"]
 
@@ -99,12 +101,15 @@ class Server:
         self.subscribers = self.feed.subscribers  # agent -> its subscribed connections (metrics read it)
         self.bridge = Bridge(runtime, self._finish)
         self.revocation = Revocation(runtime, self.connections, self.feed)
+        # WIRE.md 1.2: each agent's events POSTed to its webhook (kungfud/webhooks/).
+        self.webhooks = Deliveries(runtime, config.webhooks)
         # When this deployment last saw each agent (ms): in memory only, not a
         # fact; shared with the other nodes when there are any (D32, D175).
         self.last_seen = LastSeen()
         # Set when a connection's in-flight count drops to zero or a connection
         # with requests in flight goes: stop() waits on it instead of polling.
         self._settled = asyncio.Event()
+        self._resolving = asyncio.Semaphore(4)  # webhook.set host lookups at once (D216)
 
     # --- lifecycle ---------------------------------------------------------
 
@@ -114,7 +119,8 @@ class Server:
         self.loop = asyncio.get_running_loop()
         if self.rt.shared:
             self.last_seen.start_sharing(self.rt.share_seen, self.loop.call_later, self.loop.time)
-        self.bridge.start(self.loop, self.feed.publish, self._woken, self.last_seen.merge)
+        self.bridge.start(self.loop, self._published, self._woken, self.last_seen.merge)
+        self.webhooks.start()
         host, port = (None, None) if sock is not None else self.cfg.listen_addr()
         self._server = await self._listen(host, port, sock)
         if private is not None:
@@ -189,6 +195,7 @@ class Server:
             except asyncio.TimeoutError:
                 log.warning("stopping: connection handlers still running; exiting anyway")
         self.last_seen.flush()  # what this node saw, to the others before it goes
+        await self.webhooks.stop()
 
     # --- connection ----------------------------------------------------------
 
@@ -337,11 +344,22 @@ class Server:
             return
         if conn.agent is None:  # an admitted agent.register: a rate-limited cost, so more time (D231)
             conn.hello_by = asyncio.get_running_loop().time() + self.cfg.server.hello_within_s
-        actor_key = self.rt.route(job)
         ticket.admitted = admitted
         conn.in_flight += 1
         ticket.started = time.perf_counter()
-        self.bridge.send(actor_key, job)
+        if op == "webhook.set":  # admitted (rate limits count it); its host is resolved first, off the loop (D216)
+            asyncio.ensure_future(self._send_checked(conn, req_id, op, args, job, ticket))
+            return
+        self.bridge.send(self.rt.route(job), job)
+
+    async def _send_checked(self, conn: Conn, req_id: Any, op: str, args: Any, job: Job, ticket: "_Ticket") -> None:
+        async with self._resolving:  # a few at a time: lookups share the loop's default executor
+            reason = await set_refusal(args.url, self.webhooks.allow)
+        if reason is None:
+            self.bridge.send(self.rt.route(job), job)
+            return
+        outcome = self.rt.answered(job)  # a set accepted before is still replayed
+        ticket.reply(outcome if outcome is not None else Failed(Rejection("bad_request", reason, "revise")))
 
     def _answer_from_receipt(self, conn: Conn, req_id: Any, job: Job) -> bool:
         """Answer a request whose receipt exists (its replay, or a mismatch);
@@ -384,10 +402,16 @@ class Server:
         else:
             self._reject(conn, req_id, Rejection("internal", "unexpected outcome; nothing was written", "retry"), op, caller)
 
+    def _published(self, events: list[tuple[str, int, bytes]]) -> None:
+        """One commit's events, on the event loop: to subscribers and webhooks."""
+        self.feed.publish(events)
+        self.webhooks.wake(list({agent: None for agent, _, _ in events}))
+
     def _woken(self, agents: list[str] | None) -> None:
         """Another node committed for ``agents`` (None: maybe anyone): new
         events to deliver, and maybe a key that changed (D156)."""
         self.feed.wake(agents)
+        self.webhooks.wake(agents)
         self.revocation.recheck(agents)
 
     # --- answers -----------------------------------------------------------------------

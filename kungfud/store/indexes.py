@@ -28,6 +28,7 @@ from ..core.engagement import EngagementState
 from ..core.task import TaskState
 from ..core.members import SPEAKING, MemberState
 from ..core.thread import ThreadState
+from ..core.webhook import WebhookState
 from ..core.facts import entry_obj, member_obj
 from ..core.queries import Live, LiveEngagement, live_engagement, live_of
 from .kv import Snapshot, prefix_stop
@@ -74,6 +75,11 @@ def state_rows(obj: str, state: Any, obligations: Obligations = of_state) -> Ite
 def _agent_rows(obj: str, state: AgentState, obligations: Obligations) -> Iterator[Row]:
     if state.key_hash:
         yield "agent_keys", state.key_hash, state.agent.encode()
+
+
+def _webhook_rows(obj: str, state: WebhookState, obligations: Obligations) -> Iterator[Row]:
+    if state.url is not None:  # the agents the delivery runner serves (WIRE.md 1.2)
+        yield "hooks", state.agent.encode(), b""
 
 
 def _memory_rows(obj: str, state: MemoryState, obligations: Obligations) -> Iterator[Row]:
@@ -159,6 +165,7 @@ def _engagement_rows(obj: str, state: EngagementState, obligations: Obligations)
 # One row function per state type (a state of any other type has no rows).
 _STATE_ROWS: dict[type, Callable[[str, Any, Obligations], Iterator[Row]]] = {
     AgentState: _agent_rows,
+    WebhookState: _webhook_rows,
     MemoryState: _memory_rows,
     MemberState: _member_rows,
     ThreadState: _thread_rows,

@@ -28,9 +28,15 @@
 |            | "*", 0, event seq (u64 BE)       | msgpack Offer: a task_offered event, stored once (D201) |
 | outcomes   | party, 0, seq (u64 BE), work id  | msgpack [thread or nil, outcome JSON]: ended assignments and engagements per party |
 | usage      | agent id                         | u64 BE: bytes of the facts its actions recorded (capacity limits, quota.py) |
+| hooks      | agent                            | b"" (agents with a webhook endpoint; WIRE.md 1.2) |
+| hook_cursors | agent                          | msgpack Cursor (store/hooks.py): the delivery runner's position and state, not derived |
 
-Everything but ``log``, ``meta`` and ``receipts`` is derived (rebuildable from
-the log), and so is ``meta/events``; receipts are the record of each first success.
+Everything but ``log``, ``meta``, ``receipts`` and ``hook_cursors`` is derived
+(rebuildable from the log), and so is ``meta/events``; receipts are the record
+of each first success; ``hook_cursors`` is written by the webhook delivery
+runner, not by actions (D212). ``hooks`` and ``hook_cursors`` were added
+without a format step: a store that lacks them gets them empty when opened
+(ADDED_EMPTY).
 """
 
 from __future__ import annotations
@@ -58,6 +64,7 @@ __all__ = [
     "PUBLIC",
     "ADDED",
     "DERIVED_META",
+    "ADDED_EMPTY",
 ]
 
 # The storage format: 2 moved members, memberships (D90), pending responses and
@@ -72,11 +79,13 @@ FORMAT = b"4"
 DBS = (
     "meta", "log", "objects", "receipts", "agent_keys", "memories", "versions",
     "memberships", "members", "pending", "live", "tokens", "obligations", "deadlines", "opportunities", "tasks", "engagements", "adopted",
-    "events", "outcomes", "usage",
+    "events", "outcomes", "usage", "hooks", "hook_cursors",
 )
-DERIVED = tuple(d for d in DBS if d not in ("meta", "log", "receipts"))
+DERIVED = tuple(d for d in DBS if d not in ("meta", "log", "receipts", "hook_cursors"))
 # The ``meta`` rows that are derived (rebuilt by ``kungfud check``): the last event seq.
 DERIVED_META = (b"events",)
+# Tables added empty to a store that lacks them, with no format step (D212).
+ADDED_EMPTY = ("hooks", "hook_cursors")
 # Tables of older formats, dropped when a store is migrated (D186).
 RETIRED = ("stream",)
 # Tables a format step added, by that format: a store of an older format lacks

@@ -79,6 +79,26 @@ class LmdbTx(LmdbSnapshot):
         self.txn.drop(self.dbs[table], delete=False)
 
 
+class SparseSnapshot(LmdbSnapshot):
+    """A read-only store's snapshot that lacks some tables: added without a
+    format step (``layout.ADDED_EMPTY``, D212), or by a format the store is
+    not yet migrated to. They read as empty."""
+
+    __slots__ = ()
+
+    def get(self, table: str, key: bytes) -> bytes | None:
+        return super().get(table, key) if table in self.dbs else None
+
+    def scan(self, table: str, start: bytes = b"", stop: bytes | None = None, *, reverse: bool = False,
+             values: bool = True) -> Iterator[tuple[bytes, bytes]]:
+        if table not in self.dbs:
+            return iter(())
+        return super().scan(table, start, stop, reverse=reverse, values=values)
+
+    def count(self, table: str) -> int:
+        return super().count(table) if table in self.dbs else 0
+
+
 class LmdbWriteTxn:
     """A :class:`~kungfud.store.interface.WriteTxn`: an LMDB write transaction
     (LMDB's writer lock excludes every other writer of the environment, in any

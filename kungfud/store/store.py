@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import os
 import heapq
+import os
 from contextlib import contextmanager
 from itertools import islice
 from typing import Any, Iterator
@@ -20,13 +20,14 @@ import lmdb
 
 from ..core.kinds import state_type
 from ..core.obligations import Obligation
+from . import hooks
 from .events import OPEN, Offer, OutcomeRow
 from .indexes import members_listed, query_rows
 from .integrity import NOT_NEW_TRACES, StoreDamaged, check_env, check_file
 from .interface import SnapshotTail
 from .kv import Snapshot, prefix_stop
-from .layout import DBS, FORMAT, PUBLIC, Receipt, decode_fact, decode_object, from_u64, u32, u64
-from .lmdb_kv import LmdbSnapshot, LmdbWriteTxn
+from .layout import ADDED_EMPTY, DBS, FORMAT, PUBLIC, Receipt, decode_fact, decode_object, from_u64, u32, u64
+from .lmdb_kv import LmdbSnapshot, LmdbWriteTxn, SparseSnapshot
 import msgspec
 
 __all__ = ["Store", "StoreDamaged", "StoreLocked", "View"]
@@ -145,6 +146,7 @@ class Store(SnapshotTail):
                 # killed worker of --workers N): they would pin old pages.
                 self.env.reader_check()
             self.dbs: dict[str, Any] = {}
+            self._snapshot: type[LmdbSnapshot] = LmdbSnapshot
             # An older storage format is migrated once, right after opening (D92).
             self.migrate_from: bytes | None = None
             if readonly:
@@ -155,8 +157,11 @@ class Store(SnapshotTail):
                     try:
                         self.dbs[name] = self.env.open_db(name.encode(), create=False)
                     except lmdb.NotFoundError:
-                        if self.migrate_from is None:
+                        # Written by an older kungfud: a table added without a format step
+                        # (D212), or by a later format (read-only, not migrated), reads as empty.
+                        if name not in ADDED_EMPTY and self.migrate_from is None:
                             raise
+                        self._snapshot = SparseSnapshot
             else:
                 with self.env.begin(write=True) as txn:
                     for name in DBS:
@@ -198,7 +203,7 @@ class Store(SnapshotTail):
     @contextmanager
     def read(self) -> Iterator["View"]:
         with self.env.begin(buffers=False) as txn:
-            yield View(LmdbSnapshot(txn, self.dbs))
+            yield View(self._snapshot(txn, self.dbs))
 
     def begin_write(self) -> LmdbWriteTxn:
         return LmdbWriteTxn(self.env, self.dbs)
@@ -293,9 +298,32 @@ class View:
             if offer.offered_to(agent):
                 yield from_u64(key[n:]), offer.event
 
+    def feed(self, agent: str, after: int, open_tasks: bool = False) -> Iterator[tuple[int, bytes]]:
+        """(event seq, event JSON) of what ``agent`` hears after ``after``, in
+        seq order: its own events, and with ``open_tasks`` the open-Task
+        stream's offers to it merged in (WIRE.md 1.2). Close it before the
+        view ends (its cursors)."""
+        own = self.events_for(agent, after)
+        if not open_tasks:
+            yield from own
+            return
+        offers = self.offers_for(agent, after)
+        try:
+            yield from heapq.merge(own, offers, key=lambda e: e[0])
+        finally:
+            own.close()
+            offers.close()
+
     def fact(self, seq: int) -> Any:
         raw = self.kv.get("log", u64(seq))
         return None if raw is None else decode_fact(raw)
+
+    def fact_at_or_before(self, seq: int) -> Any:
+        """The last fact with a seq at most ``seq`` (an event's seq is at least
+        its fact's, D200: this is that fact or a later one); None if none."""
+        for _, raw in self.kv.scan("log", b"", u64(seq + 1), reverse=True):
+            return decode_fact(raw)
+        return None
 
     def memory_content(self, memory: str, version: int) -> bytes | None:
         raw = self.kv.get("versions", memory.encode() + b"\x00" + u32(version))
@@ -426,6 +454,14 @@ class View:
         """The first ``limit`` current members of ``thread`` in the order they
         joined (ties: by agent id; D90)."""
         return members_listed(self.kv, thread, limit)
+
+    def hook_cursor(self, agent: str) -> Any:
+        """The webhook runner's :class:`~kungfud.store.hooks.Cursor` of ``agent`` (None: none yet)."""
+        return hooks.cursor_of(self.kv, agent)
+
+    def hooked_agents(self) -> Iterator[str]:
+        """Every agent with a webhook endpoint, in id order."""
+        return hooks.hooked_agents(self.kv)
 
     def count(self, index: str) -> int:
         """Rows in one index (``obligations``: open obligations; ``deadlines``:

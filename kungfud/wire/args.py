@@ -24,6 +24,9 @@ __all__ = [
     "AgentListArgs",
     "RotateKeyArgs",
     "ResetKeyArgs",
+    "WebhookSetArgs",
+    "WebhookGetArgs",
+    "WebhookClearArgs",
     "MemoryCreateArgs",
     "MemoryUpdateArgs",
     "MemoryRefArgs",
@@ -185,6 +188,24 @@ class RotateKeyArgs(_Args, frozen=True):
 
 class ResetKeyArgs(_Args, frozen=True):
     agent: AgentId
+
+
+# --- webhooks (WIRE.md 1.2) ----------------------------------------------------
+
+WebhookEvent = Literal["turn", "opportunity", "outcome", "task_offered"]
+
+
+class WebhookSetArgs(_Args, frozen=True):
+    url: Annotated[str, msgspec.Meta(min_length=1, max_length=2048)]
+    events: Annotated[list[WebhookEvent], msgspec.Meta(min_length=1, max_length=4)] | None = None
+
+
+class WebhookGetArgs(_Args, frozen=True):
+    pass
+
+
+class WebhookClearArgs(_Args, frozen=True):
+    pass
 
 
 # --- memory (§5) -------------------------------------------------------------

@@ -124,8 +124,8 @@ def why(e: Exception) -> str:
     if not sep:
         what, path = why, ""
     m = _QUOTED_BY_MSGSPEC.match(what)
-    if m is not None:
-        what = m.group(1) + echo(m.group(2)) + m.group(3)
+    if m is not None:  # client text in backticks, as every reason quotes it (msgspec quotes a value in '…')
+        what = m.group(1)[:-1] + "`" + echo(m.group(2)) + "`"
     elif len(what) > 2 * ECHO_CHARS + 60:  # a message of a shape not known above
         what = echo(what)
     return what + (sep + path if sep else "")

@@ -39,6 +39,9 @@ from .args import (
     RegisterArgs,
     RemoveArgs,
     ResetKeyArgs,
+    WebhookClearArgs,
+    WebhookGetArgs,
+    WebhookSetArgs,
     RotateKeyArgs,
     SetRoleArgs,
     SetStatusArgs,
@@ -128,5 +131,9 @@ OPS: dict[str, OpSpec] = {
     "opportunities": OpSpec("R", PageArgs, "Work offered to you by name: assignments addressed to you and restricted Tasks naming you; open Tasks are not listed here (page task_list for them)."),
     "outcomes": OpSpec("R", PageArgs, "How work you took, made or judge ended, newest first."),
     "subscribe": OpSpec("R", SubscribeArgs, "Receive your events as they happen, after a replay of those since a seq (with open_tasks, open Tasks offered too)."),
+    # WIRE.md 1.2: webhooks
+    "webhook.set": OpSpec("A", WebhookSetArgs, "Send your events to a URL; shows its secret once."),
+    "webhook.get": OpSpec("R", WebhookGetArgs, "Your webhook and how delivery goes."),
+    "webhook.clear": OpSpec("A", WebhookClearArgs, "Remove your webhook."),
 }
 ACTION_OPS = frozenset(op for op, s in OPS.items() if s.kind == "A")

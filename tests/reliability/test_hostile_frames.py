@@ -469,6 +469,9 @@ async def _corpus(url: str) -> tuple[list[Conn], dict]:
         "opportunities": {"limit": 5},
         "outcomes": {"cursor": None, "limit": 5},
         "subscribe": {},
+        "webhook.set": {"url": "https://93.184.216.34/hook", "events": ["turn", "outcome"]},  # a literal: no DNS
+        "webhook.get": {},
+        "webhook.clear": {},
     }
     assert set(args) == set(OPS) - KEY_CHANGING, (set(OPS) - KEY_CHANGING) ^ set(args)
     CORPUS.clear()

@@ -1,0 +1,70 @@
+"""What the webhook delivery runner (kungfud/webhooks/) asks of the store, in
+one place: the agents with an endpoint, an agent's registration and cursor,
+its events after a seq, and writing cursors (WIRE.md 1.2, D212). Every call
+blocks (a read or write transaction); the runner makes them off the event loop."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..core.webhook import WebhookState, webhook_obj
+from ..store.hooks import Cursor, put_cursors
+
+__all__ = ["Hooks", "Cursor"]
+
+
+class Hooks:
+    def __init__(self, runtime: Any):
+        self.rt = runtime
+        self.store = runtime.store
+
+    def agents(self) -> list[str]:
+        """The agents with an endpoint that have something to deliver: an
+        event after their cursor (idle endpoints cost a sweep one small read
+        each, and no task)."""
+        with self.store.read() as view:
+            hooked = list(view.hooked_agents())
+        out = []
+        for agent in hooked:
+            reg, cursor = self.state(agent)
+            if reg is None or reg.url is None or (cursor is not None and cursor.disabled_at):
+                continue
+            page, _ = self.events_after(agent, reg.since if cursor is None else cursor.delivered, 1, reg.events)
+            if page:
+                out.append(agent)
+        return out
+
+    def state(self, agent: str) -> tuple[WebhookState | None, Cursor | None]:
+        """``agent``'s registration (None or url None: no endpoint) and its
+        cursor for that registration (None: nothing recorded yet), from one view."""
+        with self.store.read() as view:
+            reg = view.state(webhook_obj(agent))
+            cursor = view.hook_cursor(agent)
+        if reg is not None and cursor is not None and cursor.hook != reg.hook:
+            cursor = None
+        return reg, cursor
+
+    def events_after(
+        self, agent: str, after: int, limit: int, kinds: tuple[str, ...]
+    ) -> tuple[list[tuple[int, bytes]], int | None]:
+        """THE read of "``agent``'s events after seq ``after``" for delivery
+        and for the sweep (one function, so the events a webhook hears are
+        chosen here; ``kinds``: the kinds its endpoint asked for — the runner
+        passes over the others), and when the first of them was recorded (ms;
+        None: no events)."""
+        _top, page, _more = self.rt.events_page(agent, after, limit, open_tasks="task_offered" in kinds)
+        if not page:
+            return page, None
+        with self.store.read() as view:
+            fact = view.fact_at_or_before(page[0][0])
+        return page, getattr(fact, "at", None)
+
+    def write(self, cursors: dict[str, Cursor]) -> None:
+        """Several agents' cursors, durable when this returns."""
+        w = self.store.begin_write()
+        try:
+            put_cursors(w.tx, cursors)
+        except BaseException:
+            w.abort()
+            raise
+        w.commit()

@@ -1,0 +1,75 @@
+"""The webhook delivery runner's rows (WIRE.md 1.2; D212): the agents with an
+endpoint (``hooks``, derived from their ``ag_….webhook`` states) and each
+agent's delivery position and state (``hook_cursors``, written by the runner
+after acknowledged deliveries and failed attempts, never by an action).
+
+A cursor names the registration it belongs to (``hook``, the id of the
+``webhook.set`` that made it): after another ``webhook.set`` the old cursor is
+simply not this registration's, and delivery starts at the new ``since``.
+Written over the kv protocols only, so both backends keep it the same way.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import msgspec
+
+from .kv import Snapshot, Tx
+
+__all__ = ["Cursor", "cursor_of", "put_cursors", "hooked_agents", "count_pending"]
+
+
+class Cursor(msgspec.Struct, frozen=True, array_like=True):
+    hook: str  # the registration (WebhookState.hook)
+    delivered: int  # every event at or below this seq was acknowledged (or not subscribed)
+    failing_since: int = 0  # ms of the first failed attempt of the current run; 0: not failing
+    attempts: int = 0  # failed attempts of the current run
+    last_error: str = ""
+    last_attempt_at: int = 0  # ms
+    disabled_at: int = 0  # ms; nonzero: disabled until webhook.set again
+
+
+_enc = msgspec.msgpack.Encoder()
+_dec = msgspec.msgpack.Decoder(Cursor)
+
+
+def cursor_of(kv: Snapshot, agent: str) -> Cursor | None:
+    raw = kv.get("hook_cursors", agent.encode())
+    return None if raw is None else _dec.decode(raw)
+
+
+def put_cursors(tx: Tx, cursors: dict[str, Cursor]) -> None:
+    """Several agents' cursors in one write transaction (the runner batches
+    acknowledgements)."""
+    for agent, c in cursors.items():
+        tx.put("hook_cursors", agent.encode(), _enc.encode(c))
+
+
+def hooked_agents(kv: Snapshot) -> Iterator[str]:
+    """Every agent with an endpoint, in id order."""
+    for key, _ in kv.scan("hooks", values=False):
+        yield bytes(key).decode()
+
+
+def count_pending(events: Iterator[tuple[int, bytes]], kinds: tuple[str, ...], cap: int) -> int:
+    """Events of ``kinds`` among ``events`` (seq, JSON), counting at most ``cap``."""
+    n = 0
+    for _, event in events:
+        if _kind(event) in kinds:
+            n += 1
+            if n >= cap:
+                break
+    return n
+
+
+_head = msgspec.json.Decoder(dict[str, Any])
+
+
+def _kind(event: bytes) -> str:
+    # Stored events begin {"event":"<kind>",…}; read the name without decoding the rest.
+    if event.startswith(b'{"event":"'):
+        end = event.find(b'"', 10)
+        if end > 0:
+            return event[10:end].decode()
+    return str(_head.decode(event).get("event"))

@@ -1,0 +1,15 @@
+"""Webhook delivery (WIRE.md 1.2 "Webhooks: events for agents that hold no
+connection"): the runner that POSTs each agent's events to its endpoint,
+signed by the Standard Webhooks convention, in seq order, at least once,
+from a cursor kept in the store (docs/webhooks.md, docs/operations.md).
+
+Parts: :mod:`.sign` (the signature), :mod:`.schedule` (pauses and the
+disabled state), :mod:`.guard` (which addresses may be reached, after DNS
+resolution), :mod:`.post` (one POST with httpx, pinned to the checked
+address), :mod:`.delivery` (the runner: leases, cursors, wake-ups). The store
+is reached only through :class:`kungfud.actors.hooks.Hooks`.
+"""
+
+from .delivery import Deliveries
+
+__all__ = ["Deliveries"]

@@ -1,0 +1,306 @@
+"""The delivery runner (WIRE.md 1.2; D212, D213): on the daemon's event loop,
+off the path of every action.
+
+- **Who delivers.** Agents are split into ``SHARDS`` shards (a stable hash of
+  the id); a node delivers the agents of the shards whose lease it holds
+  (``Runtime.nodes.lease_for("webhooks", n)``: a ``flock`` among LMDB
+  workers, a PostgreSQL advisory lock among nodes; a single node holds
+  them all). A dead node's leases go with its process or session; the others
+  try every ``LEASE_S`` and sweep the shards they take.
+- **When.** A commit (this node's, or another's through the bus) wakes the
+  agents it names; a sweep every ``SWEEP_S`` catches what a lost wake-up missed.
+  A woken agent with an endpoint gets a task that delivers until nothing is
+  pending, then ends.
+- **How.** Per agent strictly one POST in flight, in seq order (a later event
+  waits for the one before); across agents at most ``[webhooks] concurrency``.
+  A failed attempt is recorded at once (cursor: failing since, attempts, last
+  error) and retried after the schedule's pause; acknowledged positions are
+  written in batches (``FLUSH_S``): a crash before the write sends those
+  events again (at least once), never skips one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import time
+import zlib
+from typing import Any
+
+import msgspec
+
+from ..actors.hooks import Cursor, Hooks
+from .post import new_client, post
+from .schedule import Schedule
+
+__all__ = ["Deliveries", "SHARDS", "shard_of"]
+
+log = logging.getLogger("kungfud.webhooks")
+# httpx logs every request at INFO (with the URL): one line per delivery is not ours to log.
+logging.getLogger("httpx").setLevel(logging.WARNING)
+
+SHARDS = 4
+LEASE_S = 1.0
+SWEEP_S = 15.0
+FLUSH_S = 0.05
+PAGE = 64
+
+
+def shard_of(agent: str) -> int:
+    return zlib.crc32(agent.encode()) % SHARDS
+
+
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _kind(event: bytes) -> str:
+    if event.startswith(b'{"event":"'):
+        end = event.find(b'"', 10)
+        if end > 0:
+            return event[10:end].decode()
+    return str(msgspec.json.decode(event).get("event"))
+
+
+class Deliveries:
+    def __init__(self, runtime: Any, cfg: Any):
+        from ..server.feed import event_frame  # here: the server imports this package
+
+        self.frame = event_frame  # the body is the subscribe frame, plus "agent"
+        self.rt = runtime
+        self.hooks = Hooks(runtime)
+        self.allow = tuple(h.lower().strip("[]") for h in cfg.allow_hosts)
+        self.concurrency = cfg.concurrency
+        self.schedule = Schedule(tuple(cfg.retry_pauses_s), cfg.disable_after_s)
+        self.leases = [runtime.nodes.lease_for("webhooks", n) for n in range(SHARDS)]
+        self.held = [False] * SHARDS
+        self.tasks: dict[str, asyncio.Task] = {}
+        self.rewake: set[str] = set()
+        self.pokes: dict[str, asyncio.Event] = {}  # agent -> wakes its task from a pause between attempts
+        self.acked: dict[str, Cursor] = {}
+        self.oldest: dict[str, int] = {}  # agent -> when its oldest undelivered event was recorded (ms)
+        self.delivered_total = 0
+        self.failed_total = 0
+        self._client: Any = None
+        self._sem: asyncio.Semaphore | None = None
+        self._loops: list[asyncio.Task] = []
+        self._flush_due = asyncio.Event()
+        self._write_lock = asyncio.Lock()
+        self._stopping = False
+        self._sweeping: asyncio.Future | None = None
+        self._sweep_again = False
+        # The runner's store calls and lease checks run on threads of their own:
+        # a slow resolver (the default executor) or store never starves the other.
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="kungfud-webhooks")
+
+    # --- lifecycle ------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._client = new_client(self.concurrency)
+        self._sem = asyncio.Semaphore(self.concurrency)
+        self._loops = [asyncio.ensure_future(self._lease_loop()), asyncio.ensure_future(self._flush_loop())]
+
+    async def stop(self) -> None:
+        self._stopping = True
+        running = [*self.tasks.values(), *self._loops, *([self._sweeping] if self._sweeping is not None else [])]
+        for t in running:
+            t.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
+        try:
+            await self._write_acked()
+        except Exception:
+            log.exception("writing webhook cursors at stop failed")
+        if self._client is not None:
+            await self._client.aclose()
+        for lease in self.leases:
+            await self._call(lease.release)
+        self._pool.shutdown(wait=False)
+
+    async def _call(self, fn: Any, *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+
+    # --- wake-ups -------------------------------------------------------------------
+
+    def wake(self, agents: list[str] | None) -> None:
+        """New events may be stored for ``agents`` (None: for anyone)."""
+        if self._stopping:
+            return
+        if agents is None:  # "maybe anyone" (another node's busy commit): one sweep at a time, coalesced
+            if self._sweeping is not None and not self._sweeping.done():
+                self._sweep_again = True
+            else:
+                self._sweeping = asyncio.ensure_future(self._sweep_all())
+            return
+        for agent in agents:
+            if self.held[shard_of(agent)]:
+                self._run(agent)
+
+    def _run(self, agent: str) -> None:
+        task = self.tasks.get(agent)
+        if task is not None and not task.done():
+            self.rewake.add(agent)  # it reads again before it ends
+            poke = self.pokes.get(agent)
+            if poke is not None:
+                poke.set()  # a pause ends early to look at the registration again
+            return
+        self.tasks[agent] = asyncio.ensure_future(self._deliver(agent))
+
+    async def _lease_loop(self) -> None:
+        last_sweep = 0.0
+        while True:
+            taken = []
+            for n, lease in enumerate(self.leases):
+                try:
+                    # A single node's leases are always held: no thread hop for them.
+                    held = await self._call(lease.try_acquire) if self.rt.shared else lease.try_acquire()
+                except Exception:
+                    log.exception("taking webhook lease %d failed", n)
+                    held = False
+                if held and not self.held[n]:
+                    taken.append(n)
+                self.held[n] = held
+            now = time.monotonic()
+            if taken or now - last_sweep >= SWEEP_S:
+                await self._sweep(range(SHARDS) if now - last_sweep >= SWEEP_S else taken)
+                last_sweep = now if now - last_sweep >= SWEEP_S else last_sweep
+            await asyncio.sleep(LEASE_S)
+
+    async def _sweep_all(self) -> None:
+        while True:
+            self._sweep_again = False
+            await self._sweep(range(SHARDS))
+            if not self._sweep_again or self._stopping:
+                return
+
+    async def _sweep(self, shards: Any) -> None:
+        wanted = set(shards)
+        try:
+            agents = await self._call(self.hooks.agents)
+        except Exception:
+            log.exception("listing webhook agents failed")
+            return
+        for agent in agents:
+            n = shard_of(agent)
+            if n in wanted and self.held[n]:
+                self._run(agent)
+
+    # --- one agent ------------------------------------------------------------------
+
+    async def _deliver(self, agent: str) -> None:
+        try:
+            while True:
+                self.rewake.discard(agent)
+                more = await self._deliver_some(agent)
+                if not more and agent not in self.rewake:
+                    return
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("webhook delivery for %s failed; retried at the next sweep", agent)
+        finally:
+            self.oldest.pop(agent, None)
+            self.pokes.pop(agent, None)
+            if self.tasks.get(agent) is asyncio.current_task():
+                del self.tasks[agent]
+
+    async def _deliver_some(self, agent: str) -> bool:
+        """Deliver one page of ``agent``'s events; True when more may follow."""
+        if not self.held[shard_of(agent)]:
+            return False
+        reg, cursor = await self._call(self.hooks.state, agent)
+        if reg is None or reg.url is None:
+            self.acked.pop(agent, None)
+            return False
+        pending = self.acked.get(agent)
+        if pending is not None and pending.hook == reg.hook:
+            cursor = pending  # acknowledged, not yet written
+        if cursor is None:
+            cursor = Cursor(reg.hook, reg.since)
+        if cursor.disabled_at:
+            return False
+        page, first_at = await self._call(self.hooks.events_after, agent, cursor.delivered, PAGE, reg.events)
+        if not page:
+            return False
+        if first_at is not None:
+            self.oldest[agent] = first_at
+        for seq, event in page:  # every event has its own seq (WIRE.md 1.2)
+            if _kind(event) in reg.events:
+                cursor = await self._until_delivered(agent, reg, cursor, f"{agent}.{seq}", seq, event)
+                if cursor is None:
+                    return False  # disabled, replaced, cleared or no longer ours
+            cursor = self.schedule.delivered(cursor, seq, _wall_ms())
+            self.acked[agent] = cursor
+            self._flush_due.set()
+            self.oldest.pop(agent, None)
+        return True
+
+    async def _until_delivered(
+        self, agent: str, reg: Any, cursor: Cursor, msg_id: str, seq: int, event: bytes
+    ) -> Cursor | None:
+        """POST one event until a 2xx; the cursor then. None: stop (the
+        endpoint was disabled, replaced or cleared, or the shard lost)."""
+        assert self._sem is not None
+        body = b'{"agent":"%s",' % agent.encode() + self.frame(seq, event)[1:]
+        while True:
+            wait_ms = self.schedule.next_at(cursor) - _wall_ms()
+            if wait_ms > 0:
+                poke = self.pokes.setdefault(agent, asyncio.Event())
+                poke.clear()
+                try:
+                    await asyncio.wait_for(poke.wait(), wait_ms / 1000)
+                except asyncio.TimeoutError:
+                    pass
+                now_reg, _ = await self._call(self.hooks.state, agent)
+                if now_reg is None or now_reg.hook != reg.hook:
+                    return None  # cleared or set again: the next read starts over
+                continue
+            if not self.held[shard_of(agent)]:
+                return None
+            async with self._sem:
+                error = await post(self._client, reg.url, self.allow, reg.key, msg_id, int(time.time()), body)
+            if error is None:
+                self.delivered_total += 1
+                return cursor
+            self.failed_total += 1
+            cursor = self.schedule.failed(cursor, _wall_ms(), error)
+            self.acked.pop(agent, None)
+            await self._write({agent: cursor})  # the failing state survives a restart
+            if cursor.disabled_at:
+                log.warning("webhook of %s disabled after failing since %d: %s", agent, cursor.failing_since, error)
+                return None
+
+    # --- cursors --------------------------------------------------------------------
+
+    async def _flush_loop(self) -> None:
+        while True:
+            await self._flush_due.wait()
+            self._flush_due.clear()
+            await asyncio.sleep(FLUSH_S)  # acknowledgements of several agents in one write
+            try:
+                await self._write_acked()
+            except Exception:
+                log.exception("writing webhook cursors failed; retried")
+                self._flush_due.set()
+                await asyncio.sleep(1.0)
+
+    async def _write_acked(self) -> None:
+        if not self.acked:
+            return
+        batch = dict(self.acked)
+        await self._write(batch)
+        for agent, c in batch.items():
+            if self.acked.get(agent) is c:
+                del self.acked[agent]
+
+    async def _write(self, cursors: dict[str, Cursor]) -> None:
+        async with self._write_lock:  # one write at a time: a later cursor is never overwritten by an older
+            await self._call(self.hooks.write, cursors)
+
+    # --- metrics --------------------------------------------------------------------
+
+    def oldest_age_s(self) -> float:
+        """Age of the oldest undelivered event this node is delivering (0: none)."""
+        if not self.oldest:
+            return 0.0
+        return max(0.0, (_wall_ms() - min(self.oldest.values())) / 1000)

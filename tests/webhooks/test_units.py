@@ -1,0 +1,253 @@
+"""Webhooks (WIRE.md 1.2), the parts without a daemon: the signature checked
+by an independent implementation of Standard Webhooks and against the
+convention's published example; the retry schedule and the disabled state on a
+fake clock; which URLs and addresses are refused (before and after DNS)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import ipaddress
+from datetime import datetime, timezone
+
+import pytest
+
+from kungfud.actors.hooks import Cursor
+from kungfud.core.webhook import address_refused, secret_of, url_refusal
+from kungfud.webhooks import guard
+from kungfud.webhooks.schedule import Schedule
+from kungfud.webhooks.sign import headers, signature
+
+# --- signature -------------------------------------------------------------------
+
+
+def test_signature_verifies_with_the_standardwebhooks_package():
+    sw = pytest.importorskip("standardwebhooks.webhooks")
+    key = bytes(range(32))
+    body = b'{"agent":"ag_x","seq":7,"event":"turn","data":{"added":[],"ended":[]}}'
+    ts = int(datetime.now(timezone.utc).timestamp())
+    h = headers(key, "ag_x.7", ts, body)
+    verifier = sw.Webhook(secret_of(key))
+    assert verifier.verify(body, h) == {"agent": "ag_x", "seq": 7, "event": "turn", "data": {"added": [], "ended": []}}
+    # The package's own signing agrees byte for byte.
+    assert verifier.sign("ag_x.7", datetime.fromtimestamp(ts, timezone.utc), body.decode()) == h["webhook-signature"]
+    # And a changed body, id or timestamp fails.
+    with pytest.raises(sw.WebhookVerificationError):
+        verifier.verify(body + b" ", h)
+    with pytest.raises(sw.WebhookVerificationError):
+        verifier.verify(body, {**h, "webhook-id": "ag_x.8"})
+
+
+def test_signature_matches_the_published_example():
+    """The example of the Standard Webhooks specification (spec/standard-webhooks.md,
+    "Signature scheme"): secret MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw, id
+    msg_p5jXN8AQM9LWM0D4loKWxJek, timestamp 1614265330, body {"test": 2432232314}."""
+    key = base64.b64decode("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+    got = signature(key, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, b'{"test": 2432232314}')
+    assert got == "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
+
+
+def test_secret_is_whsec_and_base64_of_32_bytes():
+    s = secret_of(b"\x01" * 32)
+    assert s.startswith("whsec_") and base64.b64decode(s[6:]) == b"\x01" * 32
+
+
+# --- schedule (fake clock: times are ms passed in) ---------------------------------
+
+
+def test_pauses_grow_then_repeat_every_30_minutes():
+    s = Schedule()
+    assert [s.pause_ms(n) for n in range(1, 9)] == [1000, 5000, 30000, 120000, 600000, 1800000, 1800000, 1800000]
+
+
+def test_failing_then_disabled_after_24_hours_and_delivered_resets():
+    s = Schedule()
+    c = Cursor("wh_1", 10)
+    assert s.next_at(c) == 0
+    now = 1_000_000
+    c = s.failed(c, now, "HTTP 500")
+    assert (c.failing_since, c.attempts, c.last_error, c.disabled_at) == (now, 1, "HTTP 500", 0)
+    assert s.next_at(c) == now + 1000
+    c = s.failed(c, now + 1000, "no answer within 10 s")
+    assert s.next_at(c) == now + 1000 + 5000 and c.failing_since == now
+    c = s.failed(c, now + 86_400_000 - 1, "HTTP 500")
+    assert c.disabled_at == 0  # not yet 24 h of failing
+    c = s.failed(c, now + 86_400_000, "HTTP 500")
+    assert c.disabled_at == now + 86_400_000
+    ok = s.delivered(s.failed(Cursor("wh_1", 10), now, "x"), 12, now + 5)
+    assert (ok.delivered, ok.failing_since, ok.attempts) == (12, 0, 0)
+
+
+def test_shortened_schedule_for_tests():
+    s = Schedule((0.1,), 0.5)
+    c = s.failed(Cursor("wh", 0), 0, "x")
+    assert s.next_at(c) == 100
+    assert s.failed(c, 500, "x").disabled_at == 500
+
+
+# --- which URLs and addresses ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "addr", ["169.254.169.254", "127.0.0.1", "::1", "10.1.2.3", "172.16.0.1", "192.168.1.1", "100.64.0.1",
+             "0.0.0.0", "224.0.0.1", "fe80::1", "fc00::1", "::ffff:127.0.0.1", "ff02::1"],
+)
+def test_non_public_addresses_are_refused(addr):
+    assert address_refused(ipaddress.ip_address(addr))
+
+
+@pytest.mark.parametrize("addr", ["93.184.216.34", "2606:2800:220:1:248:1893:25c8:1946", "8.8.8.8"])
+def test_public_addresses_pass(addr):
+    assert not address_refused(ipaddress.ip_address(addr))
+
+
+@pytest.mark.parametrize(
+    "url, part",
+    [
+        ("ftp://example.com/x", "https://"),
+        ("http://example.com/x", "allow_hosts"),
+        ("https://169.254.169.254/latest/meta-data", "allow_hosts"),
+        ("https://[::1]/x", "allow_hosts"),
+        ("https://10.0.0.5/x", "allow_hosts"),
+        ("https://localhost/x", "allow_hosts"),
+        ("https://user:pw@example.com/x", "user name"),
+        ("https:///x", "no host"),
+        ("https://example.com:99999/x", "not a valid URL"),
+    ],
+)
+def test_url_refusals_name_the_reason(url, part):
+    reason = url_refusal(url, ())
+    assert reason is not None and part in reason
+
+
+def test_allowed_hosts_may_be_loopback_and_http():
+    assert url_refusal("http://127.0.0.1:9/x", ("127.0.0.1",)) is None
+    assert url_refusal("http://localhost:9/x", ("localhost",)) is None
+    assert url_refusal("https://example.com/hook", ()) is None
+
+
+def test_a_name_resolving_to_loopback_is_refused_unless_listed():
+    async def go():
+        loop = asyncio.get_running_loop()
+
+        async def fake(host, port, **kw):
+            return [(2, 1, 6, "", ("127.0.0.1", port))]
+
+        loop.getaddrinfo = fake  # type: ignore[method-assign]
+        with pytest.raises(guard.Refused, match="allow_hosts"):
+            await guard.resolve("rebind.example", 443, ())
+        assert await guard.resolve("rebind.example", 443, ("rebind.example",)) == "127.0.0.1"
+        assert await guard.set_refusal("https://rebind.example/h", ()) is not None
+        assert await guard.set_refusal("https://rebind.example/h", ("rebind.example",)) is None
+
+    asyncio.run(go())
+
+
+def test_a_name_with_any_private_address_is_refused():
+    async def go():
+        loop = asyncio.get_running_loop()
+
+        async def fake(host, port, **kw):
+            return [(2, 1, 6, "", ("93.184.216.34", port)), (2, 1, 6, "", ("10.0.0.1", port))]
+
+        loop.getaddrinfo = fake  # type: ignore[method-assign]
+        with pytest.raises(guard.Refused, match="10.0.0.1"):
+            await guard.resolve("mixed.example", 443, ())
+
+    asyncio.run(go())
+
+
+def test_real_localhost_resolution_is_refused():
+    async def go():
+        with pytest.raises(guard.Refused):
+            await guard.resolve("localhost", 80, ())
+
+    asyncio.run(go())
+
+
+def test_the_receivers_stdlib_check_in_docs_webhooks_md_accepts_ours_and_refuses_a_change():
+    """docs/webhooks.md's verification code (standard library only), run as written."""
+    import re
+    import time
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "webhooks.md").read_text()
+    code = next(b for b in re.findall(r"```python\n(.*?)```", doc, re.S) if "def verified" in b)
+    key = bytes(range(32))
+    ns: dict = {}
+    exec(code.replace('SECRET = "whsec_…"', f'SECRET = "{secret_of(key)}"'), ns)
+    body = b'{"agent":"ag_x","seq":3,"event":"turn","data":{}}'
+    h = headers(key, "ag_x.3", int(time.time()), body)
+    assert ns["verified"](h, body)
+    assert not ns["verified"](h, body.replace(b"3", b"4"))
+    assert not ns["verified"]({**h, "webhook-timestamp": str(int(time.time()) - 3600)}, body)
+
+
+# --- one POST: redirects, timeout, bounded answer (a local server, allowed) ----------
+
+
+def _serve_once(answer: bytes, delay: float = 0.0):
+    async def handler(reader, writer):
+        try:
+            await reader.readuntil(b"\r\n\r\n")
+            if delay:
+                await asyncio.sleep(delay)
+            writer.write(answer)
+            await writer.drain()
+        except Exception:
+            pass
+        finally:
+            writer.close()
+
+    return asyncio.start_server(handler, "127.0.0.1", 0)
+
+
+def _post_to(answer: bytes, delay: float = 0.0, timeout: float | None = None):
+    from kungfud.webhooks import post as post_mod
+
+    async def go():
+        server = await _serve_once(answer, delay)
+        port = server.sockets[0].getsockname()[1]
+        client = post_mod.new_client(2)
+        old = post_mod.TIMEOUT_S
+        if timeout is not None:
+            post_mod.TIMEOUT_S = timeout
+        try:
+            return await post_mod.post(client, f"http://127.0.0.1:{port}/h", ("127.0.0.1",), b"k" * 32, "ag_x.1", 1, b"{}")
+        finally:
+            post_mod.TIMEOUT_S = old
+            await client.aclose()
+            server.close()
+
+    return asyncio.run(go())
+
+
+def test_post_2xx_is_delivered_and_a_redirect_is_not_followed():
+    assert _post_to(b"HTTP/1.1 204 No Content\r\n\r\n") is None
+    err = _post_to(b"HTTP/1.1 302 Found\r\nlocation: http://169.254.169.254/\r\ncontent-length: 0\r\n\r\n")
+    assert err is not None and "redirect, not followed" in err
+
+
+def test_post_without_an_answer_in_time_fails():
+    err = _post_to(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n", delay=2.0, timeout=0.3)
+    assert err is not None and "no answer within" in err
+
+
+def test_post_reads_a_bounded_part_of_a_huge_answer():
+    body = b"x" * 5_000_000
+    answer = b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n" % len(body) + body
+    assert _post_to(answer) is None  # answered 2xx; the rest of the body is never read
+
+
+def test_post_to_a_refused_address_fails_without_connecting():
+    from kungfud.webhooks import post as post_mod
+
+    async def go():
+        client = post_mod.new_client(1)
+        try:
+            return await post_mod.post(client, "http://127.0.0.1:9/h", (), b"k", "ag_x.1", 1, b"{}")
+        finally:
+            await client.aclose()
+
+    err = asyncio.run(go())
+    assert err is not None and "allow_hosts" in err
