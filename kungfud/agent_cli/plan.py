@@ -344,7 +344,7 @@ def parser() -> argparse.ArgumentParser:
     w.add("get", _b_webhook("webhook.get"), "your webhook: state, delivered seq, pending, last error", action=False)
     w.add("clear", _b_webhook("webhook.clear"), "stop POSTing your events", action=True)
 
-        p = s.add("watch", None, "stream turn, opportunity and outcome events (and open Tasks offered) as they arrive", action=False)
+    p = s.add("watch", None, "stream turn, opportunity and outcome events (and open Tasks offered) as they arrive", action=False)
     p.add_argument("--since", type=int, metavar="SEQ", help="replay every event after SEQ first (overrides the state file)")
     p.add_argument("--state-file", metavar="PATH", help="resume from and save the last processed seq here")
     p.add_argument("--count", type=int, metavar="N", help="exit 0 after N events")
