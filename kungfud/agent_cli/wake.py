@@ -34,6 +34,10 @@ KINDS = ("turn", "opportunity", "outcome", "task_offered")
 DEFAULT_ON = ("turn", "opportunity", "outcome")
 #: Bytes of JSON at most in KUNGFU_EVENTS (Linux refuses one environment string over 128 KiB).
 EVENTS_LIMIT = 64 * 1024
+# A run starts once no event has arrived for SETTLE_S (at most SETTLE_MAX_S after
+# the first): a replayed backlog or a burst arrives over several frames (D220).
+SETTLE_S = 0.2
+SETTLE_MAX_S = 1.0
 
 
 def _kinds(text: str) -> tuple[str, ...]:
@@ -151,6 +155,22 @@ class Waker:
                     return False
         return True
 
+    async def _settle(self, reader: asyncio.Task) -> None:
+        """Let the events already on their way join the run: until none has
+        arrived for SETTLE_S (at most SETTLE_MAX_S), so a replayed backlog or
+        a burst wakes one run, not one per frame (D220's coalescing)."""
+        until = time.monotonic() + SETTLE_MAX_S
+        while (left := until - time.monotonic()) > 0:
+            self.arrived.clear()
+            waiter = asyncio.ensure_future(self.arrived.wait())
+            done, _ = await asyncio.wait({waiter, reader}, timeout=min(SETTLE_S, left), return_when=asyncio.FIRST_COMPLETED)
+            if reader in done:
+                waiter.cancel()
+                reader.result()
+            if waiter not in done:
+                waiter.cancel()
+                return
+
     async def _cool_down(self, reader: asyncio.Task) -> None:
         if not self.ns.cooldown or self.last_end is None:
             return
@@ -208,6 +228,7 @@ class Waker:
             while True:
                 if not await self._wait_for_events(reader):
                     return 0
+                await self._settle(reader)
                 if self._runaway():
                     return self._stop()
                 await self._cool_down(reader)
