@@ -109,6 +109,17 @@ RESULTS: dict[str, tuple[str, dict | None, Any]] = {
                         "created_at": T0, "deliver_within_s": 3600, "judge_within_s": 600,
                         "content": {"criteria": "covers every breaking change"}, "instruction": "…", "taker": B,
                         "deliver_by": T1, "obligations": []}),
+    "thread.assignments": ("page of a Thread's assignments, live and ended, newest first, each as `assignment.get` "
+                           "shows it without `instruction`; `state: \"live\"|\"ended\"` filters; a page may be "
+                           "short and still carry a cursor (members only)",
+                           {"thread": TH, "state": "ended", "limit": 20},
+                           {"items": [{"assignment": AS, "thread": TH, "entry": 2, "creator": A, "to": B,
+                                       "state": "rejected", "created_at": T0, "deliver_within_s": 3600,
+                                       "judge_within_s": 600, "content": {"criteria": "covers every breaking change"},
+                                       "taker": B, "delivery": {"at": T1, "pin": {"memory": ME, "version": 1}},
+                                       "judgment": {"verdict": "reject", "at": T1,
+                                                    "content": {"reason": "misses the config change"}},
+                                       "obligations": []}], "cursor": None}),
     "task.create": ("`{task, contract_version: 1}`", {"audience": {"agents": [B]}, "contract": CONTRACT},
                     {"task": TK, "contract_version": 1}),
     "task.revise": ("`{task, contract_version}`", {"task": TK, "contract": CONTRACT}, {"task": TK, "contract_version": 2}),

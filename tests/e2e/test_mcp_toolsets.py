@@ -23,6 +23,7 @@ from mcp import ClientSession  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 
 from kungfud.client import Client  # noqa: E402
+from kungfud.mcp.schemas import EXCLUDED_OPS  # noqa: E402
 from kungfud.wire import OPS  # noqa: E402
 from tests.e2e.helpers import register  # noqa: E402
 from tests.e2e.test_mcp import ROOT, Bridge, _props, _tool_names_in, rejected, result  # noqa: E402
@@ -151,7 +152,7 @@ async def test_R0_3_http_worker_tools_by_flag_and_per_request_by_query(daemon):
             check_worker_set(b)
     async with http_server(daemon.url) as url:  # --tools all, the default
         async with http_session(url, key) as every, http_session(url + "?tools=worker", key) as worker:
-            assert len(every.tools) == len(OPS) - 2  # all but hello and subscribe
+            assert len(every.tools) == len(OPS) - len(EXCLUDED_OPS)  # every op but those that are no tool
             check_worker_set(worker)
             assert "thread_get" in (every.instructions or "") and "thread_get" not in (worker.instructions or "")
             # the same agent, its set chosen by each request

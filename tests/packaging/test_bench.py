@@ -35,6 +35,7 @@ def test_bench_suite_quick_run_prints_every_figure():
         "thread.post one thread", "thread.post 1000 threads", "thread.post vs history", "expiry lateness",
         "turn", "task cycle (take+deliver, judge)", "event delivery", "idle connections", "stored threads",
         "scale.members", "scale.creates", "scale.pending", "scale.targets",
+        "action_cost.ratios", "task_engagements.ratio", "webhooks",
     ):
         assert name in names, (name, sorted(names))
     assert all(r.get("errors", 0) == 0 for r in rows)

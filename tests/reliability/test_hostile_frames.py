@@ -447,6 +447,7 @@ async def _corpus(url: str) -> tuple[list[Conn], dict]:
         "thread.get": {"thread": th},
         "thread.entries": {"thread": th, "cursor": None, "limit": 5, "full": True, "newest_first": True},
         "thread.entry": {"thread": th, "entry": 1},
+        "thread.assignments": {"thread": th},
         "thread.list": {"cursor": None, "limit": 5},
         "assignment.take": {"assignment": asg, "deliver": {"content": {"r": 1}}},
         "assignment.deliver": {"assignment": asg, "memory": ref},
