@@ -17,6 +17,7 @@ import ast
 import re
 import sys
 from pathlib import Path
+from generated import write_or_check  # docs/generated.py
 
 ROOT = Path(__file__).resolve().parent.parent
 RULES = ROOT / "docs" / "spec" / "rules.md"
@@ -155,17 +156,7 @@ def render() -> str:
 
 
 def main() -> int:
-    sys.path.insert(0, str(ROOT))
-    text = render()
-    if "--check" in sys.argv:
-        if not OUT.exists() or OUT.read_text() != text:
-            print("docs/conformance.md is out of date: run python docs/gen_conformance.py", file=sys.stderr)
-            return 1
-        return 0
-    OUT.write_text(text)
-    print(f"wrote {OUT.relative_to(ROOT)}")
-    return 0
-
+    return write_or_check(OUT, render)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -30,6 +30,7 @@ OUT = ROOT / "docs" / "reference.md"
 sys.path.insert(0, str(ROOT / "docs"))
 
 from reference_data import CODES, CONTRACT, EVENTS, NEXT, RESULTS, A, AS, EN, ME, TH, TK  # noqa: E402,F401
+from generated import write_or_check  # noqa: E402 — docs/generated.py
 
 
 def _j(v: Any) -> str:
@@ -260,17 +261,7 @@ def render() -> str:
 
 
 def main() -> int:
-    sys.path.insert(0, str(ROOT))
-    text = render()
-    if "--check" in sys.argv:
-        if not OUT.exists() or OUT.read_text() != text:
-            print("docs/reference.md is out of date: run python docs/gen_reference.py", file=sys.stderr)
-            return 1
-        return 0
-    OUT.write_text(text)
-    print(f"wrote {OUT.relative_to(ROOT)}")
-    return 0
-
+    return write_or_check(OUT, render)
 
 if __name__ == "__main__":
     sys.exit(main())
