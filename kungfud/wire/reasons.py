@@ -60,7 +60,7 @@ _GOT = re.compile(r"^Expected `([^`]*)`, got `([^`]*)`$")
 _RANGE = re.compile(r"^Expected `(int|float)` (>=|<=|>|<) (-?[0-9.]+)$")
 _LENGTH = re.compile(r"^Expected `(str|array|object)` of length (>=|<=) ([0-9]+)$")
 _REGEX = re.compile(r"^Expected `str` matching regex '(.*)'$", re.S)
-_ENUM = re.compile(r"^Invalid enum value '(.*)'$", re.S)
+_ENUM = re.compile(r"^Invalid enum value [`'](.*)[`']$", re.S)  # frames.why puts it in backticks
 _SEGMENT = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]|\[\.\.\.\]")
 
 _ARTICLE = {"array": "an array", "object": "an object", "str": "a string", "int": "an integer",
@@ -239,7 +239,7 @@ def _regex(pattern: str, t: mi.Type | None, where: str) -> str:
 
 def _enum(value: str, t: mi.Type | None, where: str) -> str:
     accepted = shape(t) if t is not None else ""
-    said = f"{_where(where)} may not be '{echo(value)}'"
+    said = f"{_where(where)} may not be `{echo(value)}`"
     return f"{said}; it must be {accepted}" if accepted else said
 
 

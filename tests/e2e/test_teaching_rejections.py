@@ -53,7 +53,7 @@ async def test_L2_4_newcomer_guesses_are_answered_with_the_accepted_shape(daemon
         err = await fails(lead, "turn", {"limit": 0}, "bad_request")
         taught(err, "`limit` must be at least 1")
         err = await fails(lead, "thread.admit", {"thread": th, "role": "boss"}, "bad_request")
-        taught(err, "`role` may not be 'boss'", '"speaker"')
+        taught(err, "`role` may not be `boss`", '"speaker"')
     finally:
         await close_all(lead, worker)
 
