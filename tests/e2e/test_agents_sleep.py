@@ -83,7 +83,15 @@ def test_docs_the_sleeping_worker_takes_answers_and_delivers_when_woken(cli, tmp
     entries = cli.json("thread", "entries", th, "--full", key=lead_key)["items"]
     answers = [e for e in entries if e.get("reply_to") == q]
     assert [(e["author"], e["content"]) for e in answers] == [(worker, {"text": "done"})]
-    assert "not taken" not in log.read_text() and "not delivered" not in log.read_text(), log.read_text()
+    said = log.read_text()
+    assert "not delivered" not in said and "not answered" not in said, said
+    # A restricted Task stays offered until its adoption limit is reached, so a run
+    # woken while the lead adopts may try to take it again and be refused at the
+    # limit (seen on two workers): the script says so and goes on. Nothing else.
+    lines = said.splitlines()
+    for i, line in enumerate(lines):
+        if "not taken" in line:
+            assert i > 0 and "reached its adoption limit" in lines[i - 1], said
 
 
 @pytest.mark.rules("R8-20", "R6.4-26")
