@@ -252,6 +252,27 @@ def test_a_write_transaction_with_a_failed_statement_never_reports_a_commit(stor
 
 
 
+def migrated_copy(pg_server, data: Path, tmp_path: Path) -> tuple[str, dict[str, list]]:
+    """A new PostgreSQL database holding the LMDB data directory ``data`` as
+    today's code leaves it (opening it migrates it to the current format),
+    and every table's rows but ``meta``: the start of each format-step test,
+    which then puts back what the older format stored."""
+    from kungfud.store import Store
+    from kungfud.store.postgres.migrate import copy_store
+
+    url = pg_server.new_database()
+    lm = Store(str(data))
+    pg = PgStore(url, str(tmp_path / "a"))
+    try:
+        copy_store(lm, pg)
+        with lm.read() as v:
+            rows = {n: list(v.kv.scan(n)) for n in DBS if n != "meta"}
+    finally:
+        lm.close()
+        pg.close()
+    return url, rows
+
+
 @pytest.mark.rules("L1-1")
 def test_L1_1_a_format_2_store_is_migrated_once_by_dropping_its_stream_table(pg_server, tmp_path, caplog):
     """D186: format 3 keeps every table of format 2 but ``stream`` (per-object
@@ -259,9 +280,7 @@ def test_L1_1_a_format_2_store_is_migrated_once_by_dropping_its_stream_table(pg_
     57bd251, copied in, given back the ``kf_stream`` table and rows and the
     format that 57bd251 wrote — is migrated once on open: the table dropped,
     the format recorded, every other row as it was, and it checks OK."""
-    from kungfud.store import Store
     from kungfud.store.check import run_check
-    from kungfud.store.postgres.migrate import copy_store
     from tests.store.test_migration import _unpack
 
     data = _unpack(tmp_path, "v2")
@@ -272,16 +291,7 @@ def test_L1_1_a_format_2_store_is_migrated_once_by_dropping_its_stream_table(pg_
         stream = list(txn.cursor(db=old.open_db(b"stream", txn=txn, create=False)))
     old.close()
     assert stream
-    url = pg_server.new_database()
-    lm = Store(str(data))  # today's code on the LMDB copy (migrated to format 3 on open)
-    pg = PgStore(url, str(tmp_path / "a"))
-    try:
-        copy_store(lm, pg)
-        with lm.read() as v:
-            rows = {n: list(v.kv.scan(n)) for n in DBS if n != "meta"}
-    finally:
-        lm.close()
-        pg.close()
+    url, rows = migrated_copy(pg_server, data, tmp_path)
     with psycopg.connect(url) as conn:
         conn.execute("CREATE TABLE kf_stream (key bytea PRIMARY KEY, value bytea NOT NULL)")
         with conn.cursor().copy("COPY kf_stream (key, value) FROM STDIN") as copy:
@@ -317,22 +327,11 @@ def test_L1_1_a_format_3_store_gets_its_public_memory_rows_once(pg_server, tmp_p
     copied in as format 3 wrote it — no public-Memory rows — is migrated once
     on open: the rows added, the format recorded, every row as the LMDB
     migration made it, and it checks OK."""
-    from kungfud.store import Store
     from kungfud.store.check import run_check
-    from kungfud.store.postgres.migrate import copy_store
     from tests.store.test_migration import _unpack
 
     data = _unpack(tmp_path, "v3m")
-    url = pg_server.new_database()
-    lm = Store(str(data))  # today's code on the LMDB copy (migrated to format 4 on open)
-    pg = PgStore(url, str(tmp_path / "a"))
-    try:
-        copy_store(lm, pg)
-        with lm.read() as v:
-            rows = {n: list(v.kv.scan(n)) for n in DBS if n != "meta"}
-    finally:
-        lm.close()
-        pg.close()
+    url, rows = migrated_copy(pg_server, data, tmp_path)
     public = [k for k, _ in rows["memories"] if b"\x01" in k]
     assert len(public) == 1
     with psycopg.connect(url) as conn:  # back to what format 3 stored

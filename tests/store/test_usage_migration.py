@@ -23,6 +23,7 @@ from kungfud.store.layout import DBS, FORMAT, decode_fact, from_u64
 from kungfud.store.quota import payer
 from tests.conftest import Daemon
 from tests.pg import pg_server  # noqa: F401 — the session fixture
+from tests.store.test_pg_kv import migrated_copy
 from tests.store.fixtures.make_v1 import reads
 from tests.store.test_migration import FIXTURES, _check, _format, _json, _same_events, _tables, _unpack
 
@@ -97,22 +98,11 @@ def test_L1_1_a_format_3_directory_fills_its_usage_table_once_and_old_writes_cou
 def test_L1_1_a_format_3_postgresql_store_gets_its_usage_table_once(pg_server, tmp_path, caplog):
     """The same step on PostgreSQL: a format-3 store (the fixture copied in,
     without ``kf_usage``, format 3) gets the table created and filled on open."""
-    from kungfud.store import Store
     from kungfud.store.check import run_check
     from kungfud.store.postgres import PgStore
-    from kungfud.store.postgres.migrate import copy_store
 
     data = _unpack(tmp_path, "v3")
-    url = pg_server.new_database()
-    lm = Store(str(data))  # today's code on the LMDB copy (migrated to format 4 on open)
-    pg = PgStore(url, str(tmp_path / "a"))
-    try:
-        copy_store(lm, pg)
-        with lm.read() as v:
-            rows = {n: list(v.kv.scan(n)) for n in DBS if n != "meta"}
-    finally:
-        lm.close()
-        pg.close()
+    url, rows = migrated_copy(pg_server, data, tmp_path)
     assert rows["usage"]
     with psycopg.connect(url) as conn:
         conn.execute("DROP TABLE kf_usage")
