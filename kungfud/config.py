@@ -40,6 +40,9 @@ class ServerConfig(_Section, frozen=True):
     # Log lines (audit lines too) queued at most while the log's reader stalls;
     # past it they are dropped and counted (kungfud_log_lines_dropped_total; D270).
     log_queue: Pos = 20_000
+    # OS threads that carry the Thread, Task and agent actors (D280): each
+    # object stays an actor of its own; a key always runs on the same thread.
+    actor_threads: Annotated[int, msgspec.Meta(ge=1, le=256)] = 8
     # Processes serving one LMDB data directory on one port (SO_REUSEPORT):
     # 1 = this process alone; "auto" = one per core (docs/operations.md "Workers").
     workers: Pos | Literal["auto"] = 1

@@ -179,7 +179,10 @@ def new_runtime(store: Backend, cfg: Config, *, worker: int = 0, workers: int = 
     for the node mechanisms (kungfud/nodes)."""
     test_clock = OffsetClock.from_env()  # tests only: KUNGFUD_TEST_CLOCK (kungfud/testing/clock.py)
     nodes = open_nodes(cfg.storage.url, cfg.data_dir, workers)  # issue 16: the other nodes
-    rt = Runtime(store, limits_of(cfg), clock=test_clock or wall_ms, nodes=nodes, quota=quota_of(cfg))
+    rt = Runtime(
+        store, limits_of(cfg), clock=test_clock or wall_ms, nodes=nodes, quota=quota_of(cfg),
+        actor_threads=cfg.server.actor_threads,
+    )
     rt.worker, rt.workers = worker, workers  # type: ignore[attr-defined]
     deaf.install_from_env(rt.link)  # tests only: KUNGFUD_TEST_DEAF (kungfud/testing/deaf.py)
     if test_clock is not None:

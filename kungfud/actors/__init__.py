@@ -1,5 +1,6 @@
-"""pykka actors: one per live Thread and Task, and a few shared by all agents
-(by a stable hash of the agent id), activated on demand, stopped when idle.
+"""Actors: one per live Thread and Task, and a few shared by all agents (by a
+stable hash of the agent id), activated on demand, stopped when idle, carried
+by a fixed set of pykka threads (D280, registry.py).
 
 An actor serializes the commands of its object (L5), decides them with the pure
 core against state read from one consistent LMDB view, and hands the result to

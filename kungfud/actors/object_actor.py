@@ -128,16 +128,20 @@ def _unavailable(reason: str) -> Failed:
     return Failed(Rejection.unavailable(reason))
 
 
-class ObjectActor(pykka.ThreadingActor):
+class ObjectActor:
+    """One object's actor. Not a thread of its own: a carrier thread of the
+    registry runs its messages, one at a time and in the order told (D280);
+    ``ref`` is how it is told (set by whoever starts it)."""
+
     def __init__(self, runtime: "Runtime", key: str, slot: Slot):
-        super().__init__()
+        self.ref: Any = None
         self.runtime = runtime
         self.key = key
         self.slot = slot
         self.owns_deadlines = owns_deadlines(key)
         self.shared = getattr(getattr(runtime, "nodes", None), "shared", False)
         self.max_attempts = SHARED_MAX_ATTEMPTS if self.shared else MAX_ATTEMPTS
-        # Pipelining state; touched only on this actor's thread.
+        # Pipelining state; touched only by this actor's messages (on its carrier thread).
         # obj -> (version, state, stored form, the in-flight item that writes it)
         self.overlay: dict[str, tuple[int, Any, bytes, Item]] = {}
         self.inflight = 0
@@ -152,7 +156,7 @@ class ObjectActor(pykka.ThreadingActor):
         self._done_box: list[_Done] = []
         self._done_told = False
 
-    # --- messages (all on the actor's own thread) ------------------------------
+    # --- messages (one at a time, on the carrier thread) ------------------------
 
     def on_receive(self, message: Any) -> None:
         if type(message) is list:  # jobs submitted together, handled in order
@@ -407,7 +411,7 @@ class ObjectActor(pykka.ThreadingActor):
                 return
             self._done_told = True
         try:
-            self.actor_ref.tell(_DONE_BATCH)
+            self.ref.tell(_DONE_BATCH)
         except pykka.ActorDeadError:
             # Stopped (shutdown): nobody will decide these again.
             with self._done_lock:

@@ -33,7 +33,7 @@ from ..nodes.link import Link
 from .clock import DeadlineClock
 from .ops import ACTIONS, ROUTE_READS, SERVICE_ACTORS, agent_actor, to_command
 from ..reads import READS
-from .registry import Registry
+from .registry import DEFAULT_THREADS, Registry
 from .stats import Stats, stats_of
 
 __all__ = ["Runtime", "Job", "Identity", "wall_ms", "OPEN_TASKS"]
@@ -78,6 +78,7 @@ class Runtime:
         fault: Callable[[str], None] | None = None,
         nodes: Nodes | None = None,
         quota: Quota | None = None,
+        actor_threads: int = DEFAULT_THREADS,
     ):
         self.store = store
         # The other nodes on this store (issue 16): one by default (no work at all).
@@ -90,7 +91,7 @@ class Runtime:
         self._id_lock = threading.Lock()
         self._last_id: dict[str, tuple[int, int]] = {}
         self._entropy, self._entropy_at = b"", 0
-        self.registry = Registry(self, idle_stop_s=idle_stop_s, may_start=self._may_start)
+        self.registry = Registry(self, idle_stop_s=idle_stop_s, may_start=self._may_start, threads=actor_threads)
         self.clock_thread = DeadlineClock(self)
         self.writer: Committer = Writer(
             store,

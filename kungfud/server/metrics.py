@@ -10,6 +10,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from .. import logs
+from ..actors.registry import THREAD_NAME as ACTOR_THREADS
 
 if TYPE_CHECKING:
     from .app import Server
@@ -45,7 +46,7 @@ def thread_cpu_seconds() -> dict[tuple[str, str], float]:
         except OSError:
             continue
         fields = raw[raw.rindex(")") + 2 :].split()
-        group = _GROUPS.get(t.name) or ("actors" if t.name.startswith("ObjectActor") else "other")
+        group = _GROUPS.get(t.name) or ("actors" if t.name.startswith(ACTOR_THREADS) else "other")
         for mode, value in (("user", fields[11]), ("system", fields[12])):
             out[(group, mode)] = out.get((group, mode), 0.0) + int(value) / tick
     return out

@@ -8,11 +8,10 @@ import threading
 import time
 
 import msgspec
-import pykka
 import pytest
 
 from kungfud.actors import Job, Runtime
-from kungfud.actors.object_actor import Expire, ObjectActor
+from kungfud.actors.object_actor import Expire
 from kungfud.core import memory
 from kungfud.daemon import bootstrap_admin
 from kungfud.store import Committed, Store
@@ -44,16 +43,16 @@ def test_actors_start_on_demand_stop_when_idle_and_restart_from_the_store(tmp_pa
         first = _submit(rt, admin, "k1", b'{"n":1}')
         assert rt.registry.live() == 1
         assert rt.registry.reap(now=time.monotonic()) == 0 and rt.registry.live() == 1  # not idle yet: kept
-        (actor,) = pykka.ActorRegistry.get_by_class(ObjectActor)
+        (key,) = rt.registry._actors
         later = time.monotonic() + idle_s + 1
         # The reply is sent from the writer thread just before the actor is told
         # the outcome, and reap() skips an actor that is still busy with it.
-        # Asking the actor anything is a fence (its mailbox is FIFO): once the
-        # answer comes, the outcome it was told before has been handled.
+        # A fence on its carrier's mailbox (FIFO): once it returns, the
+        # outcome the actor was told before has been handled.
         for _ in range(100):
             if rt.registry.reap(now=later):
                 break
-            actor.ask(Expire(), timeout=10)
+            rt.registry.fence(key)
         assert rt.registry.live() == 0, "the idle actor was not stopped"
         second = _submit(rt, admin, "k2", b'{"n":2}')  # a fresh actor, started from LMDB
         assert second.last_seq > first.last_seq

@@ -106,7 +106,7 @@ def test_an_action_with_nothing_due_reads_one_snapshot(world):
 
     @contextlib.contextmanager
     def counted():
-        if threading.current_thread().name.startswith("ObjectActor"):  # not the deadline clock's
+        if threading.current_thread().name.startswith("kungfud-actors"):  # not the deadline clock's
             reads.append(threading.current_thread().name)
         with real() as view:
             yield view

@@ -518,7 +518,7 @@ class Sim:
         actor = ObjectActor(rt, key, Slot())  # constructed, never started: no thread
         actor.overlay = _OverlayDict(self)
         cell = _Cell(key, gen, actor, rt)
-        actor._actor_ref = _Ref(cell)  # type: ignore[assignment]
+        actor.ref = _Ref(cell)
         rt.registry.cells[key] = cell
         self.cells.append(cell)
         self.stats["activations"] += 1
