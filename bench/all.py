@@ -25,6 +25,7 @@ SUITE = [
     ("scale_targets.py", [], ["--members", "100", "--member-posts", "100", "--creates", "2560", "--posts", "320", "--blocks", "4"]),
     ("action_cost.py", [], ["--blocks", "2", "--each", "5"]),  # issue 27 targets 1 and 2 (audit log on/off)
     ("task_engagements.py", [], ["--big", "1000", "--cycles", "32", "--blocks", "4"]),  # issue 27 target 4
+    ("live_actors.py", [], ["--counts", "64,1000", "--seconds", "1", "--blocks", "2"]),  # issue 27 target 3
 ]
 
 

@@ -2,7 +2,7 @@
 few cost (D280: actors carried by a fixed set of threads).
 
     python bench/live_actors.py [--counts 64,1000,10000] [--seconds 4] [--blocks 3]
-                                [--base DIR] [--actor-threads N]
+                                [--base DIR] [--actor-threads N[,N…]]
 
 64 connections, one agent each, each posting sequentially (one request in
 flight), each cycling through its own share of N Threads: N = 64 is one busy
@@ -153,9 +153,10 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=4.0, help="measured seconds per (count, block)")
     p.add_argument("--blocks", type=int, default=3)
     p.add_argument("--base", help="another checkout measured beside this one")
-    p.add_argument("--actor-threads", type=int, help="[server] actor_threads for this build")
+    p.add_argument("--actor-threads", type=lambda s: [int(x) for x in s.split(",")], default=[],
+                   help="[server] actor_threads for this build; several (1,8,32) measure each as a build of its own")
     args = p.parse_args()
-    plan = [("this", f"[server]\nactor_threads = {args.actor_threads}\n" if args.actor_threads else "", ROOT)]
+    plan = [(f"this@{n}", f"[server]\nactor_threads = {n}\n", ROOT) for n in args.actor_threads] or [("this", "", ROOT)]
     if args.base:
         plan.append(("base", "", Path(args.base).resolve()))
     with ExitStack() as stack:

@@ -36,6 +36,7 @@ def test_bench_suite_quick_run_prints_every_figure():
         "turn", "task cycle (take+deliver, judge)", "event delivery", "idle connections", "stored threads",
         "scale.members", "scale.creates", "scale.pending", "scale.targets",
         "action_cost.ratios", "task_engagements.ratio", "webhooks",
+        "thread.post across busy Threads", "live_actors ratio",
     ):
         assert name in names, (name, sorted(names))
     assert all(r.get("errors", 0) == 0 for r in rows)
