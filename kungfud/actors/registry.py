@@ -111,6 +111,12 @@ class Registry:
         self._reaper = threading.Thread(target=self._reap_loop, name="kungfud-reaper", daemon=True)
 
     def start(self) -> None:
+        """Start the carriers (so the daemon's thread count does not move
+        with its load) and the reaper."""
+        with self._lock:
+            for at, ref in enumerate(self._carriers):
+                if ref is None:
+                    self._carriers[at] = Carrier.start(at)
         self._reaper.start()
 
     def live(self) -> int:
@@ -119,12 +125,13 @@ class Registry:
 
     @property
     def threads(self) -> int:
-        """The OS threads that carry them (started on first use)."""
+        """The OS threads that carry them."""
         return len(self._carriers)
 
     def _carrier(self, key: str) -> pykka.ActorRef:
         """The carrier of ``key`` (the same one for as long as the daemon
-        runs); started on first use. Caller holds ``_lock``."""
+        runs; started here if :meth:`start` was not called). Caller holds
+        ``_lock``."""
         at = zlib.crc32(key.encode()) % len(self._carriers)
         ref = self._carriers[at]
         if ref is None:
