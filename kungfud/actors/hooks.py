@@ -18,10 +18,10 @@ class Hooks:
         self.rt = runtime
         self.store = runtime.store
 
-    def agents(self) -> list[str]:
-        """The agents with an endpoint that have something to deliver: an
-        event after their cursor (idle endpoints cost a sweep one small read
-        each, and no task)."""
+    def agents(self) -> tuple[list[str], list[str]]:
+        """The agents with an endpoint, and those of them that have something
+        to deliver: an event after their cursor (idle endpoints cost a sweep
+        one small read each, and no task)."""
         with self.store.read() as view:
             hooked = list(view.hooked_agents())
         out = []
@@ -32,7 +32,7 @@ class Hooks:
             page, _ = self.events_after(agent, reg.since if cursor is None else cursor.delivered, 1, reg.events)
             if page:
                 out.append(agent)
-        return out
+        return hooked, out
 
     def state(self, agent: str) -> tuple[WebhookState | None, Cursor | None]:
         """``agent``'s registration (None or url None: no endpoint) and its
