@@ -7,10 +7,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.webhook import WebhookState, webhook_obj
+from ..core.webhook import WebhookState, webhook_agent, webhook_obj
 from ..store.hooks import Cursor, put_cursors
 
-__all__ = ["Hooks", "Cursor"]
+__all__ = ["Hooks", "Cursor", "split_registrations"]
+
+
+def split_registrations(names: list[str]) -> tuple[list[str], list[str]]:
+    """Another node's wake-up names agents with new events and, by the names of
+    their registrations (``ag_….webhook``), agents whose webhook registration it
+    wrote (D272): (those agents, the other names)."""
+    hooked = [a for a in map(webhook_agent, names) if a is not None]
+    if not hooked:
+        return hooked, names
+    return hooked, [n for n in names if webhook_agent(n) is None]
 
 
 class Hooks:

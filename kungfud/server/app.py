@@ -41,7 +41,7 @@ from .metrics import Metrics
 from .revocation import KEY_CHANGES, Revocation
 from .seen import LastSeen
 from .upgrade import process_request
-from ..core.webhook import webhook_agent
+from ..actors.hooks import split_registrations
 from ..webhooks import Deliveries
 from ..webhooks.guard import set_refusal
 
@@ -413,10 +413,9 @@ class Server:
         events to deliver, and maybe a key that changed (D156); or wrote the
         webhook registrations it names (``ag_….webhook``, D272)."""
         if agents is not None:
-            hooked = [a for a in map(webhook_agent, agents) if a is not None]
+            hooked, agents = split_registrations(agents)
             if hooked:
                 self.webhooks.changed(hooked)
-                agents = [a for a in agents if webhook_agent(a) is None]
                 if not agents:
                     return
         self.feed.wake(agents)
