@@ -154,8 +154,8 @@ class Deliveries:
         if self._stopping:
             return
         for agent in agents:
-            self.endpoints.add(agent)
-            if self.held[shard_of(agent)]:
+            if self.held[shard_of(agent)]:  # another shard's agents: its sweep, when this node takes it
+                self.endpoints.add(agent)
                 self._run(agent)
 
     def _run(self, agent: str) -> None:
