@@ -33,8 +33,8 @@ if TYPE_CHECKING:
     from .context import Ctx
 
 __all__ = [
-    "WebhookState", "WebhookSet", "WebhookCleared", "SetWebhook", "ClearWebhook", "webhook_obj", "webhook_agent", "EVENTS",
-    "DEFAULT_EVENTS", "decide_set", "decide_clear", "cleared_by", "apply", "secret_of", "url_refusal",
+    "WebhookState", "WebhookSet", "WebhookCleared", "SetWebhook", "ClearWebhook", "webhook_obj", "EVENTS",
+    "webhook_agent", "DEFAULT_EVENTS", "decide_set", "decide_clear", "cleared_by", "apply", "secret_of", "url_refusal",
     "address_refused", "MAX_URL", "SETTING",
 ]
 
