@@ -32,9 +32,6 @@ from .plan import SECRET_FIELDS, BatchState, Plan, mismatch, plan, redact
 from .quota import RULE as QUOTA_RULE
 from .quota import Quota, Room
 
-# The most agents' usage totals a writer keeps from one commit to the next (D273).
-USAGE_KEPT = 100_000
-
 __all__ = [
     "Writer",
     "Item",
@@ -77,12 +74,6 @@ class Writer:
         # is counted whatever they are. Refusals by limit, for /metrics.
         self.quota = quota or Quota()
         self.quota_refusals: dict[str, int] = {"agent_bytes": 0, "reserve": 0}
-        # D273: the usage totals this writer's last commit left (agent ->
-        # bytes), and the store's fact seq after it; a batch that finds the seq
-        # unchanged (no writer committed a fact since, on any node) starts from
-        # them instead of reading an agent's ``usage`` row per action.
-        self._usage: dict[str, int] = {}
-        self._usage_at: int | None = None
         self.clock = clock or (lambda: time.time_ns() // 1_000_000)
         # Called after a commit that added deadline rows, with the earliest one,
         # so the clock can wake for it.
@@ -241,9 +232,6 @@ class Writer:
         try:
             tx = w.tx
             state = BatchState.open(tx, self._room())
-            if self._usage_at == state.first_seq:
-                state.room.usage = self._usage  # D273: still the store's totals
-            self._usage_at = None  # until this batch commits: a failed one leaves nothing to trust
             for i, item in enumerate(batch):  # also what is appended meanwhile
                 try:
                     outcomes.append(write(w, state, i, item, written))
@@ -262,8 +250,6 @@ class Writer:
             except Exception:
                 pass
             return e
-        if len(state.room.usage) <= USAGE_KEPT:
-            self._usage, self._usage_at = state.room.usage, state.seq
         self._finish_batch(batch, outcomes, written)
         return None
 

@@ -214,10 +214,11 @@ def _write(w: Writer, items: list) -> list:
 
 @pytest.mark.rules("R12-11", "L4-5")
 def test_R12_11_usage_stays_exact_when_writers_take_turns_on_one_store(store):
-    """A writer starts a batch from the totals its last commit left only while
-    no other writer has committed a fact since (D273): two writers on one store
-    (as two LMDB workers or PostgreSQL nodes are) take turns, then one writes
-    several batches in a row; the ``usage`` row is the log's count each time."""
+    """Two writers on one store (as two LMDB workers or PostgreSQL nodes are)
+    take turns, then one writes several batches in a row: the ``usage`` row is
+    the log's count each time (a guard for any carrying of totals between
+    batches: a writer may trust what it counted only while no other committed;
+    docs/performance.md, the ask+assign regression)."""
     ids = Ids()
     alice = _agent(store, ids, "alice")
     a, b = Writer(store), Writer(store)
@@ -231,7 +232,7 @@ def test_R12_11_usage_stays_exact_when_writers_take_turns_on_one_store(store):
 @pytest.mark.rules("R12-11", "L4-5")
 def test_R12_11_a_failed_commit_leaves_no_usage_behind_for_the_next_batch(store):
     """A batch whose commit fails wrote nothing: the totals it counted are not
-    where the next batch starts (D273)."""
+    where the next batch starts."""
     ids = Ids()
     alice = _agent(store, ids, "alice")
     failing = {"on": False}
