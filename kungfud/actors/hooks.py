@@ -7,10 +7,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.webhook import WebhookState, webhook_obj
+from ..core.webhook import WebhookState, webhook_agent, webhook_obj
 from ..store.hooks import Cursor, put_cursors
 
-__all__ = ["Hooks", "Cursor"]
+__all__ = ["Hooks", "Cursor", "split_registrations"]
+
+
+def split_registrations(names: list[str]) -> tuple[list[str], list[str]]:
+    """Another node's wake-up names agents with new events and, by the names of
+    their registrations (``ag_….webhook``), agents whose webhook registration it
+    wrote (D272): (those agents, the other names)."""
+    hooked = [a for a in map(webhook_agent, names) if a is not None]
+    if not hooked:
+        return hooked, names
+    return hooked, [n for n in names if webhook_agent(n) is None]
 
 
 class Hooks:
@@ -18,10 +28,10 @@ class Hooks:
         self.rt = runtime
         self.store = runtime.store
 
-    def agents(self) -> list[str]:
-        """The agents with an endpoint that have something to deliver: an
-        event after their cursor (idle endpoints cost a sweep one small read
-        each, and no task)."""
+    def agents(self) -> tuple[list[str], list[str]]:
+        """The agents with an endpoint, and those of them that have something
+        to deliver: an event after their cursor (idle endpoints cost a sweep
+        one small read each, and no task)."""
         with self.store.read() as view:
             hooked = list(view.hooked_agents())
         out = []
@@ -32,7 +42,7 @@ class Hooks:
             page, _ = self.events_after(agent, reg.since if cursor is None else cursor.delivered, 1, reg.events)
             if page:
                 out.append(agent)
-        return out
+        return hooked, out
 
     def state(self, agent: str) -> tuple[WebhookState | None, Cursor | None]:
         """``agent``'s registration (None or url None: no endpoint) and its

@@ -21,6 +21,7 @@ from .. import wire
 from ..core.agent import KEY_REVOKED, key_hash
 from ..core.context import Ctx, Limits
 from ..core.ids import time_ordered
+from ..core.webhook import webhook_obj
 from ..store import Failed, Outcome, Replayed, Store, Writer
 from ..store.events import OPEN as OPEN_TASKS
 from ..store.interface import Committer
@@ -99,6 +100,7 @@ class Runtime:
             clock=clock,
             on_deadline=self._on_deadline,
             on_events=self._publish,
+            on_webhooks=self._webhooks_written,
             fault=fault,  # tests only (storage fault injection)
             quota=quota,  # capacity per agent and the reserve (R12-11)
         )
@@ -106,6 +108,9 @@ class Runtime:
         # Set by the server: receives each commit's events (writer thread), as
         # (agent, event seq, event JSON); agent OPEN ("*"): a task_offered event.
         self.event_sink: Callable[[list[tuple[str, int, bytes]]], None] | None = None
+        # Set by the server: receives the agents whose webhook registration a
+        # commit of this node wrote (writer thread; D272).
+        self.webhook_sink: Callable[[list[str]], None] | None = None
 
     def start(self) -> None:
         self.writer.start()
@@ -134,6 +139,17 @@ class Runtime:
         if self._shared:
             # Agents named by fact seq; OPEN ("*") wakes every open-Task subscriber.
             self.link.committed(self.writer.committed_seq, list({agent: None for agent, _, _ in events}), False)
+
+    def _webhooks_written(self, agents: list[str]) -> None:
+        """A commit wrote ``agents``' webhook registrations (writer thread): to
+        this node's delivery runner, and announced to the other nodes by the
+        names of the registrations (``ag_….webhook``, never an agent id), which
+        their runners read again (D272)."""
+        sink = self.webhook_sink
+        if sink is not None:
+            sink(agents)
+        if self._shared:
+            self.link.committed(self.writer.committed_seq, [webhook_obj(a) for a in agents], False)
 
     def announce_agents(self, agents: list[str]) -> None:
         """Tell the other nodes that something of ``agents`` changed that their

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "WebhookState", "WebhookSet", "WebhookCleared", "SetWebhook", "ClearWebhook", "webhook_obj", "EVENTS",
-    "DEFAULT_EVENTS", "decide_set", "decide_clear", "cleared_by", "apply", "secret_of", "url_refusal",
+    "webhook_agent", "DEFAULT_EVENTS", "decide_set", "decide_clear", "cleared_by", "apply", "secret_of", "url_refusal",
     "address_refused", "MAX_URL", "SETTING",
 ]
 
@@ -44,9 +44,18 @@ MAX_URL = 2048
 SETTING = "[webhooks] allow_hosts"
 
 
+_SUB = ".webhook"
+
+
 def webhook_obj(agent: str) -> str:
     """The agent's webhook sub-object (no wire id contains ``.webhook``)."""
-    return f"{agent}.webhook"
+    return agent + _SUB
+
+
+def webhook_agent(obj: str) -> str | None:
+    """The agent whose webhook sub-object ``obj`` is (None: any other object
+    or name)."""
+    return obj[: -len(_SUB)] if obj.endswith(_SUB) else None
 
 
 class WebhookSet(Fact, frozen=True, tag="agent.webhook_set"):

@@ -41,6 +41,7 @@ from .metrics import Metrics
 from .revocation import KEY_CHANGES, Revocation
 from .seen import LastSeen
 from .upgrade import process_request
+from ..actors.hooks import split_registrations
 from ..webhooks import Deliveries
 from ..webhooks.guard import set_refusal
 
@@ -119,7 +120,7 @@ class Server:
         self.loop = asyncio.get_running_loop()
         if self.rt.shared:
             self.last_seen.start_sharing(self.rt.share_seen, self.loop.call_later, self.loop.time)
-        self.bridge.start(self.loop, self._published, self._woken, self.last_seen.merge)
+        self.bridge.start(self.loop, self._published, self._woken, self.last_seen.merge, self.webhooks.changed)
         self.webhooks.start()
         host, port = (None, None) if sock is not None else self.cfg.listen_addr()
         self._server = await self._listen(host, port, sock)
@@ -409,7 +410,14 @@ class Server:
 
     def _woken(self, agents: list[str] | None) -> None:
         """Another node committed for ``agents`` (None: maybe anyone): new
-        events to deliver, and maybe a key that changed (D156)."""
+        events to deliver, and maybe a key that changed (D156); or wrote the
+        webhook registrations it names (``ag_….webhook``, D272)."""
+        if agents is not None:
+            hooked, agents = split_registrations(agents)
+            if hooked:
+                self.webhooks.changed(hooked)
+                if not agents:
+                    return
         self.feed.wake(agents)
         self.webhooks.wake(agents)
         self.revocation.recheck(agents)

@@ -7,7 +7,8 @@ cheap.
 - Back: an outcome arrives on the writer's (or an actor's) thread; outcomes
   arriving together — a group commit answers many at once — wake the loop once,
   and are finished there in arrival order.
-- Events: each commit's events cross to the loop in one call.
+- Events: each commit's events cross to the loop in one call (and the agents
+  whose webhook registration it wrote, in another).
 """
 
 from __future__ import annotations
@@ -42,14 +43,18 @@ class Bridge:
         publish: Callable[[list[tuple[str, int, bytes]]], None],
         wake: Callable[[list[str] | None], None] | None = None,
         seen: Callable[[dict[str, int] | None], None] | None = None,
+        webhooks: Callable[[list[str]], None] | None = None,
     ) -> None:
         """Attach to the running loop; each commit's events go to ``publish``
         there, other nodes' wake-ups (agents with new events, or None for
-        anyone) to ``wake``, and what other nodes saw to ``seen``."""
+        anyone) to ``wake``, what other nodes saw to ``seen``, and the agents
+        whose webhook registration a commit wrote to ``webhooks``."""
         self.loop = loop
         self.rt.event_sink = lambda events: loop.call_soon_threadsafe(publish, events)
         if wake is not None:
             self.rt.link.feed = lambda agents: loop.call_soon_threadsafe(wake, agents)
+        if webhooks is not None:
+            self.rt.webhook_sink = lambda agents: loop.call_soon_threadsafe(webhooks, agents)
         if seen is not None and self.rt.shared:
             self.rt.link.attach_seen(lambda news: loop.call_soon_threadsafe(seen, news))
 

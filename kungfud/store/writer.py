@@ -23,6 +23,7 @@ import threading
 import time
 from typing import Any, Callable
 
+from ..core.webhook import webhook_agent
 from ..errors import Rejection
 from .failures import FailureLog, storage_failure
 from .interface import Backend, Committed, Failed, Item, Outcome, Replayed, Stale, Tx, WriteTxn
@@ -66,6 +67,7 @@ class Writer:
         on_events: Callable[[list[tuple[str, int, bytes]]], None] | None = None,
         on_item: Callable[[Item, Tx], None] | None = None,
         quota: Quota | None = None,
+        on_webhooks: Callable[[list[str]], None] | None = None,
     ):
         self.store = store
         # Capacity limits per agent and the store's reserve (R12-11); the usage
@@ -79,6 +81,11 @@ class Writer:
         # Called after each commit with the events it recorded (agent, event
         # seq, JSON; agent ``*``: a task_offered event of the open-Task stream).
         self.on_events = on_events
+        # Called after a commit that wrote agents' webhook registrations (their
+        # ``ag_….webhook`` objects: set, cleared, deactivated, key reset), with
+        # those agents: the delivery runner keeps its set of agents with an
+        # endpoint from these, not from a store read at every event (D272).
+        self.on_webhooks = on_webhooks
         # The last fact seq committed by this writer (for announcements to
         # other nodes, which compare fact seqs), set before on_events is called.
         self.committed_seq = 0
@@ -264,6 +271,13 @@ class Writer:
                 self.on_deadline(min(dues))
             except Exception:
                 log.exception("deadline notification failed")
+        if self.on_webhooks is not None:
+            hooked = [a for p in written for o in p.objects if (a := webhook_agent(o.id)) is not None]
+            if hooked:
+                try:
+                    self.on_webhooks(hooked)
+                except Exception:
+                    log.exception("webhook notification failed")
         for item, outcome in zip(batch, outcomes):
             if isinstance(outcome, Failed) and outcome.rejection.rule == QUOTA_RULE:
                 limit = "agent_bytes" if outcome.rejection.code == "rate_limited" else "reserve"

@@ -10,7 +10,10 @@ off the path of every action.
 - **When.** A commit (this node's, or another's through the bus) wakes the
   agents it names; a sweep every ``SWEEP_S`` catches what a lost wake-up missed.
   A woken agent with an endpoint gets a task that delivers until nothing is
-  pending, then ends.
+  pending, then ends. Which agents have one is known in memory (D272:
+  ``endpoints``, from the sweeps and from every commit that writes a
+  registration, this node's or another's), so a wake-up of any other agent
+  costs a set lookup: no task, no store read.
 - **How.** Per agent strictly one POST in flight, in seq order (a later event
   waits for the one before); across agents at most ``[webhooks] concurrency``.
   A failed attempt is recorded at once (cursor: failing since, attempts, last
@@ -80,6 +83,13 @@ class Deliveries:
         self.pokes: dict[str, asyncio.Event] = {}  # agent -> wakes its task from a pause between attempts
         self.acked: dict[str, Cursor] = {}
         self.oldest: dict[str, int] = {}  # agent -> when its oldest undelivered event was recorded (ms)
+        # D272: every agent with an endpoint, and maybe some that no longer have
+        # one (a read of the registration removes those). Added to by each sweep
+        # and by each commit that writes a registration (``changed``), removed
+        # from only by a read that finds none; until the first sweep has filled
+        # it (``_known``), every woken agent is read.
+        self.endpoints: set[str] = set()
+        self._known = False
         self.delivered_total = 0
         self.failed_total = 0
         self._client: Any = None
@@ -132,8 +142,20 @@ class Deliveries:
             else:
                 self._sweeping = asyncio.ensure_future(self._sweep_all())
             return
+        known, endpoints, held = self._known, self.endpoints, self.held
         for agent in agents:
-            if self.held[shard_of(agent)]:
+            if (agent in endpoints or not known) and held[shard_of(agent)]:
+                self._run(agent)
+
+    def changed(self, agents: list[str]) -> None:
+        """A commit (this node's, or another's through the bus) wrote the
+        webhook registrations of ``agents``: each is read again, and served
+        from then on if it has an endpoint (the read that finds none removes it)."""
+        if self._stopping:
+            return
+        for agent in agents:
+            if self.held[shard_of(agent)]:  # another shard's agents: its sweep, when this node takes it
+                self.endpoints.add(agent)
                 self._run(agent)
 
     def _run(self, agent: str) -> None:
@@ -176,10 +198,12 @@ class Deliveries:
     async def _sweep(self, shards: Any) -> None:
         wanted = set(shards)
         try:
-            agents = await self._call(self.hooks.agents)
+            hooked, agents = await self._call(self.hooks.agents)
         except Exception:
             log.exception("listing webhook agents failed")
             return
+        self.endpoints.update(hooked)  # a union: what changed meanwhile was added by changed()
+        self._known = True
         for agent in agents:
             n = shard_of(agent)
             if n in wanted and self.held[n]:
@@ -211,7 +235,11 @@ class Deliveries:
         reg, cursor = await self._call(self.hooks.state, agent)
         if reg is None or reg.url is None:
             self.acked.pop(agent, None)
+            # A registration written after this read was announced to changed(),
+            # which asked this task to read again (rewake) and adds it back.
+            self.endpoints.discard(agent)
             return False
+        self.endpoints.add(agent)
         pending = self.acked.get(agent)
         if pending is not None and pending.hook == reg.hook:
             cursor = pending  # acknowledged, not yet written

@@ -62,3 +62,10 @@ def test_clear_and_the_clears_of_deactivation_and_key_reset(w):
     carol = w.register("carol")
     d = ok(w.act(w.root, lambda c, ctx: deactivation.decide_reset_key(ctx.get(c.agent), c, ctx), ResetKey(carol)))
     assert len(d.facts) == 1
+
+
+def test_a_registration_name_gives_its_agent_and_nothing_else_does():
+    # D272: the writer and the bus tell registrations (ag_….webhook) from agents by this one test.
+    assert webhook.webhook_agent(webhook_obj("ag_01ABC")) == "ag_01ABC"
+    for name in ("ag_01ABC", "th_01ABC", "*", "ag_01ABC.webhooks", ""):
+        assert webhook.webhook_agent(name) is None

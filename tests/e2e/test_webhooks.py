@@ -264,6 +264,31 @@ def test_kill_the_delivering_node_and_another_continues_in_order(make_cluster, k
     asyncio.run(go())
 
 
+@pytest.mark.rules("R8-20")
+@pytest.mark.parametrize("kind", ["lmdb2", "pg2"])
+def test_an_endpoint_set_on_another_node_is_served_at_once(make_cluster, kind):
+    """The runner knows in memory which agents have an endpoint (D272): a
+    registration written on the node that does not deliver the agent is
+    announced to the one that does, so the next event is POSTed within
+    seconds — not at the next sweep (15 s) — even when it is committed on the
+    delivering node right after."""
+    c = make_cluster(kind, CONFIG)
+
+    async def go():
+        rx = await Receiver().start()
+        ca, cb, t, b, kb = await _pair(c.urls[0])
+        assert wait_for(lambda: _shard_holder(c, b) is not None, 10)
+        holder = _shard_holder(c, b)
+        cb = await Client.connect(c.urls[1 - holder], kb)
+        ca = await Client.connect(c.urls[holder], ca.agent_key)
+        await cb.act("webhook.set", {"url": rx.url})
+        await _ask(ca, t, b)  # committed where b's webhook is delivered
+        await rx.wait(lambda: len(rx.ok()) >= 1, 8)
+        await rx.close()
+
+    asyncio.run(go())
+
+
 def test_set_again_during_a_long_pause_is_used_at_the_next_event(make_daemon):
     d = make_daemon('[webhooks]\nallow_hosts = ["127.0.0.1"]\nretry_pauses_s = [60]\n')
 

@@ -202,3 +202,53 @@ def test_L1_1_check_rebuilds_the_usage_table_from_the_log_and_reports_a_wrong_co
     assert compare(store, expected_indexes(store)) == [f"usage: differs at {alice.encode()!r}"]
     write(store, expected_indexes(store))  # what check --rebuild writes
     assert compare(store, expected_indexes(store)) == [] and _usage(store, alice) == _logged(store, alice)
+
+
+def _write(w: Writer, items: list) -> list:
+    outcomes: list = [None] * len(items)
+    for i, item in enumerate(items):
+        item.done = lambda outcome, i=i: outcomes.__setitem__(i, outcome)
+    w.write_batch(items)
+    return outcomes
+
+
+@pytest.mark.rules("R12-11", "L4-5")
+def test_R12_11_usage_stays_exact_when_writers_take_turns_on_one_store(store):
+    """Two writers on one store (as two LMDB workers or PostgreSQL nodes are)
+    take turns, then one writes several batches in a row: the ``usage`` row is
+    the log's count each time (a guard for any carrying of totals between
+    batches: a writer may trust what it counted only while no other committed;
+    docs/performance.md, the ask+assign regression)."""
+    ids = Ids()
+    alice = _agent(store, ids, "alice")
+    a, b = Writer(store), Writer(store)
+    for n, w in enumerate([a, b, a, a, b, b, a]):
+        (out,) = _write(w, [create_item(store, alice, ids, f"m{n}", _body(1))])
+        assert isinstance(out, Committed), out
+        assert _usage(store, alice) == _logged(store, alice)
+    assert compare(store, expected_indexes(store)) == []
+
+
+@pytest.mark.rules("R12-11", "L4-5")
+def test_R12_11_a_failed_commit_leaves_no_usage_behind_for_the_next_batch(store):
+    """A batch whose commit fails wrote nothing: the totals it counted are not
+    where the next batch starts."""
+    ids = Ids()
+    alice = _agent(store, ids, "alice")
+    failing = {"on": False}
+
+    def fault(point: str) -> None:
+        if failing["on"] and point == "commit":
+            raise OSError("injected commit failure")
+
+    w = Writer(store, fault=fault)
+    (out,) = _write(w, [create_item(store, alice, ids, "m0", _body(1))])
+    assert isinstance(out, Committed), out
+    failing["on"] = True
+    (out,) = _write(w, [create_item(store, alice, ids, "m1", _body(1))])
+    assert isinstance(out, Failed), out
+    failing["on"] = False
+    (out,) = _write(w, [create_item(store, alice, ids, "m2", _body(1))])
+    assert isinstance(out, Committed), out
+    assert _usage(store, alice) == _logged(store, alice)
+    assert compare(store, expected_indexes(store)) == []
