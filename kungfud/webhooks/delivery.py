@@ -33,6 +33,7 @@ from typing import Any
 
 import msgspec
 
+from ..actors import OPEN_TASKS
 from ..actors.hooks import Cursor, Hooks
 from .post import new_client, post
 from .schedule import Schedule
@@ -143,6 +144,10 @@ class Deliveries:
                 self._sweeping = asyncio.ensure_future(self._sweep_all())
             return
         known, endpoints, held = self._known, self.endpoints, self.held
+        if OPEN_TASKS in agents and known:
+            # A task_offered event (the open-Task stream): it may be for any
+            # agent whose webhook takes that kind; each reads its own feed.
+            agents = [*agents, *endpoints]
         for agent in agents:
             if (agent in endpoints or not known) and held[shard_of(agent)]:
                 self._run(agent)

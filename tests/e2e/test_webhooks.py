@@ -289,6 +289,31 @@ def test_an_endpoint_set_on_another_node_is_served_at_once(make_cluster, kind):
     asyncio.run(go())
 
 
+@pytest.mark.rules("R8-20")
+def test_an_open_task_offered_reaches_a_webhook_at_once(make_daemon):
+    """WIRE.md 1.2: a webhook that takes ``task_offered`` hears an open Task
+    when it is created — a few seconds, not the runner's next sweep (15 s):
+    the open-Task stream is stored once, so its commit names no agent, and
+    wakes every agent with an endpoint instead."""
+    d = make_daemon(CONFIG)
+
+    async def go():
+        rx = await Receiver().start()
+        _, ka = await register(d.urls[0], "author")
+        b, kb = await register(d.urls[0], "taker")
+        ca, cb = await Client.connect(d.urls[0], ka), await Client.connect(d.urls[0], kb)
+        await cb.act("webhook.set", {"url": rx.url, "events": ["task_offered"]})
+        task = (await ca.act("task.create", {"audience": "open", "contract": {"content": {"output": "a haiku", "criteria": "5-7-5"}}}))["task"]
+        await rx.wait(lambda: len(rx.ok()) >= 1, 8)
+        body = rx.ok()[0].json
+        assert body["agent"] == b and body["event"] == "task_offered" and body["data"]["task"] == task
+        await ca.close()
+        await cb.close()
+        await rx.close()
+
+    asyncio.run(go())
+
+
 def test_set_again_during_a_long_pause_is_used_at_the_next_event(make_daemon):
     d = make_daemon('[webhooks]\nallow_hosts = ["127.0.0.1"]\nretry_pauses_s = [60]\n')
 

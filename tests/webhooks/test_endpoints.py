@@ -131,3 +131,24 @@ def test_a_registration_written_while_a_read_found_none_is_not_lost():
         d._pool.shutdown()
 
     asyncio.run(go())
+
+
+@pytest.mark.rules("R8-20")
+def test_an_open_task_offered_wakes_every_agent_with_an_endpoint():
+    """WIRE.md 1.2: a ``task_offered`` event is stored once, in the open-Task
+    stream (published under ``*``), and merged into each agent's feed by the
+    read; an agent whose webhook takes that kind hears it at once, not at the
+    next sweep."""
+    from kungfud.actors import OPEN_TASKS
+
+    async def go():
+        d, hooks = _runner({"ag_a": _reg("ag_a"), "ag_b": _reg("ag_b")})
+        await d._sweep(range(SHARDS))
+        hooks.reads.clear()
+        d.wake([OPEN_TASKS])
+        assert sorted(d.tasks) == ["ag_a", "ag_b"]
+        await _settle(d)
+        assert sorted(hooks.reads) == ["ag_a", "ag_b"]
+        d._pool.shutdown()
+
+    asyncio.run(go())
