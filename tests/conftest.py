@@ -100,18 +100,19 @@ def clocked_daemon(request, tmp_path):
 
 @pytest.fixture
 def make_daemon(request, tmp_path):
-    """Factory for daemons with a config file or extra flags."""
+    """Factory for daemons with a config file or extra flags (``test_clock``:
+    a clock the test moves, as ``clocked_daemon``'s)."""
     made: list = []
 
     def make(
         config_text: str | None = None, name: str = "data", start: bool = True, extra: list[str] | None = None,
-        env: dict | None = None,
+        env: dict | None = None, test_clock: bool = False,
     ):
         cfg = None
         if config_text is not None:
             cfg = tmp_path / f"{name}.toml"
             cfg.write_text(config_text)
-        d = _new(request, tmp_path / name, cfg, extra, env=env)
+        d = _new(request, tmp_path / name, cfg, extra, test_clock=test_clock, env=env)
         made.append(d)
         return d.start() if start else d
 
