@@ -89,6 +89,18 @@ def daemon(request, tmp_path):
     d.stop()
 
 
+@pytest.fixture(scope="module")
+def shared_daemon(request, tmp_path_factory):
+    """One ``daemon`` for every test of a module that asks for it: for tests
+    that each register agents of their own and read nothing daemon-wide (no
+    log, metric or count), so a fresh daemon per test only costs its start
+    (about a second each in the two-node modes). A module opts in with a
+    ``daemon`` fixture of its own that returns this one."""
+    d = _new(request, tmp_path_factory.mktemp(request.module.__name__.rsplit(".", 1)[-1]) / "data").start()
+    yield d
+    d.stop()
+
+
 @pytest.fixture
 def clocked_daemon(request, tmp_path):
     """``daemon`` whose clock the test moves: ``clocked_daemon.advance_clock(s)``
@@ -161,7 +173,7 @@ def pytest_report_header(config):
 
 
 #: the fixtures that start the daemon under test (tests/cluster.py)
-DAEMON_FIXTURES = frozenset({"daemon", "clocked_daemon", "make_daemon"})
+DAEMON_FIXTURES = frozenset({"daemon", "shared_daemon", "clocked_daemon", "make_daemon"})
 
 
 def _deselect_because(item, mode: str) -> str | None:
