@@ -89,6 +89,18 @@ def daemon(request, tmp_path):
     d.stop()
 
 
+@pytest.fixture(scope="module")
+def shared_daemon(request, tmp_path_factory):
+    """One ``daemon`` for every test of a module that asks for it: for tests
+    that each register agents of their own and read nothing daemon-wide (no
+    log, metric or count), so a fresh daemon per test only costs its start
+    (about a second each in the two-node modes). A module opts in with a
+    ``daemon`` fixture of its own that returns this one."""
+    d = _new(request, tmp_path_factory.mktemp(request.module.__name__.rsplit(".", 1)[-1]) / "data").start()
+    yield d
+    d.stop()
+
+
 @pytest.fixture
 def clocked_daemon(request, tmp_path):
     """``daemon`` whose clock the test moves: ``clocked_daemon.advance_clock(s)``
@@ -100,18 +112,19 @@ def clocked_daemon(request, tmp_path):
 
 @pytest.fixture
 def make_daemon(request, tmp_path):
-    """Factory for daemons with a config file or extra flags."""
+    """Factory for daemons with a config file or extra flags (``test_clock``:
+    a clock the test moves, as ``clocked_daemon``'s)."""
     made: list = []
 
     def make(
         config_text: str | None = None, name: str = "data", start: bool = True, extra: list[str] | None = None,
-        env: dict | None = None,
+        env: dict | None = None, test_clock: bool = False,
     ):
         cfg = None
         if config_text is not None:
             cfg = tmp_path / f"{name}.toml"
             cfg.write_text(config_text)
-        d = _new(request, tmp_path / name, cfg, extra, env=env)
+        d = _new(request, tmp_path / name, cfg, extra, test_clock=test_clock, env=env)
         made.append(d)
         return d.start() if start else d
 
@@ -160,7 +173,7 @@ def pytest_report_header(config):
 
 
 #: the fixtures that start the daemon under test (tests/cluster.py)
-DAEMON_FIXTURES = frozenset({"daemon", "clocked_daemon", "make_daemon"})
+DAEMON_FIXTURES = frozenset({"daemon", "shared_daemon", "clocked_daemon", "make_daemon"})
 
 
 def _deselect_because(item, mode: str) -> str | None:

@@ -13,6 +13,13 @@ from kungfud.client import Client, new_key
 from tests.e2e.helpers import Raw, agent_client, call, check_failure, fake_id, register, rejected
 
 
+@pytest.fixture
+def daemon(shared_daemon):
+    """One daemon for the module (tests/conftest.py ``shared_daemon``): each test
+    registers agents of its own and reads only what they wrote."""
+    return shared_daemon
+
+
 async def _admin(daemon) -> Client:
     c = await Client.connect(daemon.url, daemon.admin_key)
     c.agent = (await c.read("agent.whoami"))["agent"]

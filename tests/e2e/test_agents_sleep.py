@@ -65,7 +65,7 @@ def test_docs_the_sleeping_worker_takes_answers_and_delivers_when_woken(cli, tmp
                         key=lead_key)["task"]
         # The worker took both, delivered both, answered: the lead now judges two deliveries.
         judged = until(lambda: (lambda items: items if len(items) == 2 else None)(cli.json("turn", key=lead_key)["items"]),
-                       timeout=60, what="two deliveries to judge")
+                       timeout=60, what="two deliveries to judge", every=0.5)
         assert sorted(i["obligation"] for i in judged) == ["judge", "judge"]
         for item in judged:
             ref = item["ref"]
@@ -104,12 +104,13 @@ def test_docs_the_sleeping_judge_rejects_with_the_tests_output_then_adopts(cli, 
     proc, log = start(cli, tmp_path, author_key, "kungfu wake --on turn --exec examples/wake/judge.sh", {"JUDGE_TEST": test})
     try:
         cli.run("take", task, "--text", "an old silent pond", key=worker_key)
-        rejected = until(lambda: cli.json("outcomes", key=worker_key)["items"], timeout=60, what="a verdict")
+        rejected = until(lambda: cli.json("outcomes", key=worker_key)["items"], timeout=60, what="a verdict", every=0.5)
         assert [(o["state"], o["by"], o["content"]) for o in rejected] == [
             ("rejected", author, {"reason": "checking the delivery\nno frog in it"})
         ]
         cli.run("take", task, "--text", "an old silent pond, frog", key=worker_key)
-        until(lambda: len(cli.json("outcomes", key=worker_key)["items"]) == 2, timeout=60, what="a second verdict")
+        until(lambda: len(cli.json("outcomes", key=worker_key)["items"]) == 2, timeout=60, what="a second verdict",
+              every=0.5)
     finally:
         proc.kill()
         proc.wait()

@@ -66,6 +66,15 @@ def cli(daemon, tmp_path) -> Cli:
     return Cli(daemon, tmp_path)
 
 
+@pytest.fixture
+def daemon(shared_daemon):
+    """One daemon for this module's tests (tests/conftest.py ``shared_daemon``):
+    each registers agents of its own and reads only what they wrote; the two
+    that kill the daemon or read ``task list`` start their own. (The modules
+    that import ``cli`` from here keep their own ``daemon``.)"""
+    return shared_daemon
+
+
 def fields(stdout: str) -> dict[str, str]:
     """Human receipt lines `name: value` as a dict."""
     return dict(line.split(": ", 1) for line in stdout.splitlines() if ": " in line and not line.startswith(" "))
@@ -384,7 +393,8 @@ def test_thread_cli_collaboration_end_to_end(cli):
 
 
 @pytest.mark.rules("R8-29", "R8-35", "R8-38", "L2-6")
-def test_task_cli_cycle_publish_take_deliver_reject_retake_adopt(cli):
+def test_task_cli_cycle_publish_take_deliver_reject_retake_adopt(make_daemon, tmp_path):
+    cli = Cli(make_daemon(), tmp_path)  # a daemon of its own: `task list` lists every open Task of the daemon
     alice, alice_key = cli.register("alice")
     bob, bob_key = cli.register("bob")
     tk = cli.json("task", "create", "--output", "a haiku", "--criteria", "5-7-5", key=alice_key)
@@ -529,7 +539,9 @@ async def test_wire_cli_lost_connection_twice_exits_13_and_prints_the_key_to_ret
 
 @pytest.mark.rules("R8-20")
 @pytest.mark.single_node("restarts the daemon on the same port for a client that reconnects (across nodes: tests/reliability/test_nodes_crash.py)")
-def test_wire_subscribe_cli_watch_resubscribes_with_since_after_the_daemon_restarts(cli, daemon):
+def test_wire_subscribe_cli_watch_resubscribes_with_since_after_the_daemon_restarts(make_daemon, tmp_path):
+    daemon = make_daemon()  # a daemon of its own: it is killed and started again
+    cli = Cli(daemon, tmp_path)
     alice, alice_key = cli.register("alice")
     bob, bob_key = cli.register("bob")
     th = cli.json("thread", "create", key=alice_key)["thread"]

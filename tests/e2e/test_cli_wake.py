@@ -21,14 +21,16 @@ import pytest
 from tests.e2e.test_cli import ROOT, Cli, cli  # noqa: F401  (the fixture)
 
 
-def until(cond, timeout: float = 30.0, what: str = "condition"):
-    """Poll ``cond`` until it returns something truthy (generous margins, no speed asserted)."""
+def until(cond, timeout: float = 30.0, what: str = "condition", every: float = 0.05):
+    """Poll ``cond`` until it returns something truthy (generous margins, no speed
+    asserted), every ``every`` seconds: longer for a ``cond`` that starts a process,
+    which would otherwise keep a core busy beside the runs it waits for."""
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         got = cond()
         if got:
             return got
-        time.sleep(0.05)
+        time.sleep(every)
     raise AssertionError(f"timed out waiting for {what}")
 
 
@@ -89,7 +91,19 @@ def asked_entries(run: list[dict]) -> list[int]:
 
 
 @pytest.fixture
+def daemon(shared_daemon):
+    """One daemon for the module (tests/conftest.py ``shared_daemon``): each test
+    registers agents of its own and reads only what they wrote; the one that
+    restarts the daemon starts its own."""
+    return shared_daemon
+
+
+@pytest.fixture
 def pair(cli):
+    return new_pair(cli)
+
+
+def new_pair(cli: Cli):
     """alice and bob, speakers in one thread: (thread, alice, alice_key, bob, bob_key, ask)."""
     alice, alice_key = cli.register("alice")
     bob, bob_key = cli.register("bob")
@@ -244,8 +258,10 @@ def test_wake_cooldown_spaces_the_runs_of_a_self_waking_loop_and_says_so(cli, pa
 
 @pytest.mark.rules("R8-20")
 @pytest.mark.single_node("restarts the daemon on the same port for a wake that reconnects")
-def test_wake_reconnects_across_a_daemon_restart_and_runs_for_events_after_it(cli, pair, daemon, tmp_path):
-    th, alice, alice_key, bob, bob_key, ask = pair
+def test_wake_reconnects_across_a_daemon_restart_and_runs_for_events_after_it(make_daemon, tmp_path):
+    daemon = make_daemon()  # a daemon of its own: it is killed and started again
+    cli = Cli(daemon, tmp_path)
+    th, alice, alice_key, bob, bob_key, ask = new_pair(cli)
     port = int(daemon.url.rsplit(":", 1)[1].split("/")[0])
     w = Wake(cli, tmp_path, bob_key, "--exec", RECORD, cwd=tmp_path)
     try:

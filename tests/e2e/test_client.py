@@ -23,6 +23,13 @@ from kungfud.client import Client, Rejected, Result, Subscription
 from tests.e2e.helpers import register
 
 
+@pytest.fixture
+def daemon(shared_daemon):
+    """One daemon for the module (tests/conftest.py ``shared_daemon``): each test
+    registers agents of its own and reads only what they wrote."""
+    return shared_daemon
+
+
 class Proxy:
     """Forwards websocket frames between clients and the daemon, with the
     client's Authorization header. ``lose[op] = "close"`` drops the next reply to

@@ -49,7 +49,8 @@ def _hostport(url: str) -> tuple[str, int]:
 @pytest.mark.rules("R12-11")
 async def test_door_unauthenticated_connection_is_closed_after_hello_within_s(make_daemon):
     d = make_daemon(SMALL)
-    for url in d.urls:
+
+    async def closed_in_time(url: str) -> None:
         ws = await _bare(url)
         assert not isinstance(ws, int), ws
         started = time.monotonic()
@@ -58,11 +59,16 @@ async def test_door_unauthenticated_connection_is_closed_after_hello_within_s(ma
         assert 1.0 < time.monotonic() - started < 25
         assert e.value.rcvd is not None and e.value.rcvd.code == 1008
         assert "hello" in e.value.rcvd.reason
+
+    async def authenticated_stays(url: str) -> None:
         # A connection that authenticates in time stays open past the deadline.
         agent, key = await register(url, "in-time")
         async with await Client.connect(url, key, auth="hello") as c:
             await asyncio.sleep(3)
             assert (await c.read("agent.whoami"))["agent"] == agent
+
+    # Every node, and both cases, at once: each waits out its own deadline.
+    await asyncio.gather(*(check(url) for url in d.urls for check in (closed_in_time, authenticated_stays)))
 
 
 @pytest.mark.rules("R12-11")
@@ -167,19 +173,25 @@ async def test_door_a_connection_that_keeps_registering_is_not_cut_off_but_bad_f
     hello) does not."""
     d = make_daemon(SMALL)
     url = d.url
-    async with Client.connect(url) as c:  # no key
+
+    async def keeps_registering() -> None:
+        async with Client.connect(url) as c:  # no key
+            started = time.monotonic()
+            n = 0
+            while time.monotonic() - started < 5:  # well past hello_within_s = 2
+                await c.act("agent.register", {"content": {"name": f"p{n}"}})
+                n += 1
+                await asyncio.sleep(0.4)
+            assert n >= 5
+
+    async def bad_frames_buy_no_time() -> None:
+        ws = await _bare(url)
         started = time.monotonic()
-        n = 0
-        while time.monotonic() - started < 5:  # well past hello_within_s = 2
-            await c.act("agent.register", {"content": {"name": f"p{n}"}})
-            n += 1
-            await asyncio.sleep(0.4)
-        assert n >= 5
-    ws = await _bare(url)
-    started = time.monotonic()
-    with pytest.raises(ConnectionClosed) as e:
-        while True:
-            await ws.send('{"id":1,"op":"agent.whoami","args":{}}')
-            await asyncio.wait_for(ws.recv(), 30)
-            await asyncio.sleep(0.3)
-    assert time.monotonic() - started < 20 and e.value.rcvd is not None and e.value.rcvd.code == 1008
+        with pytest.raises(ConnectionClosed) as e:
+            while True:
+                await ws.send('{"id":1,"op":"agent.whoami","args":{}}')
+                await asyncio.wait_for(ws.recv(), 30)
+                await asyncio.sleep(0.3)
+        assert time.monotonic() - started < 20 and e.value.rcvd is not None and e.value.rcvd.code == 1008
+
+    await asyncio.gather(keeps_registering(), bad_frames_buy_no_time())  # side by side, each on its own connection

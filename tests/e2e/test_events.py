@@ -23,6 +23,15 @@ from websockets.exceptions import ConnectionClosed
 from kungfud.client import Client
 from tests.e2e.helpers import register
 
+
+@pytest.fixture
+def daemon(shared_daemon):
+    """One daemon for the module (tests/conftest.py ``shared_daemon``): each test
+    registers agents of its own and reads only what they wrote; the two that
+    count the daemon's subscribers or kill it start their own."""
+    return shared_daemon
+
+
 WHYS = {
     "replied", "handled", "retracted", "left", "removed", "deactivated", "demoted", "closed",
     "taken", "delivered", "judged", "dropped", "voided", "expired",
@@ -443,10 +452,11 @@ async def test_R12_8_hello_as_another_agent_ends_the_previous_agents_subscriptio
 
 
 @pytest.mark.rules("R8-20", "R12-11")
-async def test_R8_20_a_closed_subscriber_leaves_no_subscription_behind(daemon):
+async def test_R8_20_a_closed_subscriber_leaves_no_subscription_behind(make_daemon):
     """Review L3. Every subscription ends with its connection, whoever the
     connection was authenticated as when it closed: ``kungfud_subscribers``
     returns to 0."""
+    daemon = make_daemon()  # a daemon of its own: its gauge counts every subscriber of the daemon
     url = daemon.url
     x, y = await agent(url, "xavier"), await agent(url, "yuki")
     plain = await x.conn(url)
@@ -522,7 +532,8 @@ async def test_R8_20_subscribe_since_replays_exactly_the_missed_events_then_cont
 
 
 @pytest.mark.rules("R8-20", "R8-19", "L1-4", "R8-21")
-async def test_R8_20_events_missed_across_a_daemon_kill_are_replayed_with_since(daemon):
+async def test_R8_20_events_missed_across_a_daemon_kill_are_replayed_with_since(make_daemon):
+    daemon = make_daemon()  # a daemon of its own: it is killed and started again
     a_id, a_key = await register(daemon.url, "alice")
     x_id, x_key = await register(daemon.url, "xavier")
     a = Agent("alice", a_id, a_key, await Client.connect(daemon.url, a_key))

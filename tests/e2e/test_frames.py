@@ -15,6 +15,14 @@ from kungfud.client import Client, new_key
 from tests.e2e.helpers import Raw, agent_client, call, check_failure, fake_id, register
 
 
+@pytest.fixture
+def daemon(shared_daemon):
+    """One daemon for the module (tests/conftest.py ``shared_daemon``): each test
+    registers agents of its own and reads only what they wrote; the tests whose
+    daemon needs a config of its own start it with ``make_daemon``."""
+    return shared_daemon
+
+
 async def _still_serves(url: str) -> None:
     """The daemon answers a fresh connection (nothing a client sent broke it)."""
     async with await Raw.connect(url) as r:

@@ -13,6 +13,13 @@ from kungfud.client import Client, new_key
 from tests.e2e.helpers import Raw, agent_client, call, check_failure, raw_result, register, rejected
 
 
+@pytest.fixture
+def daemon(shared_daemon):
+    """One daemon for the module (tests/conftest.py ``shared_daemon``): each test
+    registers agents of its own and reads only what they wrote."""
+    return shared_daemon
+
+
 def _frame(op: str, args: dict, key: str, rid: object) -> dict:
     return {"id": rid, "op": op, "key": key, "args": args}
 

@@ -29,6 +29,14 @@ from kungfud.mcp import EXCLUDED_OPS, PREFACE, PREFACE_REPLAYED, instructions  #
 from kungfud.wire import OPS  # noqa: E402
 from tests.e2e.helpers import CODES, NEXT_STEPS, fake_id, register  # noqa: E402
 
+
+@pytest.fixture
+def daemon(shared_daemon):
+    """One daemon for the module (tests/conftest.py ``shared_daemon``): each test
+    registers agents of its own and reads only what they wrote."""
+    return shared_daemon
+
+
 ROOT = Path(__file__).resolve().parents[2]
 
 try:
@@ -491,9 +499,10 @@ async def test_R8_22_thread_ask_through_two_bridges_puts_respond_in_the_askeds_t
 
 @pytest.mark.rules("L3-2", "R0-2")
 @pytest.mark.single_node("restarts the daemon on the same port for a client that reconnects (across nodes: tests/reliability/test_nodes_crash.py)")
-async def test_L3_2_a_key_retry_across_a_daemon_restart_is_done_once(daemon):
+async def test_L3_2_a_key_retry_across_a_daemon_restart_is_done_once(make_daemon):
     """The bridge outlives the daemon: a call while it is down is `unavailable` /
     `retry` naming the key; the same call after the restart is the first receipt."""
+    daemon = make_daemon()  # a daemon of its own: it is killed and started again
     _, key = await register(daemon.url, "alice")
     port = daemon.url.rsplit(":", 1)[1].split("/")[0]
     args = {"content": {"title": "durable"}, "idempotency_key": new_key()}

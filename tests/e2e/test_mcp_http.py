@@ -29,6 +29,14 @@ from kungfud.wire import OPS  # noqa: E402
 from tests.e2e.helpers import CODES, NEXT_STEPS, register  # noqa: E402
 from tests.e2e.test_mcp import Bridge, ok, rejected, result  # noqa: E402
 
+
+@pytest.fixture
+def daemon(shared_daemon):
+    """One daemon for the module (tests/conftest.py ``shared_daemon``): each test
+    registers agents of its own and reads only what they wrote."""
+    return shared_daemon
+
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

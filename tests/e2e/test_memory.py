@@ -12,6 +12,14 @@ import pytest
 from kungfud.client import Client
 from tests.e2e.helpers import Raw, agent_client, call, check_failure, fake_id, rejected
 
+
+@pytest.fixture
+def daemon(shared_daemon):
+    """One daemon for the module (tests/conftest.py ``shared_daemon``): each test
+    registers agents of its own and reads only what they wrote."""
+    return shared_daemon
+
+
 MUTATIONS = ["memory.update", "memory.publish", "memory.unpublish", "memory.withdraw"]
 
 

@@ -14,6 +14,13 @@ from tests.e2e.test_cli import Cli, cli  # noqa: F401  (the fixture)
 from tests.e2e.thread_kit import agents, close_all, fails, new_thread
 
 
+@pytest.fixture
+def daemon(shared_daemon):
+    """One daemon for the module (tests/conftest.py ``shared_daemon``): each test
+    registers agents of its own and reads only what they wrote."""
+    return shared_daemon
+
+
 @pytest.mark.rules("R9-9", "R6.2-16")
 async def test_R9_9_thread_get_members_carry_their_names_to_members_only(daemon):
     alice, bob, eve = await agents(daemon.url, "alice", "bob", "eve")

@@ -17,6 +17,14 @@ import pytest
 from kungfud.client import Client
 from tests.e2e.thread_kit import Member, admit_join, agents, close_all, fails, new_thread
 
+
+@pytest.fixture
+def daemon(shared_daemon):
+    """One daemon for the module (tests/conftest.py ``shared_daemon``): each test
+    registers agents of its own and reads only what they wrote."""
+    return shared_daemon
+
+
 TERMINAL = {"adopted", "rejected", "undecided", "timed_out", "dropped", "voided"}
 CONTRACT = {"content": {"output": "a haiku", "criteria": "5-7-5"}}
 

@@ -14,6 +14,15 @@ from kungfud.store.layout import decode_fact
 from kungfud.wire import OPS
 from tests.e2e.helpers import agent_client
 
+
+@pytest.fixture
+def daemon(shared_daemon):
+    """One daemon for the module (tests/conftest.py ``shared_daemon``): each test
+    registers agents of its own and reads only what they wrote; the one that
+    stops it and reads its store starts its own."""
+    return shared_daemon
+
+
 CONTRACT = {"content": {"output": "a summary", "criteria": "accurate"}}
 
 
@@ -78,7 +87,8 @@ async def test_R1_6_actions_the_spec_does_not_define_are_rejected(daemon):
 
 @pytest.mark.rules("L1-3", "L1-2", "R5-7")
 @pytest.mark.lmdb_only("reads the LMDB files of the data directory directly")
-async def test_L1_3_a_correction_is_a_new_fact_and_the_original_stays(daemon):
+async def test_L1_3_a_correction_is_a_new_fact_and_the_original_stays(make_daemon):
+    daemon = make_daemon()  # a daemon of its own: it is stopped and its store read
     a, _ = await agent_client(daemon.url, "a")
     m = (await a.act("memory.create", {"content": {"text": "teh plan"}}))["memory"]
     await a.act("memory.update", {"memory": m, "content": {"text": "the plan"}})

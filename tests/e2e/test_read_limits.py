@@ -18,6 +18,14 @@ from tests.e2e.helpers import Raw, check_failure
 from tests.e2e.thread_kit import agents, close_all, new_thread
 from tests.reliability.conftest import OP_TEXT, RawWS
 
+
+@pytest.fixture
+def daemon(shared_daemon):
+    """One daemon for the module (tests/conftest.py ``shared_daemon``): each test
+    registers agents of its own and reads only what they wrote."""
+    return shared_daemon
+
+
 MIB = 1024 * 1024
 PAGE_BYTES = MIB  # docs/wire.md: the content one read returns, before the item that crosses it
 BIG = 250_000  # a content object close to max_content_bytes (262,144)

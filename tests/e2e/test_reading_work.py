@@ -12,6 +12,13 @@ import pytest
 from tests.e2e.thread_kit import agents, all_entries, close_all, fails, new_thread
 
 
+@pytest.fixture
+def daemon(shared_daemon):
+    """One daemon for the module (tests/conftest.py ``shared_daemon``): each test
+    registers agents of its own and reads only what they wrote."""
+    return shared_daemon
+
+
 async def pages(who, thread: str, limit: int, newest_first: bool, full: bool = False) -> list[list[int]]:
     out, cursor = [], None
     for _ in range(100):

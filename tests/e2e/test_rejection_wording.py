@@ -18,6 +18,14 @@ from tests.e2e.helpers import check_failure, fake_id
 from tests.e2e.thread_kit import agents, close_all, fails, new_thread, poll
 from tests.wording import INTERNAL_REF
 
+
+@pytest.fixture
+def daemon(shared_daemon):
+    """One daemon for the module (tests/conftest.py ``shared_daemon``): each test
+    registers agents of its own and reads only what they wrote."""
+    return shared_daemon
+
+
 RFC3339 = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 
 

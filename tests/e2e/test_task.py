@@ -16,6 +16,15 @@ from kungfud.client import Client, new_key
 
 from .helpers import agent_client
 
+
+@pytest.fixture
+def daemon(shared_daemon):
+    """One daemon for the module (tests/conftest.py ``shared_daemon``): each test
+    registers agents of its own and reads only what they wrote; the three that
+    read task.list, which lists every open Task of the daemon, start their own."""
+    return shared_daemon
+
+
 _ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"
 CONTENT = {"output": "a haiku about autumn", "criteria": "5-7-5 syllables"}
 
@@ -82,7 +91,8 @@ async def eventually(check, timeout: float = 6.0, every: float = 0.1):
 
 
 @pytest.mark.rules("R7.3-2", "R7.3-3", "R7.3-12", "R7.3-16", "R8-29", "R8-31", "R8-35", "R8-37", "R9-15", "R9-16", "R9-17", "B23")
-async def test_task_life_cycle_take_deliver_adopt(daemon):
+async def test_task_life_cycle_take_deliver_adopt(make_daemon):
+    daemon = make_daemon()  # a daemon of its own: task.list lists every open Task of the daemon
     url = daemon.url
     alice, a = await agent_client(url, "alice")
     bob, b = await agent_client(url, "bob")
@@ -159,7 +169,8 @@ async def test_T3_public_readers_read_adopted_content(daemon):
 
 
 @pytest.mark.rules("R7.2-3", "R9-14", "R12-9", "R9-4")
-async def test_R9_14_restricted_task_is_not_found_for_outsiders_like_a_missing_id(daemon):
+async def test_R9_14_restricted_task_is_not_found_for_outsiders_like_a_missing_id(make_daemon):
+    daemon = make_daemon()  # a daemon of its own: task.list lists every open Task of the daemon
     alice, _ = await agent_client(daemon.url, "alice")
     bob, b = await agent_client(daemon.url, "bob")
     jude, j = await agent_client(daemon.url, "jude")
@@ -580,7 +591,8 @@ async def test_R7_2_contract_validation_over_the_wire(daemon):
 
 
 @pytest.mark.rules("R7.2-2")
-async def test_task_list_pages_through_every_takeable_task(daemon):
+async def test_task_list_pages_through_every_takeable_task(make_daemon):
+    daemon = make_daemon()  # a daemon of its own: task.list lists every open Task of the daemon
     alice, _ = await agent_client(daemon.url, "alice")
     bob, b = await agent_client(daemon.url, "bob")
     made = set()

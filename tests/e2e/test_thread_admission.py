@@ -16,6 +16,13 @@ from tests.e2e.helpers import Raw, call, check_failure
 from tests.e2e.thread_kit import admit_join, agents, close_all, fails, fake_id, new_thread
 
 
+@pytest.fixture
+def daemon(shared_daemon):
+    """One daemon for the module (tests/conftest.py ``shared_daemon``): each test
+    registers agents of its own and reads only what they wrote."""
+    return shared_daemon
+
+
 @pytest.mark.rules("R6.1-1", "R6.1-2")
 async def test_R6_1_2_creator_is_governor_of_an_open_thread(daemon):
     [a] = await agents(daemon.url, "alice")

@@ -27,6 +27,14 @@ from tests.e2e.thread_kit import (
     turn_items,
 )
 
+
+@pytest.fixture
+def daemon(shared_daemon):
+    """One daemon for the module (tests/conftest.py ``shared_daemon``): each test
+    registers agents of its own and reads only what they wrote."""
+    return shared_daemon
+
+
 TERMINAL = {"adopted", "rejected", "undecided", "dropped", "timed_out", "voided"}
 
 

@@ -21,6 +21,13 @@ from tests.e2e.thread_kit import (
 )
 
 
+@pytest.fixture
+def daemon(shared_daemon):
+    """One daemon for the module (tests/conftest.py ``shared_daemon``): each test
+    registers agents of its own and reads only what they wrote."""
+    return shared_daemon
+
+
 def _responds(items: list[dict]) -> list[tuple[str, int]]:
     return [(i["ref"]["thread"], i["ref"]["entry"]) for i in items if i["obligation"] == "respond"]
 

@@ -23,6 +23,13 @@ from tests.e2e.thread_kit import (
 )
 
 
+@pytest.fixture
+def daemon(shared_daemon):
+    """One daemon for the module (tests/conftest.py ``shared_daemon``): each test
+    registers agents of its own and reads only what they wrote."""
+    return shared_daemon
+
+
 async def assign(creator: Member, thread: str, to: Member, ask: list | None = None, **extra) -> str:
     args = {
         "thread": thread,

@@ -21,6 +21,14 @@ from tests.e2e.thread_kit import (
     turn_items,
 )
 
+
+@pytest.fixture
+def daemon(shared_daemon):
+    """One daemon for the module (tests/conftest.py ``shared_daemon``): each test
+    registers agents of its own and reads only what they wrote."""
+    return shared_daemon
+
+
 STEP = 0.001  # the daemon's clock moves on between obligation-creating actions, so each arises at its own millisecond
 
 

@@ -43,6 +43,13 @@ def _seqs(posts) -> list[int]:
     return [p.json["seq"] for p in posts]
 
 
+async def _close(*clients: Client) -> None:
+    """Every connection a test opened, closed before its loop ends: one left open
+    holds the daemon's stop for its close timeout (5 s) at teardown."""
+    for c in clients:
+        await c.close()
+
+
 @pytest.mark.rules("R8-20", "L3-2")
 def test_set_get_deliver_signed_in_order_and_clear(make_daemon):
     sw = pytest.importorskip("standardwebhooks.webhooks")
@@ -80,6 +87,7 @@ def test_set_get_deliver_signed_in_order_and_clear(make_daemon):
         assert "kungfud_webhook_deliveries_total 5" in metrics or "kungfud_webhook_deliveries_total" in metrics
         assert "kungfud_webhook_oldest_undelivered_seconds" in metrics
         await rx.close()
+        await _close(ca, cb)
         return r["secret"]
 
     secret = asyncio.run(go())
@@ -102,6 +110,7 @@ def test_refused_urls_are_bad_requests_naming_the_setting(make_daemon):
             assert "allow_hosts" in err["reason"] or "https://" in err["reason"], err
         resp = await cb.request("webhook.set", {"url": "https://example.com/h", "events": ["nope"]}, key="e")
         check_failure(resp, "bad_request")
+        await _close(cb)
 
     asyncio.run(go())
 
@@ -133,6 +142,7 @@ def test_sigkill_mid_backlog_resumes_from_first_unacknowledged(make_daemon):
         assert resumed == sorted(resumed)
         assert set(expected) <= acked_before | set(resumed)
         await rx.close()
+        await _close(ca, cb)
 
     asyncio.run(go())
 
@@ -182,6 +192,7 @@ def test_failing_then_disabled_then_set_again(make_daemon):
         await rx.wait(lambda: len(rx.ok()) >= 1)
         assert (await cb.read("webhook.get", {}))["state"] == "active"
         await rx.close()
+        await _close(ca, cb)
 
     asyncio.run(go())
 
@@ -191,9 +202,11 @@ def test_cleared_by_deactivation_and_by_key_reset(make_daemon):
 
     async def go():
         admin = await Client.connect(d.urls[0], d.admin_key)
+        opened = [admin]
         for how in ("reset", "deactivate"):
             b, kb = await register(d.urls[0], how)
             cb = await Client.connect(d.urls[0], kb)
+            opened.append(cb)
             await cb.act("webhook.set", {"url": "http://127.0.0.1:9/hook"})
             assert (await cb.read("webhook.get", {}))["url"] == "http://127.0.0.1:9/hook"
             if how == "reset":
@@ -202,10 +215,12 @@ def test_cleared_by_deactivation_and_by_key_reset(make_daemon):
             else:
                 await admin.act("admin.agent.set_status", {"agent": b, "status": "deactivated"})
                 cb = await Client.connect(d.urls[0], kb)
+            opened.append(cb)
             assert await cb.read("webhook.get", {}) == {"url": None}
         b, kb = await register(d.urls[0], "kept")
         cb = await Client.connect(d.urls[0], kb)
         await cb.act("webhook.set", {"url": "http://127.0.0.1:9/hook"})  # one endpoint left for check to see
+        await _close(*opened, cb)
 
     asyncio.run(go())
     # The registrations are facts; the `hooks` index is derived: kungfud check rebuilds it from the log.
@@ -254,12 +269,14 @@ def test_kill_the_delivering_node_and_another_continues_in_order(make_cluster, k
         c.kill_node(holder)
         await asyncio.sleep(0.3)
         n = len(rx.ok())
+        first_ca = ca
         ca = await Client.connect(c.urls[other], ca.agent_key)
         await _ask(ca, t, b, 3)
         await rx.wait(lambda: len(rx.ok()) >= n + 3, 20)  # within seconds, by the node still alive
         seqs = _seqs(rx.ok())
         assert sorted(set(seqs)) == sorted(set(seqs), key=seqs.index)  # first deliveries in seq order
         await rx.close()
+        await _close(ca, cb, first_ca)
 
     asyncio.run(go())
 
@@ -330,6 +347,7 @@ def test_set_again_during_a_long_pause_is_used_at_the_next_event(make_daemon):
         assert len(bad.posts) == 1
         await bad.close()
         await good.close()
+        await _close(ca, cb)
 
     asyncio.run(go())
 
@@ -354,5 +372,6 @@ def test_a_slow_receiver_does_not_hold_up_another_agents_deliveries(make_daemon)
         assert len(slow.posts) == 0  # still waiting on its first
         await slow.close()
         await fast.close()
+        await _close(ca, cb, cc)
 
     asyncio.run(go())
