@@ -32,13 +32,13 @@ each ends an obligation someone else's action (which paid) created.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from ..core.agent import AgentState
 from ..core.facts import AgentRegistered, AssignmentDropped, MembershipEnded, ResponseHandled
 from ..core.task_facts import EngagementDropped
 from ..errors import Rejection
-from .layout import decode_fact, decode_object, from_u64, u64
+from .layout import decode_object, from_u64, u64
 
 __all__ = ["TABLE", "RULE", "Quota", "Room", "payer", "is_exit", "add_usage"]
 

@@ -21,7 +21,7 @@ import logging
 import queue
 import threading
 import time
-from typing import Any, Callable
+from typing import Callable
 
 from ..core.webhook import webhook_agent
 from ..errors import Rejection

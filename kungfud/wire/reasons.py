@@ -24,9 +24,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from typing import Any
 
-import msgspec
 import msgspec.inspect as mi
 
 from ..errors import echo
