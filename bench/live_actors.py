@@ -2,7 +2,7 @@
 few cost (D280: actors carried by a fixed set of threads).
 
     python bench/live_actors.py [--counts 64,1000,10000] [--seconds 4] [--blocks 3]
-                                [--base DIR] [--actor-threads N[,N…]]
+                                [--base DIR] [--actor-threads N[,N…]] [--pg]
 
 64 connections, one agent each, each posting sequentially (one request in
 flight), each cycling through its own share of N Threads: N = 64 is one busy
@@ -153,6 +153,8 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=4.0, help="measured seconds per (count, block)")
     p.add_argument("--blocks", type=int, default=3)
     p.add_argument("--base", help="another checkout measured beside this one")
+    p.add_argument("--pg", action="store_true",
+                   help="every daemon on a database of its own in a throwaway PostgreSQL cluster (tests/pg.py)")
     p.add_argument("--actor-threads", type=lambda s: [int(x) for x in s.split(",")], default=[],
                    help="[server] actor_threads for this build; several (1,8,32) measure each as a build of its own")
     args = p.parse_args()
@@ -160,13 +162,24 @@ def main() -> None:
     if args.base:
         plan.append(("base", "", Path(args.base).resolve()))
     with ExitStack() as stack:
+        cluster = None
+        if args.pg:
+            sys.path.insert(0, str(ROOT))
+            from tests.pg import PgCluster, find_bindir  # noqa: PLC0415
+
+            bindir = find_bindir()
+            if bindir is None:
+                sys.exit("bench/live_actors.py: no PostgreSQL binaries (initdb, pg_ctl) found")
+            cluster = PgCluster(bindir)
+            stack.callback(cluster.destroy)
         sides = []
         for name, extra, root in plan:
             # 64 registrations at once ([limits]).
             extra = (
                 "registrations_per_minute = 1000000000\n" if _knows(root, "registrations_per_minute") else "") + extra
             for daemon, counts in (("solo", [min(args.counts)]), ("many", args.counts)):
-                b = stack.enter_context(bench_daemon(extra, prefix=f"kungfud-live-{name}-{daemon}-", root=root))
+                store = f'[storage]\nurl = "{cluster.new_database()}"\n' if cluster is not None else ""
+                b = stack.enter_context(bench_daemon(extra + store, prefix=f"kungfud-live-{name}-{daemon}-", root=root))
                 sides.append({"name": name, "daemon": daemon, "counts": counts, "url": b.url, "pid": b.daemon.pid})
         asyncio.run(run(args, sides))
 
