@@ -19,17 +19,7 @@ from kungfud.actors import Runtime
 from kungfud.actors.registry import THREAD_NAME
 from kungfud.store import Committed, Store
 from kungfud.wire.ops import OPS
-
-T0 = 1_800_000_000_000  # ms
-
-
-class _Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> int:
-        return self.now
-
+from tests.actors.test_sweep import _Clock  # the protocol clock a test moves
 
 def _runtime(tmp_path, threads: int, clock=None) -> Runtime:
     store = Store(str(tmp_path / "data"))
