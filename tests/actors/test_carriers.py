@@ -167,3 +167,42 @@ def test_L1_1_an_idle_actor_stops_and_its_next_command_starts_it_again_on_the_sa
         assert second is not first and second.ref.carrier is carrier
     finally:
         _close(rt)
+
+
+@pytest.mark.rules("L4-2", "L1-1")
+def test_L4_a_restarted_runtime_rearms_the_deadlines_its_carriers_owned(tmp_path):
+    """A daemon stopped with a running deadline and started again (its
+    carriers fresh, no actor live) records the expiry when it falls due: the
+    clock re-arms from the store's deadline index and tells the owner's new
+    actor on whichever carrier its key hashes to."""
+    clock = _Clock()
+    rt = _runtime(tmp_path, threads=2, clock=clock)
+    try:
+        a = _act(rt, None, "agent.register", {"content": {"name": "alice"}})["agent"]
+        b = _act(rt, None, "agent.register", {"content": {"name": "bob"}})["agent"]
+        t = _act(rt, a, "thread.create", {})["thread"]
+        token = _act(rt, a, "thread.admit", {"thread": t})["token"]
+        _act(rt, b, "thread.join", {"token": token})
+        asg = _act(rt, a, "thread.post", {
+            "thread": t, "content": {"text": "please"},
+            "assign": {"to": b, "content": {"criteria": "x"}, "deliver_within_s": 60},
+        })["assignment"]
+        _act(rt, b, "assignment.take", {"assignment": asg})
+    finally:
+        rt.stop()  # the store stays open for the next runtime
+    clock.now += 61_000
+    again = Runtime(rt.store, actor_threads=3, clock=clock)
+    assert again.registry.live() == 0  # nothing live before it starts
+    again.start()
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            with again.store.read() as view:
+                state = view.state(asg).state
+            if state == "timed_out":
+                break
+            time.sleep(0.02)
+        assert state == "timed_out"
+        assert again.registry.live() >= 1  # the owner's actor, started by the clock's message
+    finally:
+        _close(again)
