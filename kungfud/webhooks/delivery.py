@@ -217,6 +217,10 @@ class Deliveries:
     # --- one agent ------------------------------------------------------------------
 
     async def _deliver(self, agent: str) -> None:
+        # Set by every wake-up while this task runs (_run), from before its
+        # first read: a wake that comes during a POST or a cursor write is not
+        # lost to the pause that follows (_until_delivered).
+        self.pokes.setdefault(agent, asyncio.Event())
         try:
             while True:
                 self.rewake.discard(agent)
@@ -279,11 +283,11 @@ class Deliveries:
             wait_ms = self.schedule.next_at(cursor) - _wall_ms()
             if wait_ms > 0:
                 poke = self.pokes.setdefault(agent, asyncio.Event())
-                poke.clear()
-                try:
+                try:  # at once if woken since the registration was last read
                     await asyncio.wait_for(poke.wait(), wait_ms / 1000)
                 except asyncio.TimeoutError:
                     pass
+                poke.clear()  # before the read: a wake after it is for the next pause
                 now_reg, _ = await self._call(self.hooks.state, agent)
                 if now_reg is None or now_reg.hook != reg.hook:
                     return None  # cleared or set again: the next read starts over

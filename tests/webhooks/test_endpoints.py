@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 
 import pytest
 
@@ -149,6 +150,53 @@ def test_an_open_task_offered_wakes_every_agent_with_an_endpoint():
         assert sorted(d.tasks) == ["ag_a", "ag_b"]
         await _settle(d)
         assert sorted(hooks.reads) == ["ag_a", "ag_b"]
+        d._pool.shutdown()
+
+    asyncio.run(go())
+
+
+@pytest.mark.rules("R8-20")
+def test_a_registration_set_while_a_failed_post_is_recorded_is_used_without_the_pause(monkeypatch):
+    """A webhook set again right after its old endpoint failed — while the
+    runner was still writing the failure — is used at once: the wake-up that
+    came during the write ends the pause before it starts (it was lost, and the
+    new endpoint waited out the old one's 60 s pause; seen once in CI, lmdb2)."""
+    import kungfud.webhooks.delivery as delivery
+
+    posted: list[str] = []
+
+    async def fake_post(client, url, allow, key, msg_id, ts, body):
+        posted.append(url)
+        return "HTTP 500" if url.endswith("/bad") else None
+
+    monkeypatch.setattr(delivery, "post", fake_post)
+
+    async def go():
+        loop = asyncio.get_running_loop()
+        d = Deliveries(_Runtime(), WebhooksConfig(retry_pauses_s=(60,)))
+        good = WebhookState("ag_x", "http://127.0.0.1:9/good", ("turn",), b"k" * 32, 0, "wh_2")
+
+        class Hooks(_Hooks):
+            def events_after(self, agent, after, limit, kinds):
+                return ([(7, b'{"event":"turn","data":{}}')] if after < 7 else []), None
+
+            def write(self, cursors):  # the failure recorded; the set commits meanwhile
+                self.regs["ag_x"] = good
+                loop.call_soon_threadsafe(d.changed, ["ag_x"])
+                time.sleep(0.2)  # the wake-up is handled before this write returns
+
+        bad = WebhookState("ag_x", "http://127.0.0.1:9/bad", ("turn",), b"k" * 32, 0, "wh_1")
+        d.hooks = Hooks({"ag_x": bad})  # type: ignore[assignment]
+        d.held = [True] * SHARDS
+        d._sem = asyncio.Semaphore(4)
+        d.wake(["ag_x"])
+        for _ in range(100):
+            if posted[-1:] == [good.url]:
+                break
+            await asyncio.sleep(0.02)
+        assert posted == [bad.url, good.url], posted
+        for t in d.tasks.values():
+            t.cancel()
         d._pool.shutdown()
 
     asyncio.run(go())
