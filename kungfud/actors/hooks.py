@@ -17,10 +17,15 @@ def split_registrations(names: list[str]) -> tuple[list[str], list[str]]:
     """Another node's wake-up names agents with new events and, by the names of
     their registrations (``ag_….webhook``), agents whose webhook registration it
     wrote (D272): (those agents, the other names)."""
-    hooked = [a for a in map(webhook_agent, names) if a is not None]
-    if not hooked:
-        return hooked, names
-    return hooked, [n for n in names if webhook_agent(n) is None]
+    hooked: list[str] = []
+    rest: list[str] = []
+    for name in names:
+        agent = webhook_agent(name)
+        if agent is None:
+            rest.append(name)
+        else:
+            hooked.append(agent)
+    return hooked, rest
 
 
 class Hooks:

@@ -282,7 +282,7 @@ class Deliveries:
         while True:
             wait_ms = self.schedule.next_at(cursor) - _wall_ms()
             if wait_ms > 0:
-                poke = self.pokes.setdefault(agent, asyncio.Event())
+                poke = self.pokes[agent]  # made with the task (_deliver)
                 try:  # at once if woken since the registration was last read
                     await asyncio.wait_for(poke.wait(), wait_ms / 1000)
                 except asyncio.TimeoutError:

@@ -19,7 +19,9 @@ from kungfud.actors import Runtime
 from kungfud.actors.registry import THREAD_NAME
 from kungfud.store import Committed, Store
 from kungfud.wire.ops import OPS
-from tests.actors.test_sweep import _Clock  # the protocol clock a test moves
+from tests.actors.test_sweep import _Clock, _taken_assignment  # the protocol clock a test moves
+
+HOUR_MS = 3600 * 1000  # _taken_assignment's delivery deadline
 
 def _runtime(tmp_path, threads: int, clock=None) -> Runtime:
     store = Store(str(tmp_path / "data"))
@@ -51,6 +53,17 @@ def _act(rt: Runtime, agent: str | None, op: str, args: dict, _n=[0]) -> dict:
     outcome = out[0][1]
     assert isinstance(outcome, Committed), outcome
     return msgspec.json.decode(outcome.result)
+
+
+def _states_when_expired(rt: Runtime, assignments: list[str], timeout: float = 20.0) -> list[str]:
+    """The assignments' states once all are timed out, or when ``timeout`` passes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with rt.store.read() as view:
+            states = [view.state(asg).state for asg in assignments]
+        if all(st == "timed_out" for st in states) or time.monotonic() > deadline:
+            return states
+        time.sleep(0.02)
 
 
 def _carrier_threads() -> list[str]:
@@ -98,29 +111,10 @@ def test_L4_the_clock_expires_deadlines_of_actors_that_share_one_thread(tmp_path
     clock = _Clock()
     rt = _runtime(tmp_path, threads=1, clock=clock)
     try:
-        a = _act(rt, None, "agent.register", {"content": {"name": "alice"}})["agent"]
-        b = _act(rt, None, "agent.register", {"content": {"name": "bob"}})["agent"]
-        taken = []
-        for _ in range(5):
-            t = _act(rt, a, "thread.create", {})["thread"]
-            token = _act(rt, a, "thread.admit", {"thread": t})["token"]
-            _act(rt, b, "thread.join", {"token": token})
-            asg = _act(rt, a, "thread.post", {
-                "thread": t, "content": {"text": "please"},
-                "assign": {"to": b, "content": {"criteria": "x"}, "deliver_within_s": 60},
-            })["assignment"]
-            _act(rt, b, "assignment.take", {"assignment": asg})
-            taken.append(asg)
-        clock.now += 61_000
+        taken = [_taken_assignment(rt)[3] for _ in range(5)]
+        clock.now += HOUR_MS + 1000
         rt.clock_thread.wake()
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            with rt.store.read() as view:
-                states = [view.state(asg).state for asg in taken]
-            if all(s == "timed_out" for s in states):
-                break
-            time.sleep(0.02)
-        assert states == ["timed_out"] * 5, states
+        assert _states_when_expired(rt, taken) == ["timed_out"] * 5
     finally:
         _close(rt)
 
@@ -178,31 +172,15 @@ def test_L4_a_restarted_runtime_rearms_the_deadlines_its_carriers_owned(tmp_path
     clock = _Clock()
     rt = _runtime(tmp_path, threads=2, clock=clock)
     try:
-        a = _act(rt, None, "agent.register", {"content": {"name": "alice"}})["agent"]
-        b = _act(rt, None, "agent.register", {"content": {"name": "bob"}})["agent"]
-        t = _act(rt, a, "thread.create", {})["thread"]
-        token = _act(rt, a, "thread.admit", {"thread": t})["token"]
-        _act(rt, b, "thread.join", {"token": token})
-        asg = _act(rt, a, "thread.post", {
-            "thread": t, "content": {"text": "please"},
-            "assign": {"to": b, "content": {"criteria": "x"}, "deliver_within_s": 60},
-        })["assignment"]
-        _act(rt, b, "assignment.take", {"assignment": asg})
+        asg = _taken_assignment(rt)[3]
     finally:
         rt.stop()  # the store stays open for the next runtime
-    clock.now += 61_000
+    clock.now += HOUR_MS + 1000
     again = Runtime(rt.store, actor_threads=3, clock=clock)
     assert again.registry.live() == 0  # nothing live before it starts
     again.start()
     try:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            with again.store.read() as view:
-                state = view.state(asg).state
-            if state == "timed_out":
-                break
-            time.sleep(0.02)
-        assert state == "timed_out"
+        assert _states_when_expired(again, [asg]) == ["timed_out"]
         assert again.registry.live() >= 1  # the owner's actor, started by the clock's message
     finally:
         _close(again)
