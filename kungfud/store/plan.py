@@ -29,6 +29,7 @@ from ..core.facts import member_obj
 from ..core.kinds import Kind, kind_of, state_type
 from ..core.members import MemberState
 from ..errors import Rejection
+from .carried import Carried
 from .events import Feed, number, observed
 from .indexes import fact_rows, state_rows
 from .interface import Failed, Item, Replayed, Stale, Tx
@@ -109,7 +110,12 @@ class Plan:
 
     def written_bytes(self) -> int:
         """About what it adds to the store: its log rows and snapshots."""
-        return sum(len(f.encoded) for f in self.facts) + sum(len(o.stored) for o in self.objects)
+        n = 0
+        for f in self.facts:
+            n += len(f.encoded)
+        for o in self.objects:
+            n += len(o.stored)
+        return n
 
     def events(self) -> list[tuple[str, int, bytes]]:
         """(agent or OPEN, event seq, event JSON) of every fact, in order."""
@@ -122,11 +128,15 @@ class BatchState:
     the stored form of every object written so far (so later actions of the
     batch need not read them)."""
 
-    __slots__ = ("first_seq", "seq", "first_event_seq", "event_seq", "written", "decoded", "items", "room")
+    __slots__ = ("first_seq", "seq", "first_event_seq", "event_seq", "written", "decoded", "items", "room", "carried")
 
-    def __init__(self, seq: int, event_seq: int = 0, room: Room | None = None):
+    def __init__(self, seq: int, event_seq: int = 0, room: Room | None = None, carried: Carried | None = None):
         # What the batch may spend of the capacity limits (none: counted only).
         self.room = room if room is not None else Quota().room(None)
+        # What the writer's earlier batches left it, if still the store's (D281).
+        self.carried = carried.at(seq) if carried is not None else None
+        if self.carried is not None:
+            self.room.known = self.carried.totals
         self.first_seq = seq
         self.seq = seq
         self.first_event_seq = event_seq
@@ -136,10 +146,10 @@ class BatchState:
         self.items: set[int] = set()  # id() of the items written so far in this batch
 
     @classmethod
-    def open(cls, tx: Tx, room: Room | None = None) -> "BatchState":
+    def open(cls, tx: Tx, room: Room | None = None, carried: Carried | None = None) -> "BatchState":
         raw = tx.get("meta", b"seq")
         events = tx.get("meta", b"events")
-        return cls(from_u64(raw) if raw else 0, from_u64(events) if events else 0, room)
+        return cls(from_u64(raw) if raw else 0, from_u64(events) if events else 0, room, carried)
 
     def seq_rows(self) -> list[Row]:
         """The ``meta`` rows to store at the end of the batch: the last fact
@@ -151,15 +161,15 @@ class BatchState:
 
     def advance(self, plan: Plan) -> None:
         """Record a written action (after its writes succeeded)."""
+        self.items.add(id(plan.item))
         if plan.facts:
             self.seq = plan.seq
             self.event_seq = plan.event_seq
-        self.items.add(id(plan.item))
-        if plan.facts:
             self.room.advance(plan.totals, plan.written_bytes())
+        written, decoded = self.written, self.decoded
         for o in plan.objects:
-            self.written[o.id] = o.stored
-            self.decoded[o.id] = (o.version, o.state)
+            written[o.id] = o.stored
+            decoded[o.id] = (o.version, o.state)
 
 
 def plan(batch: BatchState, tx: Tx, item: Item, now: Callable[[], int]) -> Plan | Replayed | Stale | Failed:
@@ -312,17 +322,25 @@ def _read_expected(batch: BatchState, tx: Tx, item: Item) -> tuple[dict[str, Any
     old: dict[str, Any] = {}
     kinds: dict[str, Kind] = {}
     written, decoded, assumed = batch.written, batch.decoded, item.assumed
+    carried = batch.carried
+    known = carried.objects if carried is not None else {}
     for obj, expected in item.expect.items():
-        # Objects written earlier in this batch are known; others are read.
+        # Objects written earlier in this batch are known, and those this
+        # writer committed or read since the store's fact seq last moved
+        # (D281); others are read.
         if obj in written:
             raw = written[obj]
             version, state = decoded[obj]
+        elif (hit := known.get(obj)) is not None:
+            raw, version, state = hit
         else:
             raw = tx.get("objects", obj.encode())
             if raw is None:
                 version, state = 0, None
             else:
                 version, state = decode_object(raw, _kind(kinds, obj).state)
+                if carried is not None:
+                    carried.read(obj, raw, version, state)
         if assumed and (a := assumed.get(obj)) is not None and raw != a:
             return Stale(obj)  # same version maybe, but not the state decided on
         if version != expected:

@@ -98,49 +98,67 @@ class Quota:
     def reserve(self, capacity: int | None) -> int:
         return capacity * self.reserve_percent // 100 if capacity else 0
 
-    def room(self, usage: tuple[int, int] | None) -> "Room":
+    def room(self, usage: tuple[int, int] | None, known: dict[str, int] | None = None) -> "Room":
         """What one batch may spend, given the store's ``(used, size)`` bytes
-        as it begins (None: a store with no size of ours)."""
+        as it begins (None: a store with no size of ours) and ``known``, the
+        agents' committed totals its writer carried over (:class:`~kungfud.store.carried.Carried`)."""
         used, capacity = usage if usage is not None else (0, None)
-        return Room(self, used, capacity)
+        return Room(self, used, capacity, known)
 
 
 class Room:
     """One batch's view of the limits: the store's fill as the batch began plus
     what the batch wrote since, and each agent's usage as the batch has it."""
 
-    __slots__ = ("quota", "used", "capacity", "limit", "reserve", "usage")
+    __slots__ = ("quota", "used", "capacity", "limit", "reserve", "usage", "known")
 
-    def __init__(self, quota: Quota, used: int, capacity: int | None):
+    def __init__(self, quota: Quota, used: int, capacity: int | None, known: dict[str, int] | None = None):
         self.quota = quota
         self.used = used
         self.capacity = capacity
         self.limit = quota.agent_limit(capacity)
         self.reserve = quota.reserve(capacity)
         self.usage: dict[str, int] = {}  # agent -> bytes, as written so far in this batch
+        self.known = known if known is not None else {}  # agent -> bytes committed before it (Carried)
 
     def spend(self, tx: Any, facts: list[Any], sizes: list[int]) -> tuple[dict[str, int], list[Row]] | Rejection:
         """The new totals and ``usage`` rows of an action whose facts encode to
         ``sizes`` bytes, or the refusal (nothing written)."""
-        spent: dict[str, int] = {}
-        for fact, size in zip(facts, sizes):
-            who = payer(fact)
-            if who is not None:
-                spent[who] = spent.get(who, 0) + size
-        if not spent:
-            return {}, []  # deadline facts and the daemon's own: always written
+        if len(facts) == 1:  # most actions: one fact, one payer, far from any limit
+            who = payer(facts[0])
+            if who is None:
+                return {}, []
+            n = sizes[0]
+            total = self._usage(tx, who) + n
+            if (self.limit is None or total <= self.limit) and not (
+                self.reserve and self.capacity is not None and self.used + n > self.capacity - self.reserve
+            ):
+                return {who: total}, [(TABLE, who.encode(), u64(total))]
+            spent = {who: n}
+        else:
+            spent = {}
+            for fact, size in zip(facts, sizes):
+                who = payer(fact)
+                if who is not None:
+                    spent[who] = spent.get(who, 0) + size
+            if not spent:
+                return {}, []  # deadline facts and the daemon's own: always written
         totals = {who: self._usage(tx, who) + n for who, n in spent.items()}
         rows = [(TABLE, who.encode(), u64(total)) for who, total in totals.items()]
+        limit = self.limit
+        over_reserve = bool(self.reserve) and self.capacity is not None and (
+            self.used + sum(spent.values()) > self.capacity - self.reserve
+        )
+        if not over_reserve and (limit is None or all(total <= limit for total in totals.values())):
+            return totals, rows
         if all(is_exit(f) for f in facts):
             return totals, rows
         # Whether a payer is an admin is read only when a limit would refuse.
-        cost = sum(spent.values())
-        if self.reserve and self.capacity is not None and self.used + cost > self.capacity - self.reserve:
-            if not all(_is_admin(tx, facts, who) for who in spent):
-                return self._reserve_refusal()
-        if self.limit is not None:
+        if over_reserve and not all(_is_admin(tx, facts, who) for who in spent):
+            return self._reserve_refusal()
+        if limit is not None:
             for who, total in totals.items():
-                if total > self.limit and not _is_admin(tx, facts, who):
+                if total > limit and not _is_admin(tx, facts, who):
                     return self._agent_refusal(who, total - spent[who], spent[who])
         return totals, rows
 
@@ -152,8 +170,10 @@ class Room:
     def _usage(self, tx: Any, who: str) -> int:
         n = self.usage.get(who)
         if n is None:
-            raw = tx.get(TABLE, who.encode())
-            n = from_u64(raw) if raw else 0
+            n = self.known.get(who)
+            if n is None:
+                raw = tx.get(TABLE, who.encode())
+                n = from_u64(raw) if raw else 0
         return n
 
     def _agent_refusal(self, who: str, had: int, cost: int) -> Rejection:

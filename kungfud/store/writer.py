@@ -26,6 +26,7 @@ from typing import Callable
 from ..core.webhook import webhook_agent
 from ..errors import Rejection
 from .failures import FailureLog, storage_failure
+from .carried import Carried
 from .interface import Backend, Committed, Failed, Item, Outcome, Replayed, Stale, Tx, WriteTxn
 from .layout import u64
 from .plan import SECRET_FIELDS, BatchState, Plan, mismatch, plan, redact
@@ -74,6 +75,8 @@ class Writer:
         # is counted whatever they are. Refusals by limit, for /metrics.
         self.quota = quota or Quota()
         self.quota_refusals: dict[str, int] = {"agent_bytes": 0, "reserve": 0}
+        # What this writer committed, carried to its next batch (D281).
+        self._carried = Carried()
         self.clock = clock or (lambda: time.time_ns() // 1_000_000)
         # Called after a commit that added deadline rows, with the earliest one,
         # so the clock can wake for it.
@@ -231,7 +234,7 @@ class Writer:
         written: list[Plan] = []
         try:
             tx = w.tx
-            state = BatchState.open(tx, self._room())
+            state = BatchState.open(tx, self._room(), self._carried)
             for i, item in enumerate(batch):  # also what is appended meanwhile
                 try:
                     outcomes.append(write(w, state, i, item, written))
@@ -245,11 +248,13 @@ class Writer:
                 self.fault("commit")
             w.commit()
         except Exception as e:
+            self._carried.forget()
             try:
                 w.abort()
             except Exception:
                 pass
             return e
+        self._carried.committed(state.seq, state.room.usage, [o for p in written for o in p.objects])
         self._finish_batch(batch, outcomes, written)
         return None
 

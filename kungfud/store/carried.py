@@ -1,0 +1,65 @@
+"""What a writer carries from one batch to the next (D281): the ``usage``
+totals it committed (:mod:`kungfud.store.quota`) and the objects it read or
+wrote, so that an agent's next action, or the next post into a busy Thread,
+is checked without reading again what this writer itself just committed.
+
+Only while nothing else wrote the store. Every change of an object or of a
+total is a fact, and every batch with facts moves the store's fact seq
+(``meta``/``seq``), so a batch that begins at a seq other than the one this
+writer's last commit left — another worker's or node's commit between the
+two, or a batch of this writer that did not commit — forgets everything and
+reads the store again. What is carried is what the store held at that seq,
+so a version check against it (L5) is the check against the store.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["Carried", "LIMIT"]
+
+# Objects (and agents' totals) carried at most; past it all are forgotten and
+# read again as they come. Stored forms past MAX_BYTES are not carried.
+LIMIT = 20_000
+MAX_BYTES = 64 * 1024
+
+
+class Carried:
+    __slots__ = ("seq", "totals", "objects")
+
+    def __init__(self) -> None:
+        self.seq: int | None = None
+        self.totals: dict[str, int] = {}  # agent -> its usage total, as committed
+        self.objects: dict[str, tuple[bytes, int, Any]] = {}  # id -> (stored form, version, state), as committed
+
+    def at(self, seq: int) -> "Carried":
+        """What may be used by a batch that begins at fact seq ``seq``."""
+        if seq != self.seq:
+            self.forget()
+        return self
+
+    def read(self, obj: str, raw: bytes, version: int, state: Any) -> None:
+        """An object the batch read from the store (committed before it)."""
+        if len(raw) <= MAX_BYTES:
+            if len(self.objects) >= LIMIT:
+                self.objects.clear()
+            self.objects[obj] = (raw, version, state)
+
+    def committed(self, seq: int, totals: dict[str, int], objects: list[Any]) -> None:
+        """A batch committed, leaving fact seq ``seq``: its payers' ``totals``
+        and the planned ``objects`` it wrote are the store's now."""
+        if len(self.totals) + len(totals) > LIMIT:
+            self.totals.clear()
+        self.totals.update(totals)
+        carried = self.objects
+        for o in objects:
+            if len(o.stored) <= MAX_BYTES:
+                if len(carried) >= LIMIT:
+                    carried.clear()
+                carried[o.id] = (o.stored, o.version, o.state)
+        self.seq = seq
+
+    def forget(self) -> None:
+        self.totals.clear()
+        self.objects.clear()
+        self.seq = None

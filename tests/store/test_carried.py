@@ -1,0 +1,103 @@
+"""What a writer carries from one batch to the next (D281): the objects and
+usage totals it committed or read stand in for a read of the store only while
+nothing else moved the store's fact seq. Two writers on one store (as two LMDB
+workers or two PostgreSQL nodes are) take turns; a version check (L5) must
+still be a check against the store, and a batch that did not commit must not
+leave what it read or wrote behind."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kungfud.store import Committed, Failed, Stale, Store, Writer
+from kungfud.store import carried as carried_mod
+from kungfud.store.check import compare, expected_indexes
+from tests.store.helpers import Ids, commit, create_item, register_item, update_item
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = Store(str(tmp_path / "data"))
+    yield s
+    s.close()
+
+
+def _write(w: Writer, items: list) -> list:
+    outcomes: list = [None] * len(items)
+    for i, item in enumerate(items):
+        item.done = lambda outcome, i=i: outcomes.__setitem__(i, outcome)
+    w.write_batch(items)
+    return outcomes
+
+
+def _setup(store: Store) -> tuple[Ids, str, str]:
+    ids = Ids()
+    (out,) = commit(store, [register_item(ids, "reg", "alice")])
+    alice = json.loads(out.result)["agent"]
+    (out,) = commit(store, [create_item(store, alice, ids, "m", b'{"v":0}')])
+    return ids, alice, json.loads(out.result)["memory"]
+
+
+@pytest.mark.rules("L5-1", "L5-2")
+def test_L5_an_object_another_writer_changed_is_read_again_not_taken_from_what_was_carried(store):
+    ids, alice, memory = _setup(store)
+    a, b = Writer(store), Writer(store)
+    # a commits version 2 and carries it; b then commits version 3.
+    (out,) = _write(a, [update_item(store, alice, memory, ids, "u1", b'{"v":1}')])
+    assert isinstance(out, Committed), out
+    stale_for_a = update_item(store, alice, memory, ids, "u-stale", b'{"v":"old"}')  # decided on version 2
+    (out,) = _write(b, [update_item(store, alice, memory, ids, "u2", b'{"v":2}')])
+    assert isinstance(out, Committed), out
+    # Decided on version 2, which a carried: the store has 3, so it is Stale.
+    (out,) = _write(a, [stale_for_a])
+    assert isinstance(out, Stale), out
+    # Decided on version 3 (b's), which a never saw: it is written.
+    (out,) = _write(a, [update_item(store, alice, memory, ids, "u3", b'{"v":3}')])
+    assert isinstance(out, Committed), out
+    with store.read() as view:
+        version, state = view.obj(memory)
+    assert version == 4
+    assert compare(store, expected_indexes(store)) == []
+
+
+@pytest.mark.rules("L5-1", "L2-1")
+def test_L5_a_batch_that_did_not_commit_leaves_nothing_carried(store):
+    ids, alice, memory = _setup(store)
+    failing = {"on": False}
+
+    def fault(point: str) -> None:
+        if failing["on"] and point == "commit":
+            raise OSError("injected commit failure")
+
+    w = Writer(store, fault=fault)
+    (out,) = _write(w, [update_item(store, alice, memory, ids, "u1", b'{"v":1}')])
+    assert isinstance(out, Committed), out
+    failing["on"] = True
+    lost = update_item(store, alice, memory, ids, "u2", b'{"v":2}')  # on version 2
+    (out,) = _write(w, [lost])
+    assert isinstance(out, Failed), out
+    failing["on"] = False
+    # The failed batch's version 3 is not taken for the store's: an item
+    # decided on it is Stale, one decided on the store's version 2 is written.
+    assert update_item(store, alice, memory, ids, "u3", b'{"v":3}').expect[memory] == 2
+    (out,) = _write(w, [update_item(store, alice, memory, ids, "u3", b'{"v":3}')])
+    assert isinstance(out, Committed), out
+    assert compare(store, expected_indexes(store)) == []
+
+
+@pytest.mark.rules("L5-1")
+def test_L5_what_is_carried_is_bounded_and_still_checked_past_the_bound(store, monkeypatch):
+    monkeypatch.setattr(carried_mod, "LIMIT", 3)
+    ids = Ids()
+    agents = []
+    for n in range(6):
+        (out,) = commit(store, [register_item(ids, f"reg{n}", f"a{n}")])
+        agents.append(json.loads(out.result)["agent"])
+    w = Writer(store)
+    for rounds in range(2):
+        outs = _write(w, [create_item(store, a, ids, f"c{rounds}-{a}", b'{"n":1}') for a in agents])
+        assert all(isinstance(o, Committed) for o in outs), outs
+        assert len(w._carried.objects) <= 3 and len(w._carried.totals) <= 6
+    assert compare(store, expected_indexes(store)) == []
