@@ -1,10 +1,13 @@
 """The actor that owns objects: a shard of agents (their accounts and Memories),
 a Thread (everything inside it) or a Task (its contract and engagements).
 
-Each job: open one LMDB view; if the object owns deadlines due now, record those
-expiries first (L4-3, DECISIONS.md B5); read the receipt; decide with the pure
-core, which reads objects through ``ctx.get`` while the actor records the version
-of everything read; hand the facts to the writer with those versions.
+Each job: one LMDB view (shared by the jobs told in one message, D281); if the
+object owns deadlines due now, record those expiries first (L4-3, DECISIONS.md
+B5); decide with the pure core, which reads objects through ``ctx.get`` while the
+actor records the version of everything read; a refusal is answered from the
+receipt if there is one (L3-2), a decision to write goes to the writer with
+those versions (the writer reads the receipt in the commit: a retry is replayed
+there, nothing written).
 
 Pipelining. The actor does not wait for a commit before deciding its next job:
 it keeps an *overlay* of the states (and versions) its in-flight actions will
@@ -124,6 +127,51 @@ class _DoneBatch:
 _DONE_BATCH = _DoneBatch()
 
 
+class _Shared:
+    """One read view shared by the jobs of one message (D281). It is a
+    snapshot, so what it answered once it answers alike: its objects and
+    query answers are kept for the next job (a Thread's running deadline, its
+    speakers), with the overlay still answering first (Reads)."""
+
+    __slots__ = ("view", "objs", "queries")
+
+    def __init__(self, view: Any):
+        self.view = view
+        self.objs: dict[str, tuple[int, Any]] = {}
+        self.queries: dict[tuple, list] = {}
+
+    def obj(self, obj: str) -> tuple[int, Any]:
+        got = self.objs.get(obj)
+        if got is None:
+            got = self.objs[obj] = self.view.obj(obj)
+        return got
+
+    def query(self, name: str, key: str, limit: int | None = None, party: str | None = None, skip: Any = ()) -> list:
+        k = (name, key, limit, party, frozenset(skip) if skip else None)
+        got = self.queries.get(k)
+        if got is None:
+            got = self.queries[k] = self.view.query(name, key, limit, party, skip)
+        return got
+
+    def __getattr__(self, name: str) -> Any:  # every other read, as the view answers it
+        return getattr(self.view, name)
+
+
+class _Open:
+    """A view already open, as a context manager (closed by its opener)."""
+
+    __slots__ = ("view",)
+
+    def __init__(self, view: Any):
+        self.view = view
+
+    def __enter__(self) -> Any:
+        return self.view
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
 def _unavailable(reason: str) -> Failed:
     return Failed(Rejection.unavailable(reason))
 
@@ -155,13 +203,27 @@ class ObjectActor:
         self._done_lock = threading.Lock()
         self._done_box: list[_Done] = []
         self._done_told = False
+        # The read view of the jobs of one message, while they are decided.
+        self._view: Any = None
 
     # --- messages (one at a time, on the carrier thread) ------------------------
 
     def on_receive(self, message: Any) -> None:
         if type(message) is list:  # jobs submitted together, handled in order
-            for job in message:
-                self.on_receive(job)
+            if self._view is not None or self.draining:
+                for job in message:
+                    self.on_receive(job)
+                return
+            # One read view for all of them (D281): each decides on it and the
+            # overlay of the writes the ones before it put in flight, as they
+            # would on views a moment apart; the writer checks every version.
+            try:
+                with self.runtime.store.read() as view:
+                    self._view = _Shared(view)
+                    for job in message:
+                        self.on_receive(job)
+            finally:
+                self._view = None
             return
         self.slot.busy = True
         try:
@@ -319,9 +381,13 @@ class ObjectActor:
             time.sleep(random.uniform(0, min(run.attempt, 8)) / 1000)
         spec = ACTIONS[job.op]
         rt = self.runtime
+        shared = self._view if run.attempt == 0 else None
         while True:
             now = rt.clock()
-            with rt.store.read() as view:
+            # The view of the jobs told together, or a view of its own (again
+            # after deadlines fell due: their expiries are committed since).
+            with _Open(shared) if shared is not None else rt.store.read() as view:
+                shared = None
                 reads = Reads(view, self.overlay)
                 if self.owns_deadlines:  # L4-3: the deadline wins over this action
                     swept = self._sweep(now, reads)
@@ -336,11 +402,20 @@ class ObjectActor:
                 # D185: a key rotated or reset stops working at once — no replay either.
                 decision = key_revoked(caller, job.key_hash)
                 if decision is None:
-                    if job.scope is not None and (rec := view.receipt(job.scope)) is not None:
-                        self._reply(run, Replayed(rec.result) if rec.req_hash == job.req_hash else Failed(mismatch()))
-                        return
                     ctx = rt.ctx(caller, now, reads.get, reads.query)
                     decision = self._decide(lambda: spec.decide(job.command, ctx), reads)
+                    # L3-2, L3-3: a retry is answered from its receipt. A decision to
+                    # write is checked by the writer, which reads the receipt in the
+                    # commit's own transaction (store/plan.py: a replay or a mismatch,
+                    # nothing written); only a refusal is checked here, since a request
+                    # accepted once and refused now is still its first answer (D281).
+                    if (
+                        job.scope is not None
+                        and (decision is _BEHIND or isinstance(decision, Rejection))
+                        and (rec := view.receipt(job.scope)) is not None
+                    ):
+                        self._reply(run, Replayed(rec.result) if rec.req_hash == job.req_hash else Failed(mismatch()))
+                        return
             if reads.valid_until is not None and reads.valid_until <= now:
                 # The decision read another Thread or Task with a deadline due
                 # (e.g. a deactivation): record those expiries, then decide again.

@@ -278,8 +278,8 @@ class Runtime:
     def route(self, job: Job) -> str:
         """The actor that serializes ``job``. Completes its command from the store
         first where the catalogue says so (a join token -> its Thread). Only the
-        ops in ROUTE_READS read the store; a replay is found by the owning actor,
-        which reads the receipt before anything else (L3-2)."""
+        ops in ROUTE_READS read the store; a replay is found past it, by the owning
+        actor (a refusal) or the writer (a decision to write), from the receipt (L3-2, D281)."""
         action = ACTIONS[job.op]
         if job.op not in ROUTE_READS:
             return action.route(job.command, job.caller, None)  # type: ignore[arg-type]

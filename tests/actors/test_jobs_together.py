@@ -1,0 +1,103 @@
+"""An actor's jobs told together, and the receipt read after the decision (D281).
+
+- Jobs that reach an actor in one message (the server's jobs of one loop turn,
+  ``Runtime.submit_many``) are decided on one read view, each on top of the
+  overlay of the writes the ones before it put in flight (L5-1: in order).
+- A retry is answered from its receipt (L3-2, L3-3): the actor reads the receipt
+  only when its decision refuses, since a request accepted once and refused now
+  is still its first answer; a decision to write is answered by the writer,
+  which reads the receipt in the commit's transaction and writes nothing."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kungfud.actors import Runtime
+from kungfud.daemon import bootstrap_admin
+from kungfud.store import Committed, Failed, Replayed, Store
+from kungfud.wire import MemoryCreateArgs, MemoryRefArgs, MemoryUpdateArgs
+from tests.actors.test_old_key import _Box, _act
+
+
+@pytest.fixture
+def rt(tmp_path):
+    store = Store(str(tmp_path / "data"))
+    runtime = Runtime(store)
+    runtime.start()
+    yield runtime
+    runtime.stop()
+    store.close()
+
+
+def _together(rt: Runtime, agent: str, calls: list[tuple[str, str, object]]) -> list:
+    """Submit ``calls`` (op, key, args) to their one actor in one message."""
+    boxes, jobs = [], []
+    for op, key, args in calls:
+        box = _Box()
+        jobs.append(rt.job(agent, op, key, args, box))
+        boxes.append(box)
+    actors = {rt.route(j) for j in jobs}
+    assert len(actors) == 1
+    rt.submit_many(jobs, actors.pop())
+    return [b.wait() for b in boxes]
+
+
+@pytest.mark.rules("L5-1", "L3-2")
+def test_L5_1_jobs_told_together_are_decided_on_one_view_in_order(rt, monkeypatch):
+    admin = bootstrap_admin(rt)
+    m = json.loads(_act(rt, admin, "memory.create", "c", MemoryCreateArgs({"v": 0}), None).result)["memory"]
+    opened = []
+    read = rt.store.read
+
+    def counted():
+        opened.append(1)
+        return read()
+
+    monkeypatch.setattr(rt.store, "read", counted)
+    calls = [("memory.update", f"u{n}", MemoryUpdateArgs(m, {"v": n})) for n in range(1, 9)]
+    outs = _together(rt, admin, calls)
+    assert all(isinstance(o, Committed) for o in outs), outs
+    # Each update decided on the one before it, in order: versions 2..9.
+    assert [json.loads(o.result)["version"] for o in outs] == list(range(2, 10))
+    assert len(opened) == 1, "one view for the eight jobs of one message"
+    # A refusal among them (a second withdraw) does not disturb the rest.
+    outs = _together(rt, admin, [
+        ("memory.withdraw", "w1", MemoryRefArgs(m)),
+        ("memory.withdraw", "w2", MemoryRefArgs(m)),
+        ("memory.update", "u-late", MemoryUpdateArgs(m, {"v": "late"})),
+    ])
+    assert isinstance(outs[0], Committed), outs
+    assert isinstance(outs[1], Failed) and isinstance(outs[2], Failed), outs
+
+
+@pytest.mark.rules("L3-2", "L3-3")
+def test_L3_2_a_retry_refused_now_is_answered_from_its_receipt_and_one_accepted_now_writes_nothing(rt):
+    admin = bootstrap_admin(rt)
+    first = _act(rt, admin, "memory.create", "c", MemoryCreateArgs({"v": 0}), None)
+    m = json.loads(first.result)["memory"]
+    update = _act(rt, admin, "memory.update", "u", MemoryUpdateArgs(m, {"v": 1}), None)
+    assert isinstance(_act(rt, admin, "memory.withdraw", "w", MemoryRefArgs(m), None), Committed)
+    # The update would now be refused (withdrawn): its retry is its receipt.
+    again = _act(rt, admin, "memory.update", "u", MemoryUpdateArgs(m, {"v": 1}), None)
+    assert isinstance(again, Replayed) and again.result == update.result
+    # The same key for another request, refused now: a mismatch, not the refusal.
+    other = _act(rt, admin, "memory.update", "u", MemoryUpdateArgs(m, {"v": 2}), None)
+    assert isinstance(other, Failed) and other.rejection.code == "idempotency_mismatch"
+    # A create would be accepted again: the writer answers its receipt, no second Memory.
+    again = _act(rt, admin, "memory.create", "c", MemoryCreateArgs({"v": 0}), None)
+    assert isinstance(again, Replayed) and again.result == first.result
+    other = _act(rt, admin, "memory.create", "c", MemoryCreateArgs({"v": "x"}), None)
+    assert isinstance(other, Failed) and other.rejection.code == "idempotency_mismatch"
+    # Retries together with new work in one message: each gets its own answer.
+    outs = _together(rt, admin, [
+        ("memory.create", "c", MemoryCreateArgs({"v": 0})),
+        ("memory.create", "c2", MemoryCreateArgs({"v": 2})),
+        ("memory.update", "u", MemoryUpdateArgs(m, {"v": 1})),
+    ])
+    assert isinstance(outs[0], Replayed) and outs[0].result == first.result, outs
+    assert isinstance(outs[1], Committed), outs
+    assert isinstance(outs[2], Replayed) and outs[2].result == update.result, outs
+    with rt.store.read() as view:
+        assert len(list(view.memories_of(admin, None))) == 1  # c2 only: m is withdrawn, c was written once
