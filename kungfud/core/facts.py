@@ -20,7 +20,8 @@ state follow from the facts alone.
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from operator import attrgetter
+from typing import Any, Callable, ClassVar, Literal
 
 import msgspec
 
@@ -49,6 +50,20 @@ def member_obj(thread: str, agent: str) -> str:
     return f"{thread}/{agent}"
 
 
+def _touched(fields: tuple[str, ...]) -> Callable[[Any], tuple[str, ...]]:
+    """``fact -> tuple of its fields``, built once per fact type (every action
+    asks each of its facts, in its actor and again in the writer)."""
+    if not fields:
+        return lambda fact: ()
+    get = attrgetter(*fields)
+    if len(fields) == 1:
+        return lambda fact: (get(fact),)
+    return get  # several names: attrgetter already gives the tuple
+
+
+_TOUCHED: dict[type, Callable[[Any], tuple[str, ...]]] = {}
+
+
 class Fact(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind"):
     at: int  # ms since epoch: when it was recorded
     by: str | None  # the acting agent; None for deadlines and the daemon itself
@@ -59,7 +74,10 @@ class Fact(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind"):
 
     def objects(self) -> tuple[str, ...]:
         """The objects whose state this fact changes (their streams get the fact)."""
-        return tuple(getattr(self, field) for field in self.touches)
+        get = _TOUCHED.get(type(self))
+        if get is None:
+            get = _TOUCHED[type(self)] = _touched(self.touches)
+        return get(self)
 
 
 # --- §4 Agent -------------------------------------------------------------
