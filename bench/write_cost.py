@@ -20,9 +20,13 @@ and ask+assign / plain, per action, process CPU. CPU time does not depend on
 the machine's load the way wall time does (it grows a little with cache
 contention), so before and after can be compared on a shared machine::
 
-    python bench/write_cost.py [--n 4000] [--rounds 2]
+    python bench/write_cost.py [--n 4000] [--rounds 2] [--together]
     PYTHONPATH=/path/to/old/checkout python bench/write_cost.py   # before
     python bench/write_cost.py --profile thread.create            # writer-thread profile
+
+``--together``: each round's jobs reach each actor in one message, as the
+server's bridge sends the jobs of one loop turn (and as D281's one view per
+message serves them); without it each job is its own message.
 
 No speed is asserted anywhere.
 """
@@ -51,7 +55,8 @@ _enc = msgspec.json.Encoder()
 class Bench:
     """One Runtime over a fresh store, with the writer thread's CPU counted."""
 
-    def __init__(self, profile: bool = False):
+    def __init__(self, profile: bool = False, together: bool = False):
+        self.together = together  # each round's jobs to each actor in one message
         self.dir = tempfile.mkdtemp(prefix="kf-writecost-")
         self.store = Store(self.dir)
         self.rt = Runtime(self.store)
@@ -107,10 +112,17 @@ class Bench:
 
             return reply
 
+        together: dict[str, list] = {}
         for i, (agent, op, args) in enumerate(calls):
             self.n += 1
             a = msgspec.json.decode(_enc.encode(args), type=OPS[op].args)
-            self.rt.act(agent, op, f"k{self.n}", a, reply_to(i))
+            if not self.together:
+                self.rt.act(agent, op, f"k{self.n}", a, reply_to(i))
+                continue
+            job = self.rt.job(agent, op, f"k{self.n}", a, reply_to(i))
+            together.setdefault(self.rt.route(job), []).append(job)
+        for actor, jobs in together.items():  # as the server's bridge sends a loop turn's jobs
+            self.rt.submit_many(jobs, actor)
         for _ in calls:
             done.acquire()
         results = []
@@ -166,9 +178,10 @@ def main() -> None:
     ap.add_argument("--posters", type=int, default=8)
     ap.add_argument("--rounds", type=int, default=2, help="repeat the four workloads, alternating")
     ap.add_argument("--profile", choices=["memory.create", "thread.create", "plain", "ask_assign"])
+    ap.add_argument("--together", action="store_true", help="each round's jobs reach each actor in one message (as the server sends them)")
     ap.add_argument("--only", choices=["memory.create", "thread.create", "plain", "ask_assign"], help="run one workload (for an outside profiler)")
     opts = ap.parse_args()
-    b = Bench(profile=opts.profile is not None)
+    b = Bench(profile=opts.profile is not None, together=opts.together)
     try:
         agents = b.register(opts.agents)
         posters = agents[: opts.posters]
