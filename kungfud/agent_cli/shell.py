@@ -190,14 +190,7 @@ async def run_new_key(st: Settings, ns: argparse.Namespace, call: Call, out: Out
     if call.needs_agent and not st.key:
         raise Failed("unauthenticated", "no agent key: set KUNGFU_KEY, or pass --profile NAME", "revise")
     resp, client = await _send(st, call, out)
-    try:
-        if resp.get("ok") and not out.as_json and not out.ids and call.op in NAMED_READS and st.key:
-            names = await resolve(lambda op, args: _request(client, op, args, None), call.op, resp["result"])
-            resp = {**resp, "result": with_names(resp["result"], names)}
-    except (ConnectionError, OSError, asyncio.TimeoutError, ConnectionClosed) as e:  # names are a courtesy
-        out.note(f"names not shown ({e or type(e).__name__})")
-    finally:
-        await client.close()
+    await client.close()  # these are actions: no names to look up (NAMED_READS)
     if not resp.get("ok"):
         return out.error(resp.get("error") or {"code": "internal", "reason": "malformed reply", "next": "retry"})
     result = resp["result"]
