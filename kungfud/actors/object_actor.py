@@ -210,51 +210,84 @@ class ObjectActor:
 
     def on_receive(self, message: Any) -> None:
         if type(message) is list:  # jobs submitted together, handled in order
-            if self._view is not None or self.draining:
-                for job in message:
-                    self.on_receive(job)
-                return
-            # One read view for all of them (D281): each decides on it and the
-            # overlay of the writes the ones before it put in flight, as they
-            # would on views a moment apart; the writer checks every version.
-            try:
-                with self.runtime.store.read() as view:
-                    self._view = _Shared(view)
-                    for job in message:
-                        self.on_receive(job)
-            finally:
-                self._view = None
+            self._receive_together(message)
             return
         self.slot.busy = True
         try:
-            if message is _DONE_BATCH:
-                with self._done_lock:
-                    box, self._done_box = self._done_box, []
-                    self._done_told = False
-                for d in box:
-                    self._on_done(d)
-            elif self.draining:
-                self.deferred.append(message if isinstance(message, (Expire, _Run)) else _Run(message))
-            else:
-                self._dispatch(message)
+            self._handle(message)
         except Exception as e:
-            unreachable = isinstance(e, StoreUnavailable)  # a store down or restarting: retry, not a bug
-            if unreachable:
-                log.warning("actor %s: %s", self.key, e)
-            else:
-                log.exception("actor %s failed on %s", self.key, getattr(message, "op", message))
-            job = message.job if isinstance(message, _Run) else message if hasattr(message, "reply") else None
-            if job is not None and job.reply is not None:
-                try:
-                    job.reply(Failed(
-                        e.rejection() if unreachable
-                        else Rejection("internal", "the daemon failed on this request; nothing was written", "retry")
-                    ))
-                except Exception:
-                    log.exception("reply failed")
+            self._failed(message, e)
         finally:
-            self.slot.last_used = time.monotonic()
-            self.slot.busy = self.inflight > 0 or self.draining or bool(self.held) or bool(self.deferred)
+            self._settle()
+
+    def _receive_together(self, jobs: list[Any]) -> None:
+        """Jobs told in one message, on one read view (D281): each decides on it
+        and the overlay of the writes the ones before it put in flight, as they
+        would on views a moment apart; the writer checks every version. A job
+        that fails takes the view with it — the backend names the failure as it
+        leaves the view (a lost PostgreSQL connection: StoreUnavailable) — and
+        is answered so; the jobs after it each read on a view of their own."""
+        if self._view is not None or self.draining or len(jobs) == 1:
+            for job in jobs:
+                self.on_receive(job)
+            return
+        done = 0
+        failing = None
+        self.slot.busy = True
+        try:
+            try:
+                with self.runtime.store.read() as view:
+                    self._view = _Shared(view)
+                    for job in jobs:
+                        failing = job
+                        done += 1
+                        self._handle(job)
+                        failing = None
+            finally:
+                self._view = None
+        except Exception as e:
+            if failing is not None:
+                self._failed(failing, e)
+            else:  # opening or closing the view: each job left tries a view of its own
+                log.warning("actor %s: a shared read view failed: %s", self.key, e)
+        finally:
+            self._settle()
+        for job in jobs[done:]:
+            self.on_receive(job)
+
+    def _handle(self, message: Any) -> None:
+        if message is _DONE_BATCH:
+            with self._done_lock:
+                box, self._done_box = self._done_box, []
+                self._done_told = False
+            for d in box:
+                self._on_done(d)
+        elif self.draining:
+            self.deferred.append(message if isinstance(message, (Expire, _Run)) else _Run(message))
+        else:
+            self._dispatch(message)
+
+    def _failed(self, message: Any, e: Exception) -> None:
+        """``message`` raised ``e``: its job (if any) is answered ``unavailable``
+        for a store down or restarting (retry, not a bug), else ``internal``."""
+        unreachable = isinstance(e, StoreUnavailable)
+        if unreachable:
+            log.warning("actor %s: %s", self.key, e)
+        else:
+            log.error("actor %s failed on %s", self.key, getattr(message, "op", message), exc_info=e)
+        job = message.job if isinstance(message, _Run) else message if hasattr(message, "reply") else None
+        if job is not None and job.reply is not None:
+            try:
+                job.reply(Failed(
+                    e.rejection() if unreachable
+                    else Rejection("internal", "the daemon failed on this request; nothing was written", "retry")
+                ))
+            except Exception:
+                log.exception("reply failed")
+
+    def _settle(self) -> None:
+        self.slot.last_used = time.monotonic()
+        self.slot.busy = self.inflight > 0 or self.draining or bool(self.held) or bool(self.deferred)
 
     def _dispatch(self, message: Any) -> None:
         if isinstance(message, Expire):

@@ -101,3 +101,55 @@ def test_L3_2_a_retry_refused_now_is_answered_from_its_receipt_and_one_accepted_
     assert isinstance(outs[2], Replayed) and outs[2].result == update.result, outs
     with rt.store.read() as view:
         assert len(list(view.memories_of(admin, None))) == 1  # c2 only: m is withdrawn, c was written once
+
+
+@pytest.mark.rules("L3-1", "L2-1")
+def test_a_store_failure_in_the_shared_view_answers_that_job_unavailable_and_the_rest_go_on(rt, monkeypatch):
+    """As on PostgreSQL: a read that loses the connection raises inside the
+    view, and the backend names it StoreUnavailable as it leaves the view. The
+    job that met it is answered ``unavailable`` (never ``internal``); the jobs
+    after it read on views of their own and are written."""
+    from contextlib import contextmanager
+
+    from kungfud.errors import StoreUnavailable
+
+    admin = bootstrap_admin(rt)
+    m = json.loads(_act(rt, admin, "memory.create", "c", MemoryCreateArgs({"v": 0}), None).result)["memory"]
+    read = rt.store.read
+    opened = []
+
+    class Lost(Exception):
+        pass
+
+    class Flaky:
+        def __init__(self, view):
+            self.view = view
+
+        def obj(self, obj):
+            if obj == m:
+                raise Lost("connection lost")
+            return self.view.obj(obj)
+
+        def __getattr__(self, name):
+            return getattr(self.view, name)
+
+    @contextmanager
+    def flaky():
+        opened.append(1)
+        with read() as view:
+            try:
+                yield Flaky(view) if len(opened) == 1 else view
+            except Lost as e:  # what the PostgreSQL backend does with a lost connection
+                raise StoreUnavailable("lost") from e
+
+    monkeypatch.setattr(rt.store, "read", flaky)
+    outs = _together(rt, admin, [
+        ("memory.create", "c1", MemoryCreateArgs({"v": 1})),
+        ("memory.update", "u1", MemoryUpdateArgs(m, {"v": 2})),
+        ("memory.create", "c2", MemoryCreateArgs({"v": 3})),
+        ("memory.update", "u2", MemoryUpdateArgs(m, {"v": 4})),
+    ])
+    assert isinstance(outs[0], Committed), outs
+    assert isinstance(outs[1], Failed) and outs[1].rejection.code == "unavailable", outs
+    assert isinstance(outs[2], Committed) and isinstance(outs[3], Committed), outs
+    assert len(opened) == 3  # the shared view, then one each for the two jobs after the failure
