@@ -203,8 +203,11 @@ class ObjectActor:
         self._done_lock = threading.Lock()
         self._done_box: list[_Done] = []
         self._done_told = False
-        # The read view of the jobs of one message, while they are decided.
+        # The read view of the jobs of one message, while they are decided; not
+        # on a store whose reads each hold a pooled connection (PostgreSQL):
+        # a job that must read afresh would hold two (D281).
         self._view: Any = None
+        self.shares_views = not getattr(runtime.store, "pooled_reads", False)
 
     # --- messages (one at a time, on the carrier thread) ------------------------
 
@@ -227,7 +230,7 @@ class ObjectActor:
         that fails takes the view with it — the backend names the failure as it
         leaves the view (a lost PostgreSQL connection: StoreUnavailable) — and
         is answered so; the jobs after it each read on a view of their own."""
-        if self._view is not None or self.draining or len(jobs) == 1:
+        if self._view is not None or self.draining or len(jobs) == 1 or not self.shares_views:
             for job in jobs:
                 self.on_receive(job)
             return

@@ -98,6 +98,11 @@ class PgStore(SnapshotTail):
     """The store in a PostgreSQL database; ``data_dir`` holds only node-local
     files (the admin key of the node that bootstrapped, the node's lock)."""
 
+    # A read holds one of _POOL_MAX connections: an actor must never wait for a
+    # second while it holds one (with enough carriers, all would wait), so its
+    # jobs told together do not share a view here (D281).
+    pooled_reads = True
+
     def __init__(self, url: str, data_dir: str, *, readonly: bool = False, lock: bool = True, capacity_mb: int = 0):
         self.url = url
         # [storage] capacity_mb: the size the capacity limits take shares of (D241).
