@@ -24,6 +24,7 @@ a rejection decided on overlay state is held until the actions it read commit.
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import random
 import threading
@@ -155,21 +156,6 @@ class _Shared:
 
     def __getattr__(self, name: str) -> Any:  # every other read, as the view answers it
         return getattr(self.view, name)
-
-
-class _Open:
-    """A view already open, as a context manager (closed by its opener)."""
-
-    __slots__ = ("view",)
-
-    def __init__(self, view: Any):
-        self.view = view
-
-    def __enter__(self) -> Any:
-        return self.view
-
-    def __exit__(self, *exc: Any) -> None:
-        return None
 
 
 def _unavailable(reason: str) -> Failed:
@@ -422,7 +408,7 @@ class ObjectActor:
             now = rt.clock()
             # The view of the jobs told together, or a view of its own (again
             # after deadlines fell due: their expiries are committed since).
-            with _Open(shared) if shared is not None else rt.store.read() as view:
+            with contextlib.nullcontext(shared) if shared is not None else rt.store.read() as view:
                 shared = None
                 reads = Reads(view, self.overlay)
                 if self.owns_deadlines:  # L4-3: the deadline wins over this action

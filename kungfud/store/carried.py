@@ -39,7 +39,8 @@ class Carried:
         return self
 
     def read(self, obj: str, raw: bytes, version: int, state: Any) -> None:
-        """An object the batch read from the store (committed before it)."""
+        """An object as the store holds it: read by the batch (committed before
+        it), or written by a batch that committed."""
         if len(raw) <= MAX_BYTES:
             if len(self.objects) >= LIMIT:
                 self.objects.clear()
@@ -51,12 +52,8 @@ class Carried:
         if len(self.totals) + len(totals) > LIMIT:
             self.totals.clear()
         self.totals.update(totals)
-        carried = self.objects
         for o in objects:
-            if len(o.stored) <= MAX_BYTES:
-                if len(carried) >= LIMIT:
-                    carried.clear()
-                carried[o.id] = (o.stored, o.version, o.state)
+            self.read(o.id, o.stored, o.version, o.state)
         self.seq = seq
 
     def forget(self) -> None:

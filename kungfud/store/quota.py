@@ -98,12 +98,11 @@ class Quota:
     def reserve(self, capacity: int | None) -> int:
         return capacity * self.reserve_percent // 100 if capacity else 0
 
-    def room(self, usage: tuple[int, int] | None, known: dict[str, int] | None = None) -> "Room":
+    def room(self, usage: tuple[int, int] | None) -> "Room":
         """What one batch may spend, given the store's ``(used, size)`` bytes
-        as it begins (None: a store with no size of ours) and ``known``, the
-        agents' committed totals its writer carried over (:class:`~kungfud.store.carried.Carried`)."""
+        as it begins (None: a store with no size of ours)."""
         used, capacity = usage if usage is not None else (0, None)
-        return Room(self, used, capacity, known)
+        return Room(self, used, capacity)
 
 
 class Room:
@@ -112,29 +111,25 @@ class Room:
 
     __slots__ = ("quota", "used", "capacity", "limit", "reserve", "usage", "known")
 
-    def __init__(self, quota: Quota, used: int, capacity: int | None, known: dict[str, int] | None = None):
+    def __init__(self, quota: Quota, used: int, capacity: int | None):
         self.quota = quota
         self.used = used
         self.capacity = capacity
         self.limit = quota.agent_limit(capacity)
         self.reserve = quota.reserve(capacity)
         self.usage: dict[str, int] = {}  # agent -> bytes, as written so far in this batch
-        self.known = known if known is not None else {}  # agent -> bytes committed before it (Carried)
+        # agent -> bytes committed before the batch, as its writer carried them
+        # over (BatchState sets it: kungfud/store/carried.py)
+        self.known: dict[str, int] = {}
 
     def spend(self, tx: Any, facts: list[Any], sizes: list[int]) -> tuple[dict[str, int], list[Row]] | Rejection:
         """The new totals and ``usage`` rows of an action whose facts encode to
         ``sizes`` bytes, or the refusal (nothing written)."""
-        if len(facts) == 1:  # most actions: one fact, one payer, far from any limit
+        if len(facts) == 1:  # most actions: one fact, one payer
             who = payer(facts[0])
             if who is None:
                 return {}, []
-            n = sizes[0]
-            total = self._usage(tx, who) + n
-            if (self.limit is None or total <= self.limit) and not (
-                self.reserve and self.capacity is not None and self.used + n > self.capacity - self.reserve
-            ):
-                return {who: total}, [(TABLE, who.encode(), u64(total))]
-            spent = {who: n}
+            spent = {who: sizes[0]}
         else:
             spent = {}
             for fact, size in zip(facts, sizes):
@@ -149,6 +144,7 @@ class Room:
         over_reserve = bool(self.reserve) and self.capacity is not None and (
             self.used + sum(spent.values()) > self.capacity - self.reserve
         )
+        # Far from every limit (most actions): nothing more to read or decide.
         if not over_reserve and (limit is None or all(total <= limit for total in totals.values())):
             return totals, rows
         if all(is_exit(f) for f in facts):

@@ -16,19 +16,9 @@ import pytest
 
 from kungfud.actors import Runtime
 from kungfud.daemon import bootstrap_admin
-from kungfud.store import Committed, Failed, Replayed, Store
+from kungfud.store import Committed, Failed, Replayed
 from kungfud.wire import MemoryCreateArgs, MemoryRefArgs, MemoryUpdateArgs
 from tests.actors.test_old_key import _Box, _act
-
-
-@pytest.fixture
-def rt(tmp_path):
-    store = Store(str(tmp_path / "data"))
-    runtime = Runtime(store)
-    runtime.start()
-    yield runtime
-    runtime.stop()
-    store.close()
 
 
 def _together(rt: Runtime, agent: str, calls: list[tuple[str, str, object]]) -> list:

@@ -14,18 +14,8 @@ import pytest
 
 from kungfud.actors import KEY_REVOKED, Runtime
 from kungfud.daemon import bootstrap_admin
-from kungfud.store import Committed, Failed, Replayed, Store
+from kungfud.store import Committed, Failed, Replayed
 from kungfud.wire import MemoryCreateArgs, RotateKeyArgs, WhoamiArgs
-
-
-@pytest.fixture
-def rt(tmp_path):
-    store = Store(str(tmp_path / "data"))
-    runtime = Runtime(store)
-    runtime.start()
-    yield runtime
-    runtime.stop()
-    store.close()
 
 
 def _key_hash(rt: Runtime, agent: str) -> bytes:

@@ -15,6 +15,7 @@ from kungfud.store import Committed, Failed, Stale, Store, Writer
 from kungfud.store import carried as carried_mod
 from kungfud.store.check import compare, expected_indexes
 from tests.store.helpers import Ids, commit, create_item, register_item, update_item
+from tests.store.test_quota import _write
 
 
 @pytest.fixture
@@ -22,14 +23,6 @@ def store(tmp_path):
     s = Store(str(tmp_path / "data"))
     yield s
     s.close()
-
-
-def _write(w: Writer, items: list) -> list:
-    outcomes: list = [None] * len(items)
-    for i, item in enumerate(items):
-        item.done = lambda outcome, i=i: outcomes.__setitem__(i, outcome)
-    w.write_batch(items)
-    return outcomes
 
 
 def _setup(store: Store) -> tuple[Ids, str, str]:
