@@ -155,6 +155,14 @@ class Daemon:
         tmp.write_text(f"{self.clock_offset_ms}\n")
         os.replace(tmp, self.clock_path)  # never half-written
 
+    def freeze_clock(self) -> None:
+        """Stop the daemon's clock a second ahead of now, until advance_clock
+        moves it on: every action until then happens in one millisecond (D282)."""
+        assert self.clock_path is not None, "start this daemon with test_clock=True"
+        tmp = self.clock_path.with_name(self.clock_path.name + ".tmp")
+        tmp.write_text(f"={time.time_ns() // 1_000_000 + self.clock_offset_ms + 1000}\n")
+        os.replace(tmp, self.clock_path)
+
     @property
     def admin_key(self) -> str:
         return (self.data_dir / "admin.key").read_text().strip()
@@ -382,6 +390,9 @@ class Cluster:
         """Every node reads the same clock file: moving it moves every node's clock
         (from the furthest offset any node wrote: start() may reorder the nodes)."""
         max(self.nodes, key=lambda node: node.clock_offset_ms).advance_clock(seconds)
+
+    def freeze_clock(self) -> None:
+        max(self.nodes, key=lambda node: node.clock_offset_ms).freeze_clock()
 
     def lease_holder(self) -> int | None:
         """The node (index into ``urls``) that holds the deadline lease, or None.

@@ -42,3 +42,19 @@ def test_it_is_on_only_when_the_variable_names_a_file(tmp_path, monkeypatch):
     monkeypatch.setenv(ENV, str(tmp_path / "clock"))
     c = OffsetClock.from_env()
     assert c is not None and c.path == str(tmp_path / "clock")
+
+
+def test_a_frozen_clock_stands_still_and_never_goes_back(tmp_path):
+    """``=T`` holds the clock at T (several actions in one millisecond, D282);
+    a later offset moves it on, never below what it returned."""
+    wall = [1_000]
+    c, woken = _clock(tmp_path, wall)
+    (tmp_path / "clock").write_text("=5000")
+    wall[0] = 1_200
+    assert c() == 5_000 and c() == 5_000 and woken == []
+    (tmp_path / "clock").write_text("=4000")  # earlier than returned: it stays
+    assert c() == 5_000
+    (tmp_path / "clock").write_text("100")  # thawed: the wall plus the offset, but not back
+    assert c() == 5_000
+    wall[0] = 6_000
+    assert c() == 6_100 and woken == [100]

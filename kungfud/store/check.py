@@ -35,6 +35,9 @@ from .quota import add_usage
 # format 4 (D200, D233, D242); its other derived rows stay as they are, but
 # for the Tasks' live engagements (task_rows.step_3_to_4, D271).
 FORMAT_4_TABLES = ("events", "memories", "usage")
+# The derived table a store of format 4 or older rebuilds to reach format 5:
+# the obligations of one holder keyed in the order they arose (D282).
+FORMAT_5_TABLES = ("obligations",)
 from .task_rows import step_3_to_4
 
 __all__ = ["expected_indexes", "compare", "write", "migrate", "run_check"]
@@ -177,11 +180,13 @@ def migrate(store: Backend, old: bytes) -> None:
     seq, one seq per event (D200), ``memories`` with the rows of each author's
     public Memories (D233), and ``usage``, the bytes each agent's actions
     recorded (D242); and each Task's snapshot loses its live engagements,
-    which become ``live`` rows (D271, :func:`~kungfud.store.task_rows.step_3_to_4`).
+    which become ``live`` rows (D271, :func:`~kungfud.store.task_rows.step_3_to_4`);
+    from format 4 or older, the ``obligations`` rows are keyed anew (D282).
     A damaged log is refused, never migrated."""
     t0 = time.monotonic()
     rebuild = int(old) < 2
-    tables = DERIVED if rebuild else FORMAT_4_TABLES
+    step_4 = int(old) < 4
+    tables = DERIVED if rebuild else (FORMAT_4_TABLES if step_4 else ()) + FORMAT_5_TABLES
     where = store.damage_place()[0]  # the LMDB file, or the PostgreSQL store's redacted URL
     with store.read() as view:
         damage = log_problems(view.kv, derived=False)
@@ -192,17 +197,18 @@ def migrate(store: Backend, old: bytes) -> None:
             )
         facts = view.kv.count("log")
         expected = expected_indexes(store, view.kv, tables=tables)
-        puts = {} if rebuild else step_3_to_4(view.kv)
+        puts = step_3_to_4(view.kv) if step_4 and not rebuild else {}
     write(store, expected, format=FORMAT, puts=puts)
     if rebuild:
         said = "rebuilt the derived rows from the log"
     else:
-        public = sum(1 for key in expected["memories"] if PUBLIC in key)
-        said = "; ".join(
-            ["renumbered the events, one seq each", f"added the rows of {public} public Memories",
-             "filled the usage table from the log", "moved the Tasks' live engagements into rows"]
-            + (["dropped the per-object stream rows"] if int(old) < 3 else [])
-        )
+        steps = []
+        if step_4:
+            public = sum(1 for key in expected["memories"] if PUBLIC in key)
+            steps = ["renumbered the events, one seq each", f"added the rows of {public} public Memories",
+                     "filled the usage table from the log", "moved the Tasks' live engagements into rows"]
+            steps += ["dropped the per-object stream rows"] if int(old) < 3 else []
+        said = "; ".join(steps + ["keyed the obligations in the order they arose"])
     log.warning(
         "migrated %s from storage format %s to %s: %s (%d facts) in %.1f s",
         where, old.decode(), FORMAT.decode(), said,

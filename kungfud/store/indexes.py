@@ -22,6 +22,7 @@ from ..core.assignment import AssignmentState
 from ..core.entry import EntryState
 from ..core.facts import MemoryCreated, MemoryUpdated
 from ..core.memory import MemoryState
+from ..core.obligations import Obligation
 from ..core.kinds import of_state
 from ..core.engagement import LIFECYCLE as ENGAGEMENT
 from ..core.engagement import EngagementState
@@ -54,9 +55,18 @@ def fact_rows(fact: Any, seq: int) -> list[Row]:
     return []
 
 
-def obligation_key(holder: str, created_at: int, ob: str) -> bytes:
-    # Per holder, ordered by when each arose (R8-7); the id breaks ties stably.
-    return holder.encode() + b"\x00" + u64(created_at) + ob.encode()
+def obligation_key(ob: Obligation) -> bytes:
+    """Per holder, ordered by when each arose (R8-7): its millisecond, then,
+    within one millisecond, the order the facts recorded where they record one
+    (D282): a Thread's entries by number, work by its id (time-ordered, and
+    increasing within a millisecond). The obligation id keeps keys unique."""
+    ref = ob.ref
+    entry = ref.get("entry")
+    if entry is not None:
+        order = ref["thread"].encode() + u64(entry)
+    else:
+        order = (ref.get("assignment") or ref["engagement"]).encode()
+    return ob.holder.encode() + b"\x00" + u64(ob.created_at) + order + ob.obligation_id.encode()
 
 
 Obligations = Callable[[str, Any], list]  # (object id, state) -> the obligations it implies
@@ -107,7 +117,7 @@ def _thread_rows(obj: str, state: ThreadState, obligations: Obligations) -> Iter
 
 def _obligation_rows(obj: str, state: Any, obligations: Obligations) -> Iterator[Row]:
     for ob in obligations(obj, state):
-        yield "obligations", obligation_key(ob.holder, ob.created_at, ob.obligation_id), _mp.encode(ob)
+        yield "obligations", obligation_key(ob), _mp.encode(ob)
 
 
 def _entry_rows(obj: str, state: EntryState, obligations: Obligations) -> Iterator[Row]:

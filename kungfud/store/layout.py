@@ -18,7 +18,7 @@
 |            | thread, 0, "p", party, 0, assignment | b"" (its creator's and taker's)    |
 |            | thread, 0, "d", due (u64), assignment | b"" (running deadlines)           |
 | tokens     | sha256 of a live admission token | thread id                              |
-| obligations| holder, 0, arose (u64), ob id    | msgpack Obligation (open obligations)  |
+| obligations| holder, 0, arose (u64), order, ob id | msgpack Obligation (open obligations; order: thread + entry (u64), else the work's id, D282) |
 | deadlines  | due (u64 ms), object id          | id of the actor that owns the object   |
 | opportunities | agent, 0, assignment/task id  | thread id / task id: untaken assignments addressed to it, restricted Tasks naming it |
 | tasks      | author or agent or "*", 0, task  | b"author" / b"named" / b"open"         |
@@ -73,9 +73,10 @@ __all__ = [
 # its own seq, one row each, and added the open-Task stream (D200, D201), the
 # rows of each author's public Memories (D233), the ``usage`` table (capacity
 # per agent, D242), and moved a Task's live engagements out of its snapshot
-# into ``live`` rows (D271). An older store is migrated once on start (D92); a
-# newer one is refused.
-FORMAT = b"4"
+# into ``live`` rows (D271); 5 orders the obligations of one millisecond as
+# the facts recorded them (D282). An older store is migrated once on start
+# (D92); a newer one is refused.
+FORMAT = b"5"
 DBS = (
     "meta", "log", "objects", "receipts", "agent_keys", "memories", "versions",
     "memberships", "members", "pending", "live", "tokens", "obligations", "deadlines", "opportunities", "tasks", "engagements", "adopted",

@@ -117,6 +117,41 @@ async def test_R8_7_turn_lists_every_obligation_in_order_of_arising(clocked_daem
     await close_all(a, b, c)
 
 
+@pytest.mark.rules("R8-7", "R8-10")
+async def test_R8_7_obligations_of_one_millisecond_are_listed_in_the_order_they_arose(clocked_daemon):
+    """D282: the clock does not move, so every obligation arises in the same
+    millisecond (the wire's ``created_at`` ties): a Thread's asks are listed by
+    entry number, and deliver duties by their assignments' creation — not by
+    the obligation ids' hashes (two workers' CI run listed 1, 2, 3, 5, 4).
+    Between kinds the order of one millisecond is stable but not the arising
+    one (the facts record none finer than the millisecond), so it is not asserted."""
+    daemon = clocked_daemon
+    a, b = await agents(daemon.url, "alice", "bob")
+    t = await new_thread(a, (b, "speaker"))
+    daemon.freeze_clock()
+    asked = [(await a.act("thread.post", {"thread": t, "content": {"n": i}, "ask": [b.id]}))["entry"] for i in range(8)]
+    work = [await assign(a, t, b) for _ in range(4)]
+    for x in work:
+        await b.act("assignment.take", {"assignment": x})
+    items = await turn_items(b)
+    assert len({i["created_at"] for i in items}) == 1  # one millisecond: the tie this orders
+    want = [("respond", t, n) for n in asked] + [("deliver", t, x) for x in work]
+
+    def by_kind(got: list[dict]) -> list[tuple]:
+        return [s for s in summary(got) if s[0] == "respond"] + [s for s in summary(got) if s[0] == "deliver"]
+
+    assert by_kind(items) == want
+    paged, cursor = [], None
+    while True:  # and paging by three keeps that order (R8-10)
+        page = await b.read("turn", {"cursor": cursor, "limit": 3})
+        paged += page["items"]
+        cursor = page["cursor"]
+        if cursor is None:
+            break
+    assert paged == items and by_kind(paged) == want
+    await close_all(a, b)
+
+
 @pytest.mark.rules("R8-9", "R8-10", "R8-7")
 async def test_R8_10_paging_the_turn_by_two_returns_each_obligation_once(clocked_daemon):
     daemon = clocked_daemon

@@ -1,13 +1,15 @@
-"""D92, D186, D200: a data directory written by an older storage format is
+"""D92, D186, D200, D282: a data directory written by an older storage format is
 migrated once, on start (format 1: its derived rows rebuilt from the log, L1-1;
 format 2: its retired ``stream`` table dropped; formats 2 and 3: its events
-renumbered, one seq each), and answers every read as before (L1: the log is the
-truth; facts do not change) — but for the events' seqs, which are new (WIRE.md
-1.2): strictly increasing, and never below the seq the event had before, so a
-client that kept an old seq misses nothing.
+renumbered, one seq each; formats 2 to 4: its obligations keyed anew), and
+answers every read as before (L1: the log is the truth; facts do not change) —
+but for the events' seqs, which are new (WIRE.md 1.2): strictly increasing, and
+never below the seq the event had before, so a client that kept an old seq
+misses nothing.
 
 The fixtures ``fixtures/vN_data.tar.gz`` were written by kungfud at 90022fd
-(format 1), at 57bd251 (format 2) and at cf142b2 (format 3) running
+(format 1), at 57bd251 (format 2), at cf142b2 (format 3) and at b89090d
+(format 4) running
 ``fixtures/make_v1.py``, which also recorded every read it answered
 (``fixtures/vN_expected.json``). The daemon under test starts on each as users
 start it (a subprocess), and must answer the same, accept new actions, pass
@@ -67,7 +69,8 @@ def _unpack(tmp_path: Path, name: str = "v1") -> Path:
 
 
 def _json(x):
-    """A read's reply as JSON, less what 1.2 added to the reads an older
+    """A read's reply as JSON (the recorded one too: format 4 was written by
+    a 1.2 daemon), less what 1.2 added to the reads an older
     daemon answered: the names beside member ids in ``thread.get`` (WIRE.md
     1.2 "Names beside ids"), so the rest is compared exactly."""
     out = json.loads(json.dumps(x))
@@ -98,13 +101,14 @@ def _same_events(got: list, want: list) -> None:
         ("v1", b"1", "rebuilt the derived rows from the log"),
         ("v2", b"2", "renumbered the events, one seq each"),
         ("v3", b"3", "renumbered the events, one seq each"),
+        ("v4", b"4", "keyed the obligations in the order they arose"),
     ],
 )
 def test_L1_1_an_older_format_directory_migrates_once_on_start_and_reads_alike(tmp_path, name, old, how):
     expected = json.loads((FIXTURES / f"{name}_expected.json").read_text())
     # Before format 4 the turn and outcome of one fact shared a seq (an expiry):
     # the fixtures hold such pairs, which the migration must separate.
-    assert any(
+    assert (old < b"4") == any(
         len({e["seq"] for e in r["events"]}) < len(r["events"]) for r in expected["reads"].values()
     ), name
     data = _unpack(tmp_path, name)
@@ -128,7 +132,7 @@ def test_L1_1_an_older_format_directory_migrates_once_on_start_and_reads_alike(t
                     if read == "events":
                         _same_events(_json(got[name][read]), value)
                         continue
-                    assert _json(got[name][read]) == value, (name, read)
+                    assert _json(got[name][read]) == _json(value), (name, read)
         asyncio.run(_new_actions(d.url, expected["made"]))
     finally:
         d.stop()
@@ -225,7 +229,7 @@ def test_L1_1_a_format_3_directory_gets_its_public_memory_rows_once_on_start(tmp
                 if read == "events":  # renumbered by format 4 (D200)
                     _same_events(_json(got[name][read]), value)
                 elif read == "memory.list alice" or time.time() * 1000 < expected["valid_until_ms"]:
-                    assert _json(got[name][read]) == value, (name, read)
+                    assert _json(got[name][read]) == _json(value), (name, read)
         m1 = expected["made"]["memories"][0]
         assert [i["memory"] for i in got["bob"]["memory.list alice"]] == [m1]
     finally:

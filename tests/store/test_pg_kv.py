@@ -17,15 +17,15 @@ import psycopg
 import pytest
 
 from kungfud.store.integrity import StoreDamaged
-from kungfud.store.check import FORMAT_4_TABLES
+from kungfud.store.check import FORMAT_4_TABLES, FORMAT_5_TABLES
 from kungfud.store.layout import DBS, FORMAT
 from kungfud.store.postgres import PgStore
 from kungfud.store.postgres.schema import SCHEMA_VERSION
 from tests.pg import pg_server  # noqa: F401 — the session fixture
 
-# The tables format 4 rewrites: three rebuilt from the log, and the Tasks' snapshots
-# and their live engagements' rows (D200, D233, D242, D271).
-CHANGED = (*FORMAT_4_TABLES, "objects", "live")
+# The tables formats 4 and 5 rewrite: four rebuilt from the log, and the Tasks'
+# snapshots and their live engagements' rows (D200, D233, D242, D271, D282).
+CHANGED = (*FORMAT_4_TABLES, *FORMAT_5_TABLES, "objects", "live")
 
 KEYS = [b"", b"\x00", b"\x00\x00", b"\x01", b"a", b"a\x00", b"a\x00b", b"a\x01", b"ab", b"b", b"\x7f", b"\x80", b"\xff", b"\xff\xff"]
 

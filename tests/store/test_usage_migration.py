@@ -59,7 +59,7 @@ def test_L1_1_a_format_3_directory_fills_its_usage_table_once_and_old_writes_cou
     d = Daemon(data).start()
     try:
         said = d.stderr_path.read_text()
-        assert said.count("migrated") == 1 and "from storage format 3 to 4: " in said and "filled the usage table from the log" in said
+        assert said.count("migrated") == 1 and f"from storage format 3 to {FORMAT.decode()}: " in said and "filled the usage table from the log" in said
         if time.time() * 1000 < expected["valid_until_ms"]:
             got = asyncio.run(reads(d.url, expected["made"]))
             for name, want in expected["reads"].items():
@@ -113,7 +113,7 @@ def test_L1_1_a_format_3_postgresql_store_gets_its_usage_table_once(pg_server, t
         s = PgStore(url, str(tmp_path / "b"))
     try:
         said = [r.getMessage() for r in caplog.records if "migrated" in r.getMessage()]
-        assert len(said) == 1 and "from storage format 3 to 4: " in said[0] and "filled the usage table from the log" in said[0], said
+        assert len(said) == 1 and f"from storage format 3 to {FORMAT.decode()}: " in said[0] and "filled the usage table from the log" in said[0], said
         with s.read() as v:
             assert {n: list(v.kv.scan(n)) for n in DBS if n != "meta"} == rows
     finally:
