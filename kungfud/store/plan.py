@@ -103,9 +103,8 @@ class Plan:
     result: bytes  # JSON of the result as first returned (secrets included)
     receipt: bytes | None  # the stored receipt, if the action has a scope
     dues: list[int]  # deadline rows it adds (ms)
-    # The ``usage`` rows of the agents it spends the capacity of, and their new
-    # totals (kungfud/store/quota.py).
-    usage: list[Row] = field(default_factory=list)
+    # The new totals of the agents it spends the capacity of (kungfud/store/quota.py;
+    # their ``usage`` rows are put once per batch, BatchState.end_rows).
     totals: dict[str, int] = field(default_factory=dict)
 
     def written_bytes(self) -> int:
@@ -151,12 +150,14 @@ class BatchState:
         events = tx.get("meta", b"events")
         return cls(from_u64(raw) if raw else 0, from_u64(events) if events else 0, room, carried)
 
-    def seq_rows(self) -> list[Row]:
-        """The ``meta`` rows to store at the end of the batch: the last fact
-        seq if facts were added, the last event seq if events were."""
+    def end_rows(self) -> list[Row]:
+        """The rows to store at the end of the batch: the last fact seq if
+        facts were added, the last event seq if events were, and the
+        ``usage`` total of every agent its written actions spent for."""
         rows = [] if self.seq == self.first_seq else [("meta", b"seq", u64(self.seq))]
         if self.event_seq != self.first_event_seq:
             rows.append(("meta", b"events", u64(self.event_seq)))
+        rows += self.room.rows()
         return rows
 
     def advance(self, plan: Plan) -> None:
@@ -220,7 +221,7 @@ def plan(batch: BatchState, tx: Tx, item: Item, now: Callable[[], int]) -> Plan 
 
     for fact in item.facts:
         seq += 1
-        feed = Feed(is_member, state_of)
+        feed = None  # made for the first object whose change may make an event
         objs = fact.objects()
         for obj in objs:
             touched[obj] = touched.get(obj, 0) + 1
@@ -228,8 +229,10 @@ def plan(batch: BatchState, tx: Tx, item: Item, now: Callable[[], int]) -> Plan 
             k = _kind(kinds, obj)
             current[obj] = after = k.apply(before, fact)
             if observed(k.state, k.obligations is not None):  # most objects make no event
+                if feed is None:
+                    feed = Feed(is_member, state_of)
                 feed.observe(obj, before, after, fact, obligations)
-        if feed.quiet():  # no events, no outcomes (most facts)
+        if feed is None or feed.quiet():  # no events, no outcomes (most facts)
             numbered, rows = [], fact_rows(fact, seq)
         else:
             numbered = number(feed.rendered(), event_seq, seq)
@@ -238,10 +241,9 @@ def plan(batch: BatchState, tx: Tx, item: Item, now: Callable[[], int]) -> Plan 
             rows = fact_rows(fact, seq) + feed.rows(seq, numbered)
         facts.append(PlannedFact(seq, encode_fact(fact), rows, numbered))
     # R12-11: the capacity this action spends, refused before anything is written.
-    spent = batch.room.spend(tx, item.facts, [len(f.encoded) for f in facts])
-    if isinstance(spent, Rejection):
-        return Failed(spent)
-    totals, usage = spent
+    totals = batch.room.spend(tx, item.facts, [len(f.encoded) for f in facts])
+    if isinstance(totals, Rejection):
+        return Failed(totals)
     if touched.keys() != item.states.keys():
         raise AssertionError(f"decision states disagree with the fold of its facts for {sorted(touched)}")
     objects: list[PlannedObject] = []
@@ -276,7 +278,7 @@ def plan(batch: BatchState, tx: Tx, item: Item, now: Callable[[], int]) -> Plan 
     if item.scope is not None:
         kept = _json.encode(redact(result)) if any(k in result for k in SECRET_FIELDS) else encoded
         receipt = _mp.encode(Receipt(item.req_hash, kept, seq))
-    return Plan(item, facts, objects, seq, event_seq, encoded, receipt, dues, usage, totals)
+    return Plan(item, facts, objects, seq, event_seq, encoded, receipt, dues, totals)
 
 
 def _kind(kinds: dict[str, Kind], obj: str) -> Kind:

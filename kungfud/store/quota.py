@@ -122,13 +122,14 @@ class Room:
         # over (BatchState sets it: kungfud/store/carried.py)
         self.known: dict[str, int] = {}
 
-    def spend(self, tx: Any, facts: list[Any], sizes: list[int]) -> tuple[dict[str, int], list[Row]] | Rejection:
-        """The new totals and ``usage`` rows of an action whose facts encode to
-        ``sizes`` bytes, or the refusal (nothing written)."""
+    def spend(self, tx: Any, facts: list[Any], sizes: list[int]) -> dict[str, int] | Rejection:
+        """The new totals of the agents an action whose facts encode to
+        ``sizes`` bytes spends the capacity of, or the refusal (nothing
+        written). Their ``usage`` rows are put once per batch (:meth:`rows`)."""
         if len(facts) == 1:  # most actions: one fact, one payer
             who = payer(facts[0])
             if who is None:
-                return {}, []
+                return {}
             spent = {who: sizes[0]}
         else:
             spent = {}
@@ -137,18 +138,17 @@ class Room:
                 if who is not None:
                     spent[who] = spent.get(who, 0) + size
             if not spent:
-                return {}, []  # deadline facts and the daemon's own: always written
+                return {}  # deadline facts and the daemon's own: always written
         totals = {who: self._usage(tx, who) + n for who, n in spent.items()}
-        rows = [(TABLE, who.encode(), u64(total)) for who, total in totals.items()]
         limit = self.limit
         over_reserve = bool(self.reserve) and self.capacity is not None and (
             self.used + sum(spent.values()) > self.capacity - self.reserve
         )
         # Far from every limit (most actions): nothing more to read or decide.
         if not over_reserve and (limit is None or all(total <= limit for total in totals.values())):
-            return totals, rows
+            return totals
         if all(is_exit(f) for f in facts):
-            return totals, rows
+            return totals
         # Whether a payer is an admin is read only when a limit would refuse.
         if over_reserve and not all(_is_admin(tx, facts, who) for who in spent):
             return self._reserve_refusal()
@@ -156,12 +156,18 @@ class Room:
             for who, total in totals.items():
                 if total > limit and not _is_admin(tx, facts, who):
                     return self._agent_refusal(who, total - spent[who], spent[who])
-        return totals, rows
+        return totals
 
     def advance(self, totals: dict[str, int], written: int) -> None:
         """Record a written action: its payers' totals and the bytes it wrote."""
         self.usage.update(totals)
         self.used += written
+
+    def rows(self) -> list[Row]:
+        """The ``usage`` rows of every agent the batch's written actions spent
+        the capacity of, at its total as the batch leaves it: one put per
+        agent per batch, in the batch's transaction (R12-11)."""
+        return [(TABLE, who.encode(), u64(total)) for who, total in self.usage.items()]
 
     def _usage(self, tx: Any, who: str) -> int:
         n = self.usage.get(who)

@@ -242,7 +242,7 @@ class Writer:
                     self.writing = None
                 if topping_up and i == len(batch) - 1:
                     self._take_queued(batch)
-            for row in state.seq_rows():
+            for row in state.end_rows():  # with the usage rows (R12-11)
                 tx.put(*row)
             if self.fault is not None:
                 self.fault("commit")
@@ -376,8 +376,6 @@ class Writer:
             if fault is not None:
                 fault("receipt")
             put("receipts", p.item.scope, p.receipt)  # type: ignore[arg-type]
-        for table, key, value in p.usage:  # R12-11: the capacity it spent
-            put(table, key, value)
         return Committed(p.result, p.seq)
 
     def _expected(self, e: BaseException) -> bool:
