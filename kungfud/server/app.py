@@ -33,7 +33,7 @@ from ..config import Config
 from ..errors import Hint, Rejection, StoreUnavailable
 from . import audit
 from .bridge import Bridge
-from .connection import Conn
+from .connection import TURN_BUDGET_S, Conn, FrameConnection
 from .door import Unauthenticated, hello_deadline
 from .feed import Feed
 from .limits import Admitted, Intake, TokenBucket
@@ -50,7 +50,6 @@ __all__ = ["Server", "Conn"]
 log = logging.getLogger("kungfud.server")
 
 _HELLO_HINT = Hint("hello", {"key": "<your agent key>"})
-TURN_BUDGET_S = 0.002  # one connection's frames hold the loop this long before others get a turn
 STOP_WITHIN_S = 8.0  # Server.stop() ends within this, whatever clients do (SIGTERM exits 0 promptly)
 
 
@@ -144,6 +143,7 @@ class Server:
             ping_interval=20,
             ping_timeout=20,
             server_header="kungfud",
+            create_connection=FrameConnection,
         )
 
     async def stop(self, grace_s: float = STOP_WITHIN_S) -> None:
@@ -213,9 +213,18 @@ class Server:
             conn.slot = getattr(ws, "kungfu_slot", None)
             deadline = hello_deadline(conn, self.cfg.server.hello_within_s)
         sender = asyncio.create_task(conn.run_sender())
+        # Most frames reach _on_frame from the connection's data_received
+        # (FrameConnection's direct path); the loop below takes the rest, in
+        # order, from websockets' queue.
+        direct = functools.partial(self._direct_frame, conn, ws)
+        ws.on_text = direct
         try:
             turn_started = time.perf_counter()
             async for message in ws:
+                if conn.backlogged:  # came while the client was not reading its replies
+                    await conn.until_closed(conn.writable.wait())
+                    if conn.closed:
+                        break
                 if isinstance(message, bytes):
                     await conn.close(1003, "binary frames are not accepted; send JSON text frames")
                     break
@@ -231,9 +240,11 @@ class Server:
                     # connections the loop between them, not after the whole batch.
                     await asyncio.sleep(0)
                     turn_started = time.perf_counter()
+                ws.on_text = direct  # caught up: the direct path again
         except ConnectionClosed:
             pass
         finally:
+            ws.on_text = None
             if deadline is not None:
                 deadline.cancel()
             if conn.slot is not None:
@@ -245,6 +256,14 @@ class Server:
             sender.cancel()
 
     # --- frames: the protocol front door -------------------------------------------
+
+    def _direct_frame(self, conn: Conn, ws: FrameConnection, text: str) -> None:
+        """A frame on FrameConnection's direct path. A client behind on its
+        replies turns the path off: its next frames wait in websockets' queue
+        for the handler, which waits for the client first."""
+        self._on_frame(conn, text)
+        if conn.backlogged:
+            ws.on_text = None
 
     def _on_frame(self, conn: Conn, text: str) -> None:
         try:
