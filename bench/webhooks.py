@@ -84,6 +84,11 @@ class Receiver:
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
+        except asyncio.CancelledError:
+            # The receiver closing at the end of a figure cancels its open
+            # connections: end quietly (asyncio's stream callback would print
+            # the cancellation as an error).
+            pass
         finally:
             writer.close()
 
