@@ -157,8 +157,7 @@ def test_console_shows_members_names_from_thread_get(console, daemon):
     its members, in members, authors and assignments, with the id a click away."""
     ada, bo, thread = run(_pair(daemon.url))
     got = run(_read(daemon.url, bo["key"], "thread.get", {"thread": thread}))
-    if "content" not in got["members"][0]:
-        pytest.skip("thread.get gives no member names on this branch (WIRE.md 1.2 'Names beside ids'): run after the merge")
+    assert all("content" in m for m in got["members"]), got["members"]  # WIRE.md 1.2: names beside ids
     run(_act(daemon.url, ada["key"], "thread.post", {"thread": thread, "content": {"text": "Hello Bo"}, "ask": [],
                                                       "assign": {"to": bo["id"], "content": {"output": "A haiku", "criteria": "Three lines"}}}))
     console.login(bo["key"])

@@ -1,8 +1,6 @@
 """Issue 24's console part: the Account page shows, sets and clears the caller's
 webhook (WIRE.md 1.2 "Webhooks": webhook.get / webhook.set / webhook.clear), the
-signing secret shown once. The ops come from another branch of this round: on a
-daemon without them the page says so (the first test); the second runs once they
-are merged (it skips, saying why, while the catalogue lacks them)."""
+signing secret shown once."""
 
 from __future__ import annotations
 
@@ -13,31 +11,13 @@ from tests.console.conftest import BROWSER_MISSING
 if BROWSER_MISSING:
     pytest.skip(BROWSER_MISSING, allow_module_level=True)
 
-from kungfud.wire.ops import OPS  # noqa: E402
 from tests.console.conftest import Console, run  # noqa: E402
 from tests.console.test_console import _read  # noqa: E402
 from tests.e2e.helpers import register  # noqa: E402
 
-HAVE_WEBHOOKS = "webhook.get" in OPS
-
-
-@pytest.mark.rules("L2-4")
-def test_console_account_says_when_the_daemon_offers_no_webhooks(console, daemon):
-    if HAVE_WEBHOOKS:
-        pytest.skip("this daemon has webhooks: test_console_account_sets_shows_and_clears_the_webhook covers the page")
-    _, key = run(register(daemon.url, "Ada"))
-    console.login(key)
-    console.go("#/account")
-    console.wait_text("#webhook-now", "does not offer webhooks")
-    assert console.find("form.webhook-set") == []
-    assert console.find("#main .rejection") == []  # the unknown op is not shown as an error
-    console.one("form.rotate-key")  # the rest of the page works
-
 
 @pytest.mark.rules("L2-4")
 def test_console_account_sets_shows_and_clears_the_webhook(driver, make_daemon):
-    if not HAVE_WEBHOOKS:
-        pytest.skip("webhook ops (WIRE.md 1.2) are not on this branch: run after the merge")
     d = make_daemon(config_text='[webhooks]\nallow_hosts = ["127.0.0.1"]\n')
     console = Console(driver, d)
     try:
