@@ -412,3 +412,54 @@ def test_L1_1_a_format_3_store_is_migrated_once_by_renumbering_its_events(pg_ser
     with caplog.at_level("WARNING", logger="kungfud.store"):
         PgStore(url, str(tmp_path / "d")).close()  # once: a second open migrates nothing
     assert not [r for r in caplog.records if "migrated" in r.getMessage()]
+
+
+@pytest.mark.rules("L1-1", "R8-7")
+def test_L1_1_a_format_4_store_is_migrated_once_by_keying_its_obligations_anew(pg_server, tmp_path, caplog):
+    """D282: format 5 keys each holder's obligations by when they arose and,
+    within one millisecond, by the order the facts record. A format-4 store —
+    the fixture written by b89090d, its rows copied in as they are, format 4
+    included — is migrated once on open: its ``obligations`` rows rebuilt
+    exactly as the LMDB migration rebuilds them, every other row as it was,
+    the format recorded; and it checks OK."""
+    from kungfud.store import Store
+    from kungfud.store.check import run_check
+    from kungfud.store.postgres.migrate import copy_store
+    from tests.store.test_migration import _unpack
+
+    old = _unpack(tmp_path / "old", "v4")
+    url = pg_server.new_database()
+    raw = Store(str(old), readonly=True, lock=False)  # read as it is: not migrated
+    pg = PgStore(url, str(tmp_path / "a"))
+    try:
+        assert raw.migrate_from == b"4"
+        copy_store(raw, pg)  # meta too: format 4
+        with raw.read() as v:
+            before = {n: list(v.kv.scan(n)) for n in DBS if n not in ("meta", *FORMAT_5_TABLES)}
+            old_obligations = list(v.kv.scan("obligations"))
+    finally:
+        raw.close()
+        pg.close()
+    lm = Store(str(_unpack(tmp_path / "new", "v4")))  # the LMDB migration of the same store
+    try:
+        with lm.read() as v:
+            lmdb_rebuilt = list(v.kv.scan("obligations"))
+    finally:
+        lm.close()
+    assert old_obligations and lmdb_rebuilt and old_obligations != lmdb_rebuilt  # keyed anew
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="kungfud.store"):
+        s = PgStore(url, str(tmp_path / "b"))
+    try:
+        said = [r.getMessage() for r in caplog.records if "migrated" in r.getMessage()]
+        assert len(said) == 1 and f"from storage format 4 to {FORMAT.decode()}: keyed the obligations in the order they arose" in said[0], said
+        with s.read() as v:
+            assert {n: list(v.kv.scan(n)) for n in DBS if n not in ("meta", *FORMAT_5_TABLES)} == before
+            assert list(v.kv.scan("obligations")) == lmdb_rebuilt
+    finally:
+        s.close()
+    assert run_check(str(tmp_path / "c"), url=url) == 0
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="kungfud.store"):
+        PgStore(url, str(tmp_path / "d")).close()  # once: a second open migrates nothing
+    assert not [r for r in caplog.records if "migrated" in r.getMessage()]
