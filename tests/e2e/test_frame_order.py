@@ -57,7 +57,7 @@ async def test_frames_before_a_hello_are_answered_as_before_it(daemon, before):
         json.dumps({"id": n, "op": "hello", "args": {"key": key}}),
         json.dumps({"id": n + 1, "op": "agent.whoami", "args": {}}),
     ]
-    # big: all in one write; many: the hello 10 ms after the 12,000 (a read of its own)
+    # big: all in one write; many: the hello written 10 ms after the 12,000
     got = await _send_at_once(daemon.url, early + late) if before == "big" else await _send_at_once(daemon.url, early, late)
     assert sorted(got) == list(range(n + 2))
     for i in range(n):  # before the hello: nothing but the envelope is read
