@@ -357,54 +357,54 @@ def test_L1_1_a_format_3_store_gets_its_public_memory_rows_once(pg_server, tmp_p
     assert not [r for r in caplog.records if "migrated" in r.getMessage()]
 
 
-@pytest.mark.rules("L1-1", "R8-20")
-def test_L1_1_a_format_3_store_is_migrated_once_by_renumbering_its_events(pg_server, tmp_path, caplog):
-    """D200: format 4 gives every event its own seq. A format-3 store — the
-    fixture written by cf142b2, its rows copied in as they are, format 3
-    included — is migrated once on open: its events renumbered exactly as
-    the LMDB migration renumbers them (one seq each, from the log), every
-    other row as it was, the format recorded; and it checks OK."""
+def _older_format_in_pg(pg_server, tmp_path: Path, name: str, fmt: bytes) -> tuple[str, dict, dict, int]:
+    """A new PostgreSQL database holding fixture ``name``'s rows as its older
+    format ``fmt`` wrote them (``meta`` too, so the format is ``fmt``); every
+    table's rows but ``meta`` of that store as it is, and of the same store
+    after the LMDB migration, with that migration's last event seq."""
     from kungfud.store import Store
-    from kungfud.store.check import run_check
     from kungfud.store.postgres.migrate import copy_store
     from tests.store.test_migration import _unpack
 
-    old = _unpack(tmp_path / "old", "v3")
     url = pg_server.new_database()
-    raw = Store(str(old), readonly=True, lock=False)  # read as it is: not migrated
+    raw = Store(str(_unpack(tmp_path / "old", name)), readonly=True, lock=False)  # read as it is: not migrated
     pg = PgStore(url, str(tmp_path / "a"))
     try:
-        assert raw.migrate_from == b"3"
-        copy_store(raw, pg)  # meta too: format 3
+        assert raw.migrate_from == fmt
+        copy_store(raw, pg)
         with raw.read() as v:
-            before = {n: list(v.kv.scan(n)) for n in DBS if n not in ("meta", *CHANGED)}
-            old_events = list(v.kv.scan("events"))
+            old = {n: list(v.kv.scan(n)) for n in DBS if n != "meta"}
     finally:
         raw.close()
         pg.close()
-    lm = Store(str(_unpack(tmp_path / "new", "v3")))  # the LMDB migration of the same store
+    lm = Store(str(_unpack(tmp_path / "new", name)))  # the LMDB migration of the same store
     try:
         with lm.read() as v:
-            lmdb_events = list(v.kv.scan("events"))
-            lmdb_rebuilt = {n: list(v.kv.scan(n)) for n in CHANGED}
-            lmdb_last = v.last_event_seq()
+            migrated = {n: list(v.kv.scan(n)) for n in DBS if n != "meta"}
+            last = v.last_event_seq()
     finally:
         lm.close()
+    return url, old, migrated, last
+
+
+def _opened(url: str, tmp_path: Path, caplog) -> tuple[list[str], dict, int]:
+    """Open the PostgreSQL store at ``url`` (which migrates an older format):
+    what it logged of a migration, every table's rows but ``meta``, its last
+    event seq."""
     caplog.clear()
     with caplog.at_level("WARNING", logger="kungfud.store"):
         s = PgStore(url, str(tmp_path / "b"))
     try:
         said = [r.getMessage() for r in caplog.records if "migrated" in r.getMessage()]
-        assert len(said) == 1 and f"from storage format 3 to {FORMAT.decode()}: renumbered the events" in said[0], said
         with s.read() as v:
-            assert {n: list(v.kv.scan(n)) for n in DBS if n not in ("meta", *CHANGED)} == before
-            assert {n: list(v.kv.scan(n)) for n in CHANGED} == lmdb_rebuilt
-            events = list(v.kv.scan("events"))
-            assert events == lmdb_events and v.last_event_seq() == lmdb_last > 0
+            return said, {n: list(v.kv.scan(n)) for n in DBS if n != "meta"}, v.last_event_seq()
     finally:
         s.close()
-    # More rows than before: one per event, not one per (agent, fact).
-    assert len(events) > len(old_events)
+
+
+def _checks_ok_and_migrates_once(url: str, tmp_path: Path, caplog) -> None:
+    from kungfud.store.check import run_check
+
     with psycopg.connect(url) as conn:
         assert conn.execute("SELECT value FROM kf_meta WHERE key = 'format'::bytea").fetchall() == [(FORMAT,)]
     assert run_check(str(tmp_path / "c"), url=url) == 0
@@ -412,6 +412,24 @@ def test_L1_1_a_format_3_store_is_migrated_once_by_renumbering_its_events(pg_ser
     with caplog.at_level("WARNING", logger="kungfud.store"):
         PgStore(url, str(tmp_path / "d")).close()  # once: a second open migrates nothing
     assert not [r for r in caplog.records if "migrated" in r.getMessage()]
+
+
+@pytest.mark.rules("L1-1", "R8-20")
+def test_L1_1_a_format_3_store_is_migrated_once_by_renumbering_its_events(pg_server, tmp_path, caplog):
+    """D200: format 4 gives every event its own seq. A format-3 store — the
+    fixture written by cf142b2, its rows copied in as they are, format 3
+    included — is migrated once on open: its events renumbered exactly as
+    the LMDB migration renumbers them (one seq each, from the log), every
+    other row as it was, the format recorded; and it checks OK."""
+    url, old, lmdb, lmdb_last = _older_format_in_pg(pg_server, tmp_path, "v3", b"3")
+    said, rows, last = _opened(url, tmp_path, caplog)
+    assert len(said) == 1 and f"from storage format 3 to {FORMAT.decode()}: renumbered the events" in said[0], said
+    assert {n: r for n, r in rows.items() if n not in CHANGED} == {n: r for n, r in old.items() if n not in CHANGED}
+    assert {n: rows[n] for n in CHANGED} == {n: lmdb[n] for n in CHANGED}
+    assert rows["events"] == lmdb["events"] and last == lmdb_last > 0
+    # More rows than before: one per event, not one per (agent, fact).
+    assert len(rows["events"]) > len(old["events"])
+    _checks_ok_and_migrates_once(url, tmp_path, caplog)
 
 
 @pytest.mark.rules("L1-1", "R8-7")
@@ -422,44 +440,10 @@ def test_L1_1_a_format_4_store_is_migrated_once_by_keying_its_obligations_anew(p
     included — is migrated once on open: its ``obligations`` rows rebuilt
     exactly as the LMDB migration rebuilds them, every other row as it was,
     the format recorded; and it checks OK."""
-    from kungfud.store import Store
-    from kungfud.store.check import run_check
-    from kungfud.store.postgres.migrate import copy_store
-    from tests.store.test_migration import _unpack
-
-    old = _unpack(tmp_path / "old", "v4")
-    url = pg_server.new_database()
-    raw = Store(str(old), readonly=True, lock=False)  # read as it is: not migrated
-    pg = PgStore(url, str(tmp_path / "a"))
-    try:
-        assert raw.migrate_from == b"4"
-        copy_store(raw, pg)  # meta too: format 4
-        with raw.read() as v:
-            before = {n: list(v.kv.scan(n)) for n in DBS if n not in ("meta", *FORMAT_5_TABLES)}
-            old_obligations = list(v.kv.scan("obligations"))
-    finally:
-        raw.close()
-        pg.close()
-    lm = Store(str(_unpack(tmp_path / "new", "v4")))  # the LMDB migration of the same store
-    try:
-        with lm.read() as v:
-            lmdb_rebuilt = list(v.kv.scan("obligations"))
-    finally:
-        lm.close()
-    assert old_obligations and lmdb_rebuilt and old_obligations != lmdb_rebuilt  # keyed anew
-    caplog.clear()
-    with caplog.at_level("WARNING", logger="kungfud.store"):
-        s = PgStore(url, str(tmp_path / "b"))
-    try:
-        said = [r.getMessage() for r in caplog.records if "migrated" in r.getMessage()]
-        assert len(said) == 1 and f"from storage format 4 to {FORMAT.decode()}: keyed the obligations in the order they arose" in said[0], said
-        with s.read() as v:
-            assert {n: list(v.kv.scan(n)) for n in DBS if n not in ("meta", *FORMAT_5_TABLES)} == before
-            assert list(v.kv.scan("obligations")) == lmdb_rebuilt
-    finally:
-        s.close()
-    assert run_check(str(tmp_path / "c"), url=url) == 0
-    caplog.clear()
-    with caplog.at_level("WARNING", logger="kungfud.store"):
-        PgStore(url, str(tmp_path / "d")).close()  # once: a second open migrates nothing
-    assert not [r for r in caplog.records if "migrated" in r.getMessage()]
+    url, old, lmdb, _ = _older_format_in_pg(pg_server, tmp_path, "v4", b"4")
+    assert old["obligations"] and lmdb["obligations"] and old["obligations"] != lmdb["obligations"]  # keyed anew
+    said, rows, _ = _opened(url, tmp_path, caplog)
+    assert len(said) == 1 and f"from storage format 4 to {FORMAT.decode()}: keyed the obligations in the order they arose" in said[0], said
+    assert {n: r for n, r in rows.items() if n not in FORMAT_5_TABLES} == {n: r for n, r in old.items() if n not in FORMAT_5_TABLES}
+    assert rows["obligations"] == lmdb["obligations"]
+    _checks_ok_and_migrates_once(url, tmp_path, caplog)
