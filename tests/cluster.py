@@ -151,17 +151,19 @@ class Daemon:
         assert self.clock_path is not None, "start this daemon with test_clock=True"
         assert seconds > 0, "the test clock only moves forward"
         self.clock_offset_ms += round(seconds * 1000)
-        tmp = self.clock_path.with_name(self.clock_path.name + ".tmp")
-        tmp.write_text(f"{self.clock_offset_ms}\n")
-        os.replace(tmp, self.clock_path)  # never half-written
+        self._write_clock(f"{self.clock_offset_ms}")
 
     def freeze_clock(self) -> None:
         """Stop the daemon's clock a second ahead of now, until advance_clock
         moves it on: every action until then happens in one millisecond (D282)."""
         assert self.clock_path is not None, "start this daemon with test_clock=True"
+        self._write_clock(f"={time.time_ns() // 1_000_000 + self.clock_offset_ms + 1000}")
+
+    def _write_clock(self, text: str) -> None:
+        assert self.clock_path is not None
         tmp = self.clock_path.with_name(self.clock_path.name + ".tmp")
-        tmp.write_text(f"={time.time_ns() // 1_000_000 + self.clock_offset_ms + 1000}\n")
-        os.replace(tmp, self.clock_path)
+        tmp.write_text(text + "\n")
+        os.replace(tmp, self.clock_path)  # never half-written
 
     @property
     def admin_key(self) -> str:
