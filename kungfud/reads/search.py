@@ -6,8 +6,8 @@ log to this read's snapshot, then gives every document matching all terms.
 Each match is checked against the same snapshot with the rules the other reads
 use (``memory.get``, ``thread.entry``, ``task.get``, ``assignment.get``,
 ``engagement.get``); only then is it scored, from its own text alone
-(:func:`kungfud.core.search.score`), and ordered: score, then newest first,
-then its key. So the items, their count, order and scores are a function of
+(:func:`kungfud.core.search.score`), and ordered: score, then newest first
+(time, then the order the log wrote them). So the items, their count, order and scores are a function of
 the documents the caller may read, whatever else exists; the cursor is the
 sort position of the page's last item, sealed (reads/cursors.py) for this
 caller, op and query (docs/decisions.md D345–D348).
@@ -34,7 +34,7 @@ from .thread import pin_content
 
 __all__ = ["search"]
 
-_POS = struct.Struct(">dq4s")  # score, at, query hash; then the document's key
+_POS = struct.Struct(">dqq4s")  # score, at, the document's place in the index, query hash
 
 
 class _Readable:
@@ -85,13 +85,13 @@ def search(index: Any, view: View, caller: str, args: Any, now: int) -> dict | R
         if r is not None:
             return r
     qh = _query_hash(args.q, kinds, args.thread)
-    after: tuple[float, int, str] | None = None
+    after: tuple[float, int, int] | None = None
     if args.cursor is not None:
         pos = cursors.unseal("search", caller, args.cursor) if cursors.is_sealed(args.cursor) else None
-        if pos is None or len(pos) <= _POS.size or pos[16:20] != qh:
+        if pos is None or len(pos) != _POS.size or pos[24:] != qh:
             return cursors.bad_cursor()
-        s, at, _ = _POS.unpack(pos[: _POS.size])
-        after = (-s, -at, pos[_POS.size:].decode())
+        s, at, doc_id, _ = _POS.unpack(pos)
+        after = (-s, -at, -doc_id)
     index.catch_up(view)
     readable = _Readable(view, caller)
     found = [m for m in index.matches(terms, kinds, args.thread) if readable(m[2], m[3])]
@@ -99,19 +99,19 @@ def search(index: Any, view: View, caller: str, args: Any, now: int) -> dict | R
     ranked = []
     for doc_id, key, kind, ids, at in found:
         text = texts.get(doc_id, "")
-        sort = (-score(text, terms), -at, key)
+        sort = (-score(text, terms), -at, -doc_id)
         if after is None or sort > after:
             ranked.append((sort, kind, ids, text))
     page = heapq.nsmallest(args.limit + 1, ranked, key=lambda r: r[0])
     items = [_item(sort, kind, ids, text, terms) for sort, kind, ids, text in page[: args.limit]]
     cursor = None
     if len(page) > args.limit:
-        (s, at, key) = page[args.limit - 1][0]
-        cursor = cursors.seal("search", caller, _POS.pack(-s, -at, qh) + key.encode())
+        (s, at, doc_id) = page[args.limit - 1][0]
+        cursor = cursors.seal("search", caller, _POS.pack(-s, -at, -doc_id, qh))
     return {"items": items, "cursor": cursor}
 
 
-def _item(sort: tuple[float, int, str], kind: str, ids: dict, text: str, terms: list) -> dict:
+def _item(sort: tuple[float, int, int], kind: str, ids: dict, text: str, terms: list) -> dict:
     out: dict[str, Any] = {"kind": kind}
     out.update(ids)
     if kind == "task":

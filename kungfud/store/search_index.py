@@ -31,8 +31,9 @@ from typing import Any, Iterator
 from ..core import facts as F
 from ..core import task_facts as T
 from ..core.search import Term, content_text, tokens
+from .open import is_pg_url
 
-__all__ = ["SearchIndex", "index_of", "check_index", "FILE"]
+__all__ = ["Applier", "SearchIndex", "index_of", "check_index", "documents", "FILE"]
 
 FILE = "search.sqlite"
 _CHUNK = 2000  # facts applied per SQLite transaction while catching up
@@ -48,13 +49,23 @@ _indexes: "weakref.WeakKeyDictionary[Any, SearchIndex]" = weakref.WeakKeyDiction
 _indexes_lock = threading.Lock()
 
 
-def index_of(store: Any) -> "SearchIndex":
-    """The search index of ``store`` in this process (opened once)."""
+def index_of(store: Any) -> Any:
+    """The search index of ``store`` in this process (opened once): PostgreSQL's
+    own full-text search for a PostgreSQL store (store/postgres/search.py),
+    else SQLite FTS5 in a file beside the LMDB data."""
     with _indexes_lock:
         idx = _indexes.get(store)
         if idx is None:
-            idx = _indexes[store] = SearchIndex(os.path.join(store.data_dir, FILE))
+            idx = _indexes[store] = _open(store)
         return idx
+
+
+def _open(store: Any) -> Any:
+    if _is_pg(store):
+        from .postgres.search import PgSearchIndex
+
+        return PgSearchIndex(store)
+    return SearchIndex(os.path.join(store.data_dir, FILE))
 
 
 def _content(raw: bytes | None) -> str:
@@ -93,7 +104,48 @@ def documents(view: Any, fact: Any) -> Iterator[tuple[str, str | None, dict | No
         yield f"g:{fact.engagement}", "delivery", {"task": fact.task, "engagement": fact.engagement}, at, text, None
 
 
-class SearchIndex:
+class Applier:
+    """What both engines share: catching up from the log by fact seq, in
+    transactions that hold the index's one writer lock and record the last seq
+    applied. An engine provides the transaction, the seq row and ``_write``."""
+
+    _applied = 0  # the last seq this process saw applied (a shortcut; the index says)
+
+    def _begin(self) -> None: ...
+    def _commit(self) -> None: ...
+    def _rollback(self) -> None: ...
+    def applied_seq(self) -> int: ...
+    def _set_seq(self, seq: int) -> None: ...
+    def _write(self, key: str, kind: str | None, ids: dict | None, at: int, text: str, thread: str | None) -> None: ...
+
+    def catch_up(self, view: Any) -> int:
+        """Apply the facts of ``view``'s snapshot the index lacks; the seq it now reflects."""
+        target = view.last_seq()
+        if self._applied >= target:
+            return self._applied
+        with self._lock:  # type: ignore[attr-defined]
+            while True:
+                self._begin()  # the index's writer lock: another process's catch-up waits
+                try:
+                    done = self.applied_seq()
+                    stop = min(target, done + _CHUNK)
+                    for seq in range(done + 1, stop + 1):
+                        fact = view.fact(seq)
+                        if fact is not None:
+                            for doc in documents(view, fact):
+                                self._write(*doc)
+                    if stop > done:
+                        self._set_seq(stop)
+                    self._commit()
+                except BaseException:
+                    self._rollback()
+                    raise
+                self._applied = max(done, stop)
+                if self._applied >= target:
+                    return self._applied
+
+
+class SearchIndex(Applier):
     """One SQLite FTS5 file; safe to share between threads of one process and
     between processes (SQLite's locking)."""
 
@@ -101,7 +153,6 @@ class SearchIndex:
         self.path = path
         self._lock = threading.Lock()
         self._con = self._open(path)
-        self._applied = 0  # the last seq this process saw applied (a shortcut; the file says)
 
     @staticmethod
     def _open(path: str) -> sqlite3.Connection:
@@ -117,36 +168,22 @@ class SearchIndex:
         with self._lock:
             self._con.close()
 
+    def _begin(self) -> None:
+        self._con.execute("BEGIN IMMEDIATE")
+
+    def _commit(self) -> None:
+        self._con.execute("COMMIT")
+
+    def _rollback(self) -> None:
+        if self._con.in_transaction:
+            self._con.execute("ROLLBACK")
+
     def applied_seq(self) -> int:
         row = self._con.execute("SELECT v FROM meta WHERE k='seq'").fetchone()
         return 0 if row is None else row[0]
 
-    def catch_up(self, view: Any) -> int:
-        """Apply the facts of ``view``'s snapshot the index lacks; the seq it now reflects."""
-        target = view.last_seq()
-        if self._applied >= target:
-            return self._applied
-        with self._lock:
-            con = self._con
-            while True:
-                con.execute("BEGIN IMMEDIATE")
-                try:
-                    done = self.applied_seq()
-                    stop = min(target, done + _CHUNK)
-                    for seq in range(done + 1, stop + 1):
-                        fact = view.fact(seq)
-                        if fact is not None:
-                            for doc in documents(view, fact):
-                                self._write(*doc)
-                    if stop > done:
-                        con.execute("INSERT OR REPLACE INTO meta(k, v) VALUES('seq', ?)", (stop,))
-                    con.execute("COMMIT")
-                except BaseException:
-                    con.execute("ROLLBACK")
-                    raise
-                self._applied = max(done, stop)
-                if self._applied >= target:
-                    return self._applied
+    def _set_seq(self, seq: int) -> None:
+        self._con.execute("INSERT OR REPLACE INTO meta(k, v) VALUES('seq', ?)", (seq,))
 
     def _write(self, key: str, kind: str | None, ids: dict | None, at: int, text: str, thread: str | None) -> None:
         con = self._con
@@ -187,14 +224,20 @@ class SearchIndex:
                 out.update(self._con.execute(sql, chunk).fetchall())
         return out
 
-    def rows(self) -> dict[str, tuple]:
-        """Every document as (kind, ids, at, text, thread), by key (the check)."""
+    def snapshot(self) -> tuple[int, dict[str, tuple]]:
+        """(the seq applied, every document as (kind, ids, at, text, thread) by
+        key), in one read: a daemon beside the check may be catching up."""
         with self._lock:
-            cur = self._con.execute("SELECT key, kind, ids, at, text, thread FROM docs")
-            return {k: (kind, json.loads(ids), at, text, th) for k, kind, ids, at, text, th in cur}
+            self._con.execute("BEGIN")
+            try:
+                cur = self._con.execute("SELECT key, kind, ids, at, text, thread FROM docs")
+                rows = {k: (kind, json.loads(ids), at, text, th) for k, kind, ids, at, text, th in cur}
+                return self.applied_seq(), rows
+            finally:
+                self._con.execute("COMMIT")
 
     def problems(self) -> list[str]:
-        """FTS5's own integrity check, and one words row per document."""
+        """FTS5's own integrity check, and one full-text row per document."""
         out = []
         with self._lock:
             try:
@@ -202,45 +245,64 @@ class SearchIndex:
             except sqlite3.DatabaseError as e:
                 out.append(f"search index: the full-text table is damaged ({e})")
             n_docs = self._con.execute("SELECT count(*) FROM docs").fetchone()[0]
-            n_words = self._con.execute("SELECT count(*) FROM fts").fetchone()[0]
-        if n_docs != n_words:
-            out.append(f"search index: {n_docs} documents but {n_words} full-text rows")
+            n_fts = self._con.execute("SELECT count(*) FROM fts").fetchone()[0]
+        if n_docs != n_fts:
+            out.append(f"search index: {n_docs} documents but {n_fts} full-text rows")
         return out
+
+    def reset(self) -> None:
+        """Empty (``kungfud check --rebuild``, before catching up from the start)."""
+        with self._lock:
+            self._con.executescript("BEGIN IMMEDIATE; DELETE FROM fts; DELETE FROM docs; DELETE FROM meta; COMMIT;")
+            self._applied = 0
+
+
+def _is_pg(store: Any) -> bool:
+    return is_pg_url(getattr(store, "url", None))
+
+
+def _existing(store: Any) -> Any:
+    """The store's index if it has one yet (the check never makes one)."""
+    if _is_pg(store):
+        from .postgres.search import PgSearchIndex
+
+        return PgSearchIndex(store) if PgSearchIndex.exists(store) else None
+    path = os.path.join(store.data_dir, FILE)
+    return SearchIndex(path) if os.path.exists(path) else None
 
 
 def check_index(store: Any, view: Any, rebuild: bool) -> list[str]:
-    """``kungfud check``: the index file against a rebuild from ``view``'s log up
-    to the seq the file says it applied (it may lag: a search catches it up).
-    With ``rebuild``, the file is remade from the whole log. The problems found
+    """``kungfud check``: the index against a rebuild from ``view``'s log up to
+    the seq the index says it applied (it may lag: a search catches it up).
+    With ``rebuild``, it is remade from the whole log. The problems found
     (before a rebuild)."""
-    path = os.path.join(store.data_dir, FILE)
     problems: list[str] = []
-    if os.path.exists(path):
-        try:
-            idx = SearchIndex(path)
-            try:
-                problems = idx.problems()
-                upto = idx.applied_seq()
-                if upto > view.last_seq():
-                    problems.append(f"search index: applied up to fact {upto}, past the log's last fact {view.last_seq()}")
-                expected = _rebuilt(view, upto)
-                stored = idx.rows()
-                for key in sorted(set(expected) | set(stored)):
-                    if expected.get(key) != stored.get(key):
-                        what = "missing" if key not in stored else "extra" if key not in expected else "differs"
-                        problems.append(f"search index: document {key} {what}")
-            finally:
-                idx.close()
-        except sqlite3.DatabaseError as e:
-            problems.append(f"search index: {path} cannot be read ({e})")
-    if rebuild:
-        for suffix in ("", "-wal", "-shm"):
-            if os.path.exists(path + suffix):
-                os.remove(path + suffix)
-        idx = SearchIndex(path)
-        try:
+    try:
+        idx = _existing(store)
+    except sqlite3.DatabaseError as e:
+        idx, problems = None, [f"search index: {os.path.join(store.data_dir, FILE)} cannot be read ({e})"]
+        if rebuild:
+            for suffix in ("", "-wal", "-shm"):
+                if os.path.exists(os.path.join(store.data_dir, FILE) + suffix):
+                    os.remove(os.path.join(store.data_dir, FILE) + suffix)
+    try:
+        if idx is not None:
+            problems = idx.problems()
+            upto, stored = idx.snapshot()
+            if upto > view.last_seq():
+                problems.append(f"search index: applied up to fact {upto}, past the log's last fact {view.last_seq()}")
+            expected = _rebuilt(view, upto)
+            for key in sorted(set(expected) | set(stored)):
+                if expected.get(key) != stored.get(key):
+                    what = "missing" if key not in stored else "extra" if key not in expected else "differs"
+                    problems.append(f"search index: document {key} {what}")
+        if rebuild:
+            if idx is None:
+                idx = _open(store)
+            idx.reset()
             idx.catch_up(view)
-        finally:
+    finally:
+        if idx is not None:
             idx.close()
     return problems
 
@@ -256,6 +318,6 @@ def _rebuilt(view: Any, upto: int) -> dict[str, tuple]:
     idx = SearchIndex(":memory:")
     try:
         idx.catch_up(_Upto())
-        return idx.rows()
+        return idx.snapshot()[1]
     finally:
         idx.close()
