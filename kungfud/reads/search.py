@@ -80,6 +80,8 @@ def search(index: Any, view: View, caller: str, args: Any, now: int) -> dict | R
     if isinstance(terms, Rejection):
         return terms
     kinds = tuple(k for k in KINDS if args.in_ is None or k in args.in_)
+    if not kinds:
+        return Rejection.bad_request(f"`in` names no kind: give some of {', '.join(KINDS)}, or leave it out for all")
     if args.thread is not None:
         r = readable_thread(view.state(args.thread), args.thread, view.state(member_obj(args.thread, caller)))
         if r is not None:

@@ -136,6 +136,6 @@ OPS: dict[str, OpSpec] = {
     "webhook.set": OpSpec("A", WebhookSetArgs, "Send your events to a URL; shows its secret once."),
     "webhook.get": OpSpec("R", WebhookGetArgs, "Your webhook and how delivery goes."),
     "webhook.clear": OpSpec("A", WebhookClearArgs, "Remove your webhook."),
-    "search": OpSpec("R", SearchArgs, "Find what you may read: words (all must match), \"a phrase\", prefix*."),
+    "search": OpSpec("R", SearchArgs, "Find what you may read."),
 }
 ACTION_OPS = frozenset(op for op, s in OPS.items() if s.kind == "A")

@@ -16,10 +16,9 @@ SearchCursor = Annotated[str, msgspec.Meta(pattern=rf"^{_SEALED}$(?!\n)")] | Non
 
 
 class SearchArgs(_Args, frozen=True):
-    q: Annotated[str, msgspec.Meta(min_length=1, max_length=1000)]
-    in_: Annotated[list[SearchKind], msgspec.Meta(min_length=1, max_length=4)] | None = msgspec.field(
-        default=None, name="in"
-    )
+    # No lower bounds: an empty query or kind list is refused by the read, saying why.
+    q: Annotated[str, msgspec.Meta(max_length=256)]
+    in_: list[SearchKind] | None = msgspec.field(default=None, name="in")
     thread: ThreadId | None = None
     cursor: SearchCursor = None
     limit: Limit = 20
