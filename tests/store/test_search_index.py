@@ -1,27 +1,82 @@
-"""Search's derived index (store/search_index.py): a function of the fact log
-(L1-1) that ``kungfud check`` verifies and ``--rebuild`` remakes, caught up from
-the log before a search so that an index behind the log (a crash, a copy, a
-file lost) loses nothing (L1-4, WIRE.md 1.3 "Search")."""
+"""Search's derived index (store/search_index.py: SQLite FTS5 beside LMDB;
+store/postgres/search.py: PostgreSQL's full-text search): a function of the
+fact log (L1-1) that ``kungfud check`` verifies and ``--rebuild`` remakes,
+caught up from the log before a search so that an index behind the log (a
+crash, a lost file, lost rows) loses nothing (L1-4, WIRE.md 1.3 "Search")."""
 
 from __future__ import annotations
 
-import shutil
 import sqlite3
 
+import psycopg
 import pytest
 
 from kungfud.actors import Runtime
-from kungfud.store import Store
-from kungfud.store import search_index
+from kungfud.store import Store, search_index
+from kungfud.store.postgres import PgStore
 from kungfud.store.search_index import FILE, check_index
+from tests.pg import pg_server  # noqa: F401 — the session fixture
 from tests.reads.test_search import World
 
 
-@pytest.fixture
-def made(tmp_path):
+class Engine:
+    """The index under test, and how a test damages or rewinds it by hand."""
+
+    def __init__(self, kind: str, store, data):
+        self.kind, self.store, self.data = kind, store, data
+
+    def sql(self, *statements: str) -> list:
+        out = []
+        if self.kind == "lmdb":
+            con = sqlite3.connect(self.data / FILE)
+            for s in statements:
+                out.append(con.execute(s).fetchall())
+            con.commit()
+            con.close()
+        else:
+            with psycopg.connect(self.store.url, autocommit=True) as con:
+                for s in statements:
+                    cur = con.execute(s)
+                    out.append(cur.fetchall() if cur.description else [])
+        return out
+
+    def seq(self) -> int:
+        table = "meta" if self.kind == "lmdb" else "kf_search_seq"
+        return self.sql(f"SELECT v FROM {table} WHERE k = 'seq'")[0][0][0]
+
+    def rewind(self, seq: int, late: str) -> None:
+        """As if the index's transactions after ``seq`` were lost: its seq back,
+        the documents they wrote gone."""
+        reopen(self.store)
+        if self.kind == "lmdb":
+            self.sql(f"UPDATE meta SET v = {seq}", f"DELETE FROM fts WHERE rowid IN (SELECT id FROM docs WHERE key = '{late}')",
+                     f"DELETE FROM docs WHERE key = '{late}'")
+        else:
+            self.sql(f"UPDATE kf_search_seq SET v = {seq}", f"DELETE FROM kf_search WHERE key = '{late}'")
+
+    def lose(self) -> None:
+        """As if the whole index were lost (the file deleted; the tables dropped)."""
+        reopen(self.store)
+        if self.kind == "lmdb":
+            (self.data / FILE).unlink()
+        else:
+            self.sql("DROP TABLE kf_search", "DROP TABLE kf_search_seq")
+
+
+def reopen(store) -> None:
+    """As a new process: the next search opens the index anew."""
+    search_index.index_of(store).close()
+    search_index._indexes.clear()
+
+
+@pytest.fixture(params=["lmdb", "pg"])
+def made(request, tmp_path):
     """A store with Memories, entries, a Task and deliveries, and its runtime."""
     data = tmp_path / "data"
-    store = Store(str(data), map_size_mb=256)
+    if request.param == "lmdb":
+        store = Store(str(data), map_size_mb=256)
+    else:
+        store = PgStore(request.getfixturevalue("pg_server").new_database(), str(data))
     rt = Runtime(store)
     rt.start()
     w = World(rt)
@@ -34,64 +89,62 @@ def made(tmp_path):
     task = w.act(alice, "task.create", audience="open", contract={"content": {"output": "otter", "criteria": "x"}})["task"]
     en = w.act(bob, "task.take", task=task)["engagement"]
     w.act(bob, "task.deliver", engagement=en, content={"text": "otter delivered"})
-    yield w, store, data, (alice, bob, th)
+    yield w, Engine(request.param, store, data), (alice, bob, th)
+    reopen(store)
     rt.stop()
     store.close()
 
 
-def _reopen(store) -> None:
-    """As a new process: the next search opens the index file anew."""
-    search_index.index_of(store).close()
-    search_index._indexes.clear()
-
-
-def _check(store, rebuild: bool = False) -> list[str]:
-    with store.read() as view:
-        return check_index(store, view, rebuild)
+def _check(engine: Engine, rebuild: bool = False) -> list[str]:
+    with engine.store.read() as view:
+        return check_index(engine.store, view, rebuild)
 
 
 @pytest.mark.rules("L1-1")
 def test_the_index_equals_its_rebuild_from_the_log(made):
-    w, store, data, (alice, bob, th) = made
+    w, engine, (alice, bob, th) = made
+    assert _check(engine) == []  # no index yet: nothing to compare
     kinds = sorted(i["kind"] for i in w.found(alice, "otter"))
     # 3 entries and the 3 Memories their content made, the Memory's version 2, the Task, the delivery.
     assert kinds == ["delivery", "entry", "entry", "entry", "memory", "memory", "memory", "memory", "task"]
-    assert _check(store) == []
+    assert _check(engine) == []
 
 
 @pytest.mark.rules("L1-1")
 def test_check_reports_a_damaged_index_and_rebuild_remakes_it(made):
-    w, store, data, (alice, bob, th) = made
+    w, engine, (alice, bob, th) = made
     before = w.found(alice, "otter")
-    con = sqlite3.connect(data / FILE)
-    con.execute("DELETE FROM docs WHERE key LIKE 'e:%' AND ids LIKE '%\"entry\":2%'")
-    con.execute("UPDATE docs SET text = 'forged' WHERE kind = 'task'")
-    con.commit()
-    con.close()
-    problems = _check(store)
-    assert any("missing" in p for p in problems) and any("differs" in p for p in problems), problems
-    assert any("full-text rows" in p for p in problems), problems  # a words row with no document
-    assert _check(store, rebuild=True) != []  # what it found, before remaking
-    assert _check(store) == []
-    assert [i["entry"] for i in w.found(alice, "otter", **{"in": ["entry"]})] == [i["entry"] for i in before if i["kind"] == "entry"]
+    entry2 = f"e:{th}:{2:016d}"
+    if engine.kind == "lmdb":
+        engine.sql(f"DELETE FROM docs WHERE key = '{entry2}'", "UPDATE docs SET text = 'forged' WHERE kind = 'task'")
+        damaged_words = "full-text rows"  # a words row with no document
+    else:
+        engine.sql(
+            f"DELETE FROM kf_search WHERE key = '{entry2}'",
+            "UPDATE kf_search SET body = 'forged' WHERE kind = 'task'",
+            "UPDATE kf_search SET words = to_tsvector('simple', 'forged') WHERE kind = 'delivery'",
+        )
+        damaged_words = "not its text's"
+    problems = _check(engine)
+    assert f"search index: document {entry2} missing" in problems, problems
+    assert any("differs" in p for p in problems) and any(damaged_words in p for p in problems), problems
+    assert _check(engine, rebuild=True) == problems  # what it found, before remaking
+    assert _check(engine) == []
+    reopen(engine.store)
+    assert w.found(alice, "otter") == before
 
 
 @pytest.mark.rules("L1-4")
 def test_an_index_behind_the_log_is_caught_up_before_the_search_is_answered(made):
-    w, store, data, (alice, bob, th) = made
+    w, engine, (alice, bob, th) = made
     assert len(w.found(bob, "otter", thread=th)) == 3
-    shutil.copy(data / FILE, data.parent / "old.sqlite")  # the index as of now
+    seq = engine.seq()
     w.act(bob, "thread.post", thread=th, content={"text": "late otter"})
     assert len(w.found(bob, "otter", thread=th)) == 4
-    # As if the index's last transactions were lost (a crash; synchronous=NORMAL),
-    # or the file went missing: the next search applies what it lacks.
-    _reopen(store)
-    for suffix in ("-wal", "-shm"):
-        (data / (FILE + suffix)).unlink(missing_ok=True)
-    shutil.copy(data.parent / "old.sqlite", data / FILE)
+    engine.rewind(seq, f"e:{th}:{4:016d}")
+    assert len(w.found(bob, "otter", thread=th)) == 3 + 1  # the next search applies what it lacks
     assert [i["entry"] for i in w.found(bob, "late", **{"in": ["entry"]})] == [4]
-    _reopen(store)
-    (data / FILE).unlink()
+    engine.lose()
     # 4 entries, the delivery (bob is a party), the open Task and bob's two Memories (the delivery's, the late post's).
     assert sorted(i["kind"] for i in w.found(bob, "otter")) == ["delivery", "entry", "entry", "entry", "entry", "memory", "memory", "task"]
-    assert _check(store) == []
+    assert _check(engine) == []
