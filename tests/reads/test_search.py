@@ -26,7 +26,7 @@ class World:
     def __init__(self, rt: Runtime):
         self.rt = rt
 
-    def act(self, agent: str | None, op: str, **args) -> dict:
+    def act(self, who: str | None, op: str, **args) -> dict:
         done = threading.Event()
         box: list = []
 
@@ -34,7 +34,7 @@ class World:
             box.append(outcome)
             done.set()
 
-        self.rt.act(agent, op, f"k{next(_keys)}", msgspec.convert(args, OPS[op].args), reply)
+        self.rt.act(who, op, f"k{next(_keys)}", msgspec.convert(args, OPS[op].args), reply)
         assert done.wait(10), "no reply"
         assert isinstance(box[0], Committed), (op, box[0])
         return json.loads(box[0].result)
@@ -176,3 +176,52 @@ def test_a_cursor_of_another_caller_or_query_is_refused(world):
     for who, q in ((bob, "lemur"), (alice, "lemurs")):
         r = world.search(who, q, limit=1, cursor=page["cursor"])
         assert isinstance(r, Rejection) and r.code == "bad_request"
+
+
+@pytest.mark.rules("R9-10", "R5-14", "R5-15")
+def test_an_entry_is_found_only_while_its_pinned_content_is_readable(world):
+    alice, bob, carol = world.agent("alice"), world.agent("bob"), world.agent("carol")
+    m = world.act(bob, "memory.create", content={"text": "the tapir memo"})["memory"]
+    world.act(bob, "memory.publish", memory=m)
+    th = world.thread(alice, carol)
+    world.act(alice, "thread.post", thread=th, memory={"memory": m, "version": 1})
+    assert [i["entry"] for i in world.found(carol, "tapir", **{"in": ["entry"]})] == [1]
+    world.act(bob, "memory.unpublish", memory=m)  # another's pin is readable only while valid and public
+    assert world.found(carol, "tapir") == [] and world.found(alice, "tapir") == []
+    world.act(bob, "memory.publish", memory=m)
+    assert len(world.found(carol, "tapir", **{"in": ["entry"]})) == 1
+    world.act(bob, "memory.unpublish", memory=m)
+    assert [i["kind"] for i in world.found(bob, "tapir")] == ["memory"]  # bob reads his own, not alice's Thread
+
+
+@pytest.mark.rules("R9-11", "R9-14", "R9-9")
+def test_assignment_deliveries_to_members_and_restricted_contracts_to_their_readers(world):
+    alice, bob, carol, judge, eve = (world.agent(n) for n in ("alice", "bob", "carol", "judge", "eve"))
+    th = world.thread(alice, bob, carol)
+    asg = world.act(alice, "thread.post", thread=th, content={"text": "please"},
+                    assign={"to": bob, "content": {"criteria": "a capybara census"}})["assignment"]
+    world.act(bob, "assignment.take", assignment=asg, deliver={"content": {"text": "capybara census done"}})
+    for who in (alice, bob, carol):
+        got = [i for i in world.found(who, "capybara census", **{"in": ["delivery"]})]
+        assert [(i["thread"], i["assignment"]) for i in got] == [(th, asg)], who
+    assert world.found(eve, "capybara") == []
+    world.act(alice, "thread.remove", thread=th, agent=carol)
+    assert world.found(carol, "capybara", **{"in": ["delivery", "entry"]}) == []
+
+    contract = {"content": {"output": "x", "criteria": "the ibex rule"}, "judge": judge}
+    task = world.act(alice, "task.create", audience={"agents": [bob]}, contract=contract)["task"]
+    for who, sees in ((alice, True), (bob, True), (judge, True), (eve, False)):
+        assert [i["task"] for i in world.found(who, "ibex")] == ([task] if sees else []), who
+    world.act(alice, "task.revise", task=task, contract={"content": {"output": "x", "criteria": "the oryx rule"}})
+    assert world.found(bob, "ibex") == [] and [i["task"] for i in world.found(bob, "oryx")] == [task]
+    assert world.found(eve, "oryx") == []
+
+
+@pytest.mark.rules("R12-9")
+def test_a_bad_kind_list_or_thread_filter_is_refused_saying_why(world):
+    alice = world.agent("alice")
+    r = world.search(alice, "x", **{"in": []})
+    assert isinstance(r, Rejection) and r.code == "bad_request" and "`in`" in r.reason
+    th = world.thread(alice)
+    world.act(alice, "memory.create", content={"text": "gnu"})
+    assert world.found(alice, "gnu", thread=th) == []  # a Thread's filter leaves out Memories and Tasks
