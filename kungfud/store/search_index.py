@@ -26,14 +26,16 @@ import os
 import sqlite3
 import threading
 import weakref
+from contextlib import contextmanager
 from typing import Any, Iterator
 
 from ..core import facts as F
 from ..core import task_facts as T
 from ..core.search import Term, content_text, tokens
+from ..errors import StoreUnavailable
 from .open import is_pg_url
 
-__all__ = ["Applier", "SearchIndex", "index_of", "check_index", "documents", "FILE"]
+__all__ = ["Applier", "SearchIndex", "IndexUnavailable", "index_of", "check_index", "documents", "FILE"]
 
 FILE = "search.sqlite"
 _CHUNK = 2000  # facts applied per SQLite transaction while catching up
@@ -45,7 +47,24 @@ CREATE TABLE IF NOT EXISTS docs(
 CREATE INDEX IF NOT EXISTS docs_thread ON docs(thread);
 CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(body, tokenize='unicode61 remove_diacritics 0');
 """
-_indexes: "weakref.WeakKeyDictionary[Any, SearchIndex]" = weakref.WeakKeyDictionary()
+_indexes: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
+
+
+class IndexUnavailable(StoreUnavailable):
+    """The search index cannot be used now (its file unreadable or full, SQLite
+    without FTS5): ``unavailable``, the detail in the daemon's log."""
+
+    REASON = "search cannot be answered now (its index failed; the daemon's log says why); retry later"
+
+
+@contextmanager
+def _sqlite_errors(path: str) -> Iterator[None]:
+    try:
+        yield
+    except sqlite3.Error as e:
+        raise IndexUnavailable(
+            f"search index {path}: {e} (`kungfud check` reports it; `kungfud check --rebuild` remakes it)"
+        ) from e
 _indexes_lock = threading.Lock()
 
 
@@ -152,7 +171,12 @@ class SearchIndex(Applier):
     def __init__(self, path: str):
         self.path = path
         self._lock = threading.Lock()
-        self._con = self._open(path)
+        with _sqlite_errors(path):
+            self._con = self._open(path)
+
+    def catch_up(self, view: Any) -> int:
+        with _sqlite_errors(self.path):
+            return super().catch_up(view)
 
     @staticmethod
     def _open(path: str) -> sqlite3.Connection:
@@ -210,14 +234,14 @@ class SearchIndex(Applier):
         if thread is not None:
             sql += " AND d.thread = ?"
             params.append(thread)
-        with self._lock:
+        with self._lock, _sqlite_errors(self.path):
             rows = self._con.execute(sql, params).fetchall()
         return [(i, k, kind, json.loads(ids), at) for i, k, kind, ids, at in rows]
 
     def texts(self, doc_ids: list[int]) -> dict[int, str]:
         """The text of each of ``doc_ids``, by id."""
         out: dict[int, str] = {}
-        with self._lock:
+        with self._lock, _sqlite_errors(self.path):
             for i in range(0, len(doc_ids), 500):
                 chunk = doc_ids[i : i + 500]
                 sql = f"SELECT id, text FROM docs WHERE id IN ({','.join('?' * len(chunk))})"
@@ -279,8 +303,8 @@ def check_index(store: Any, view: Any, rebuild: bool) -> list[str]:
     problems: list[str] = []
     try:
         idx = _existing(store)
-    except sqlite3.DatabaseError as e:
-        idx, problems = None, [f"search index: {os.path.join(store.data_dir, FILE)} cannot be read ({e})"]
+    except (sqlite3.DatabaseError, IndexUnavailable) as e:
+        idx, problems = None, [f"search index: {os.path.join(store.data_dir, FILE)} cannot be read ({e.__cause__ or e})"]
         if rebuild:
             for suffix in ("", "-wal", "-shm"):
                 if os.path.exists(os.path.join(store.data_dir, FILE) + suffix):

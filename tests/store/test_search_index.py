@@ -148,3 +148,29 @@ def test_an_index_behind_the_log_is_caught_up_before_the_search_is_answered(made
     # 4 entries, the delivery (bob is a party), the open Task and bob's two Memories (the delivery's, the late post's).
     assert sorted(i["kind"] for i in w.found(bob, "otter")) == ["delivery", "entry", "entry", "entry", "entry", "memory", "memory", "task"]
     assert _check(engine) == []
+
+
+@pytest.mark.rules("L1-1")
+def test_an_unreadable_index_file_is_unavailable_reported_by_check_and_remade_by_rebuild(tmp_path):
+    data = tmp_path / "data"
+    store = Store(str(data), map_size_mb=64)
+    rt = Runtime(store)
+    rt.start()
+    try:
+        w = World(rt)
+        alice = w.agent("alice")
+        w.act(alice, "memory.create", content={"text": "quagga"})
+        (data / FILE).write_bytes(b"not a database at all" * 100)
+        with pytest.raises(search_index.IndexUnavailable) as e:  # the server answers it `unavailable`
+            w.search(alice, "quagga")
+        assert e.value.rejection().code == "unavailable" and "retry" in e.value.rejection().reason
+        engine = Engine("lmdb", store, data)
+        (problem,) = _check(engine, rebuild=True)
+        assert problem.startswith(f"search index: {data / FILE} cannot be read")
+        assert _check(engine) == []
+        reopen(store)
+        assert [i["kind"] for i in w.found(alice, "quagga")] == ["memory"]
+    finally:
+        reopen(store)
+        rt.stop()
+        store.close()
