@@ -66,6 +66,8 @@ def content_text(content: Any) -> str:
 
 def normalize(text: str) -> str:
     """Case- and accent-blind form of ``text``: NFKD, combining marks dropped, case folded."""
+    if text.isascii():  # nothing to decompose; ASCII case folding is lower-casing
+        return text.lower()
     decomposed = unicodedata.normalize("NFKD", text)
     return "".join(c for c in decomposed if not unicodedata.combining(c)).casefold()
 
@@ -103,6 +105,9 @@ def parse(q: str) -> list[Term] | Rejection:
 
 def _occurrences(words: list[str], term: Term) -> int:
     n = len(term.words)
+    if n == 1:
+        w = term.words[0]
+        return sum(1 for x in words if x.startswith(w)) if term.prefix else words.count(w)
     count = 0
     for i in range(len(words) - n + 1):
         if all(words[i + j] == term.words[j] for j in range(n - 1)):
@@ -112,12 +117,11 @@ def _occurrences(words: list[str], term: Term) -> int:
     return count
 
 
-def score(text: str, terms: list[Term]) -> float:
-    """How well ``text`` matches ``terms``, from the text alone (R12-9): the sum
-    over terms of BM25's term-frequency saturation, normalized by the text's
-    length against a fixed reference length. Rounded to 4 places, so equal
-    documents score exactly equal (then newest first)."""
-    words = tokens(text)
+def score(words: list[str], terms: list[Term]) -> float:
+    """How well a text (its :func:`tokens`) matches ``terms``, from the text
+    alone (R12-9): the sum over terms of BM25's term-frequency saturation,
+    normalized by the text's length against a fixed reference length. Rounded
+    to 4 places, so equal documents score exactly equal (then newest first)."""
     norm = _K1 * (1 - _B + _B * len(words) / _REF_LEN)
     total = 0.0
     for term in terms:

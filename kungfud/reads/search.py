@@ -30,15 +30,19 @@ from ..core.visibility import may_read_memory
 from ..errors import Rejection
 from ..store.store import View
 from . import cursors
-from .thread import pin_content
 
-__all__ = ["search"]
+__all__ = ["search", "WINDOW"]
 
+WINDOW = 10_000  # matches ranked at most: the newest the caller may read (D351)
+_BATCH = 2_000  # matches read from the index at once
 _POS = struct.Struct(">dqq4s")  # score, at, the document's place in the index, query hash
 
 
 class _Readable:
-    """§9 over one snapshot, for one caller, with each Thread's membership read once."""
+    """§9 over one snapshot, for one caller, with each Thread's membership read once.
+    A match is already within the caller's scope as the index holds it
+    (search_docs.Doc): here it is decided on the snapshot, reading no more
+    than the rule needs."""
 
     def __init__(self, view: View, caller: str):
         self.view = view
@@ -51,24 +55,43 @@ class _Readable:
             m = self._member[thread] = current(self.view.state(member_obj(thread, self.caller))) is not None
         return m
 
-    def __call__(self, kind: str, ids: dict) -> bool:
+    def __call__(self, kind: str, ids: dict, pin: str | None) -> bool:
         v, me = self.view, self.caller
         if kind == "memory":  # the current version only, while memory.get reads it (never withdrawn)
             s = v.state(ids["memory"])
             return s is not None and s.valid and s.latest == ids["version"] and may_read_memory(s, me, None)
-        if kind == "entry":  # a member's entry, with its pinned content readable (R9-10)
+        if kind == "entry":  # a member's entry, its pinned content readable (R9-10)
             if not self.member(ids["thread"]):
                 return False
-            e = v.state(entry_obj(ids["thread"], ids["entry"]))
-            return e is not None and pin_content(v, e.author, e.pin_memory, e.pin_version) is not None
+            if pin is None:  # the author's own Memory: readable by the Thread's readers always
+                return True
+            s = v.state(pin)  # another agent's: while it is valid and public
+            return s is not None and s.valid and s.visibility == "public"
         if kind == "task":  # the current contract, where §9 allows (R9-13, R9-14)
             t = v.state(ids["task"])
             return t is not None and t.latest == ids["version"] and may_read_contract(t, me)
         if "assignment" in ids:  # a delivery, to the Thread's current members (R9-11)
-            a = v.state(ids["assignment"])
-            return a is not None and a.pin_memory is not None and self.member(a.thread)
+            return self.member(ids["thread"])
         e = v.state(ids["engagement"])  # a delivery, to its parties (R9-16)
-        return e is not None and e.pin_memory is not None and is_party(e, me)
+        return e is not None and is_party(e, me)
+
+
+def _newest_readable(index: Any, readable: _Readable, *query: Any) -> list[tuple]:
+    """The newest :data:`WINDOW` matches the caller may read (newest: the last
+    the log wrote), examined in batches from the newest: which they are depends
+    only on the documents the caller may read (D351)."""
+    found: list[tuple] = []
+    before = None
+    while True:
+        batch = index.matches(*query, before, _BATCH)
+        for m in batch:
+            if readable(m[1], m[2], m[4]):
+                found.append(m)
+                if len(found) == WINDOW:
+                    return found
+        if len(batch) < _BATCH:
+            return found
+        before = batch[-1][0]
 
 
 def _query_hash(q: str, kinds: tuple[str, ...], thread: str | None) -> bytes:
@@ -95,20 +118,22 @@ def search(index: Any, view: View, caller: str, args: Any, now: int) -> dict | R
         s, at, doc_id, _ = _POS.unpack(pos)
         after = (-s, -at, -doc_id)
     index.catch_up(view)
+    threads = [args.thread] if args.thread is not None else [t for t, _ in view.memberships(caller, None)]
     readable = _Readable(view, caller)
-    found = [m for m in index.matches(terms, kinds, args.thread) if readable(m[2], m[3])]
-    texts = index.texts([m[0] for m in found])
+    found = _newest_readable(index, readable, terms, kinds, caller, threads, view.last_seq(), args.thread)
+    words = index.words([m[0] for m in found])
     ranked = []
-    for doc_id, key, kind, ids, at in found:
-        text = texts.get(doc_id, "")
-        sort = (-score(text, terms), -at, -doc_id)
+    for doc_id, kind, ids, at, _ in found:
+        sort = (-score(words.get(doc_id, "").split(), terms), -at, -doc_id)
         if after is None or sort > after:
-            ranked.append((sort, kind, ids, text))
-    page = heapq.nsmallest(args.limit + 1, ranked, key=lambda r: r[0])
-    items = [_item(sort, kind, ids, text, terms) for sort, kind, ids, text in page[: args.limit]]
+            ranked.append((sort, kind, ids))
+    page = heapq.nsmallest(args.limit + 1, ranked, key=lambda r: r[0])[: args.limit + 1]
+    shown = page[: args.limit]
+    texts = index.texts([-sort[2] for sort, _, _ in shown])
+    items = [_item(sort, kind, ids, texts.get(-sort[2], ""), terms) for sort, kind, ids in shown]
     cursor = None
     if len(page) > args.limit:
-        (s, at, doc_id) = page[args.limit - 1][0]
+        (s, at, doc_id) = shown[-1][0]
         cursor = cursors.seal("search", caller, _POS.pack(-s, -at, -doc_id, qh))
     return {"items": items, "cursor": cursor}
 

@@ -1,22 +1,22 @@
 """Search's derived index (WIRE.md 1.3 "Search"; docs/decisions.md D348):
 SQLite FTS5, a file beside the store's data (``search.sqlite`` in the data
-directory), derived from the fact log like every other index (L1-1).
+directory), derived from the fact log like every other index (L1-1). What it
+holds and how it is caught up: :mod:`kungfud.store.search_docs`.
 
-One row per searchable document — a Memory's current version, an entry, a
-Task's current contract, a delivery — keyed by what names it, with the
-normalized words (:func:`kungfud.core.search.tokens`) in an FTS5 table and the
-original text beside them (for the score and the snippet). Nothing here decides
-who may read what: the read checks every match against its own snapshot (§9,
-reads/search.py), so the index holds no permission and cannot leak one.
+One ``docs`` row per searchable document — its key, ids, time, text and scope —
+and an FTS5 row of its normalized words (:func:`kungfud.core.search.tokens`)
+with the same rowid. Nothing here decides who may read what: the scope only
+narrows the query, and the read checks every match against its own snapshot
+(§9, reads/search.py).
 
-It is caught up from the log by fact seq before a search is answered
-(:meth:`SearchIndex.catch_up`, over the read's own snapshot), in one SQLite
-transaction that records the last seq it applied: a ``kill -9`` anywhere loses
+It is caught up from the log by fact seq before a search is answered, in SQLite
+transactions that record the last seq applied: a ``kill -9`` anywhere loses
 nothing (the next search applies what the index lacks), an acknowledged action
 is found by the next search, and several processes on one store (``--workers``)
 share the file, one writer at a time (SQLite's lock; applying is idempotent).
-``kungfud check`` compares the file with a rebuild from the log; ``--rebuild``
-remakes it.
+``kungfud check`` compares it with a rebuild from the log; ``--rebuild``
+remakes it. :func:`index_of` also opens the PostgreSQL engine
+(store/postgres/search.py) for a PostgreSQL store.
 """
 
 from __future__ import annotations
@@ -29,25 +29,28 @@ import weakref
 from contextlib import contextmanager
 from typing import Any, Iterator
 
-from ..core import facts as F
-from ..core import task_facts as T
-from ..core.search import Term, content_text, tokens
+import msgspec
+
+from ..core.search import Term, tokens
 from ..errors import StoreUnavailable
 from .open import is_pg_url
+from .search_docs import Applier, Doc
 
-__all__ = ["Applier", "SearchIndex", "IndexUnavailable", "index_of", "check_index", "documents", "FILE"]
+__all__ = ["SearchIndex", "IndexUnavailable", "index_of", "check_index", "FILE"]
 
 FILE = "search.sqlite"
-_CHUNK = 2000  # facts applied per SQLite transaction while catching up
+_FORMAT = 3  # of the file; another is remade (it is derived)
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS docs(
-    id INTEGER PRIMARY KEY, key TEXT UNIQUE NOT NULL, kind TEXT NOT NULL, thread TEXT,
-    ids TEXT NOT NULL, at INTEGER NOT NULL, text TEXT NOT NULL);
+    id INTEGER PRIMARY KEY, key TEXT UNIQUE NOT NULL, kind TEXT NOT NULL, ids TEXT NOT NULL, at INTEGER NOT NULL,
+    text TEXT NOT NULL, thread TEXT, owner TEXT, public INTEGER NOT NULL, parties TEXT, pin TEXT, seq INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS docs_thread ON docs(thread);
 CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(body, tokenize='unicode61 remove_diacritics 0');
 """
+_COLUMNS = "key, kind, ids, at, text, thread, owner, public, parties, pin, seq"
 _indexes: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
+_indexes_lock = threading.Lock()
 
 
 class IndexUnavailable(StoreUnavailable):
@@ -65,7 +68,6 @@ def _sqlite_errors(path: str) -> Iterator[None]:
         raise IndexUnavailable(
             f"search index {path}: {e} (`kungfud check` reports it; `kungfud check --rebuild` remakes it)"
         ) from e
-_indexes_lock = threading.Lock()
 
 
 def index_of(store: Any) -> Any:
@@ -87,81 +89,12 @@ def _open(store: Any) -> Any:
     return SearchIndex(os.path.join(store.data_dir, FILE))
 
 
-def _content(raw: bytes | None) -> str:
-    if raw is None:
-        return ""
-    try:
-        return content_text(json.loads(raw))
-    except ValueError:
-        return ""
+_ids = msgspec.json.Decoder(dict).decode
 
 
-def documents(view: Any, fact: Any) -> Iterator[tuple[str, str | None, dict | None, int, str, str | None]]:
-    """What ``fact`` does to the searchable documents: (key, kind, ids, at,
-    text, thread) to write, or (key, None, …) to delete. Pure over the view's
-    immutable rows (Memory versions)."""
-    at = fact.at
-    if isinstance(fact, F.MemoryCreated):
-        yield f"m:{fact.memory}", "memory", {"memory": fact.memory, "version": 1}, at, _content(fact.content), None
-    elif isinstance(fact, F.MemoryUpdated):
-        ids = {"memory": fact.memory, "version": fact.version}
-        yield f"m:{fact.memory}", "memory", ids, at, _content(fact.content), None
-    elif isinstance(fact, F.MemoryWithdrawn):
-        yield f"m:{fact.memory}", None, None, at, "", None
-    elif isinstance(fact, F.EntryPosted):
-        text = _content(view.memory_content(fact.pin_memory, fact.pin_version))
-        yield f"e:{fact.thread}:{fact.entry:016d}", "entry", {"thread": fact.thread, "entry": fact.entry}, at, text, fact.thread
-    elif isinstance(fact, (T.TaskCreated, T.TaskRevised)):
-        version = fact.version if isinstance(fact, T.TaskRevised) else 1
-        yield f"t:{fact.task}", "task", {"task": fact.task, "version": version}, at, _content(fact.contract.content), None
-    elif isinstance(fact, F.AssignmentDelivered):
-        text = _content(view.memory_content(fact.pin_memory, fact.pin_version))
-        ids = {"thread": fact.thread, "assignment": fact.assignment}
-        yield f"a:{fact.assignment}", "delivery", ids, at, text, fact.thread
-    elif isinstance(fact, T.EngagementDelivered):
-        text = _content(view.memory_content(fact.pin_memory, fact.pin_version))
-        yield f"g:{fact.engagement}", "delivery", {"task": fact.task, "engagement": fact.engagement}, at, text, None
-
-
-class Applier:
-    """What both engines share: catching up from the log by fact seq, in
-    transactions that hold the index's one writer lock and record the last seq
-    applied. An engine provides the transaction, the seq row and ``_write``."""
-
-    _applied = 0  # the last seq this process saw applied (a shortcut; the index says)
-
-    def _begin(self) -> None: ...
-    def _commit(self) -> None: ...
-    def _rollback(self) -> None: ...
-    def applied_seq(self) -> int: ...
-    def _set_seq(self, seq: int) -> None: ...
-    def _write(self, key: str, kind: str | None, ids: dict | None, at: int, text: str, thread: str | None) -> None: ...
-
-    def catch_up(self, view: Any) -> int:
-        """Apply the facts of ``view``'s snapshot the index lacks; the seq it now reflects."""
-        target = view.last_seq()
-        if self._applied >= target:
-            return self._applied
-        with self._lock:  # type: ignore[attr-defined]
-            while True:
-                self._begin()  # the index's writer lock: another process's catch-up waits
-                try:
-                    done = self.applied_seq()
-                    stop = min(target, done + _CHUNK)
-                    for seq in range(done + 1, stop + 1):
-                        fact = view.fact(seq)
-                        if fact is not None:
-                            for doc in documents(view, fact):
-                                self._write(*doc)
-                    if stop > done:
-                        self._set_seq(stop)
-                    self._commit()
-                except BaseException:
-                    self._rollback()
-                    raise
-                self._applied = max(done, stop)
-                if self._applied >= target:
-                    return self._applied
+def _doc(row: tuple) -> Doc:
+    key, kind, ids, at, text, thread, owner, public, parties, pin, seq = row
+    return Doc(key, kind, json.loads(ids), at, text, thread, owner, bool(public), parties, pin, seq)
 
 
 class SearchIndex(Applier):
@@ -174,10 +107,6 @@ class SearchIndex(Applier):
         with _sqlite_errors(path):
             self._con = self._open(path)
 
-    def catch_up(self, view: Any) -> int:
-        with _sqlite_errors(self.path):
-            return super().catch_up(view)
-
     @staticmethod
     def _open(path: str) -> sqlite3.Connection:
         if path != ":memory:":
@@ -185,12 +114,32 @@ class SearchIndex(Applier):
         con = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
         con.execute("PRAGMA journal_mode=WAL")
         con.execute("PRAGMA synchronous=NORMAL")  # derived: a lost commit is applied again from the log
-        con.executescript(_SCHEMA)
+        con.execute("BEGIN IMMEDIATE")
+        try:
+            con.execute("CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v INTEGER NOT NULL)")
+            row = con.execute("SELECT v FROM meta WHERE k='format'").fetchone()
+            if row is None or row[0] != _FORMAT:  # a file of another format: remade from the log
+                for table in ("fts", "docs", "meta"):
+                    con.execute(f"DROP TABLE IF EXISTS {table}")
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        con.execute(statement)
+                con.execute("INSERT INTO meta(k, v) VALUES('format', ?)", (_FORMAT,))
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
         return con
 
     def close(self) -> None:
         with self._lock:
             self._con.close()
+
+    def catch_up(self, view: Any) -> int:
+        with _sqlite_errors(self.path):
+            return super().catch_up(view)
+
+    # --- the engine's part of the catch-up (search_docs.Applier) ---
 
     def _begin(self) -> None:
         self._con.execute("BEGIN IMMEDIATE")
@@ -209,59 +158,90 @@ class SearchIndex(Applier):
     def _set_seq(self, seq: int) -> None:
         self._con.execute("INSERT OR REPLACE INTO meta(k, v) VALUES('seq', ?)", (seq,))
 
-    def _write(self, key: str, kind: str | None, ids: dict | None, at: int, text: str, thread: str | None) -> None:
-        con = self._con
-        row = con.execute("SELECT id FROM docs WHERE key=?", (key,)).fetchone()
-        if row is not None:
-            con.execute("DELETE FROM fts WHERE rowid=?", (row[0],))
-            con.execute("DELETE FROM docs WHERE id=?", (row[0],))
-        if kind is None:
-            return
-        cur = con.execute(
-            "INSERT INTO docs(key, kind, thread, ids, at, text) VALUES(?, ?, ?, ?, ?, ?)",
-            (key, kind, thread, json.dumps(ids, separators=(",", ":")), at, text),
-        )
-        con.execute("INSERT INTO fts(rowid, body) VALUES(?, ?)", (cur.lastrowid, " ".join(tokens(text))))
+    def _get(self, key: str) -> Doc | None:
+        row = self._con.execute(f"SELECT {_COLUMNS} FROM docs WHERE key=?", (key,)).fetchone()
+        return None if row is None else _doc(row)
 
-    def matches(self, terms: list[Term], kinds: tuple[str, ...], thread: str | None) -> list[tuple[int, str, str, dict, int]]:
-        """Every document matching all ``terms``: (id, key, kind, ids, at), of
-        ``kinds``, in ``thread`` when given. Who may read them is the caller's
-        business."""
-        sql = "SELECT d.id, d.key, d.kind, d.ids, d.at FROM fts JOIN docs d ON d.id = fts.rowid WHERE fts MATCH ?"
-        params: list[Any] = [" ".join(t.fts5() for t in terms)]
-        sql += f" AND d.kind IN ({','.join('?' * len(kinds))})"
-        params += kinds
+    def _delete(self, key: str) -> None:
+        row = self._con.execute("SELECT id FROM docs WHERE key=?", (key,)).fetchone()
+        if row is not None:
+            self._con.execute("DELETE FROM fts WHERE rowid=?", (row[0],))
+            self._con.execute("DELETE FROM docs WHERE id=?", (row[0],))
+
+    def _put(self, d: Doc) -> None:
+        self._delete(d.key)  # a new row: rows are in log order (the read's last tie-break)
+        cur = self._con.execute(
+            f"INSERT INTO docs({_COLUMNS}) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (d.key, d.kind, json.dumps(d.ids, separators=(",", ":")), d.at, d.text, d.thread, d.owner, int(d.public),
+             d.parties, d.pin, d.seq),
+        )
+        self._con.execute("INSERT INTO fts(rowid, body) VALUES(?, ?)", (cur.lastrowid, " ".join(tokens(d.text))))
+
+    def _set_public(self, key: str, public: bool) -> None:
+        self._con.execute("UPDATE docs SET public=? WHERE key=?", (int(public), key))
+
+    # --- what a search asks ---
+
+    def matches(
+        self, terms: list[Term], kinds: tuple[str, ...], caller: str, threads: list[str], upto: int,
+        thread: str | None, before: int | None, limit: int,
+    ) -> list[tuple[int, str, dict, int, str | None]]:
+        """The documents written by fact ``upto`` or before that match all
+        ``terms``, of ``kinds``, within the caller's scope — in one of
+        ``threads``, or in no Thread and public, the caller's own or naming the
+        caller among its parties — and in ``thread`` when given: (id, kind,
+        ids, at, pin), the last written first, from just before the row
+        ``before``, at most ``limit``. A superset of what the caller may read."""
+        sql = (
+            "SELECT d.id, d.kind, d.ids, d.at, d.pin FROM fts JOIN docs d ON d.id = fts.rowid WHERE fts MATCH ?"
+            f" AND d.kind IN ({','.join('?' * len(kinds))}) AND d.seq <= ?"
+            " AND (d.thread IN (SELECT value FROM json_each(?))"
+            " OR (d.thread IS NULL AND (d.public = 1 OR d.owner = ? OR instr(d.parties, ?) > 0)))"
+        )
+        params = [" ".join(t.fts5() for t in terms), *kinds, upto, json.dumps(threads), caller, f" {caller} "]
         if thread is not None:
             sql += " AND d.thread = ?"
             params.append(thread)
+        if before is not None:
+            sql += " AND fts.rowid < ?"
+            params.append(before)
+        sql += " ORDER BY fts.rowid DESC LIMIT ?"
+        params.append(limit)
         with self._lock, _sqlite_errors(self.path):
             rows = self._con.execute(sql, params).fetchall()
-        return [(i, k, kind, json.loads(ids), at) for i, k, kind, ids, at in rows]
+        return [(i, kind, _ids(ids), at, pin) for i, kind, ids, at, pin in rows]
 
-    def texts(self, doc_ids: list[int]) -> dict[int, str]:
-        """The text of each of ``doc_ids``, by id."""
+    def _by_id(self, sql: str, doc_ids: list[int]) -> dict[int, str]:
         out: dict[int, str] = {}
         with self._lock, _sqlite_errors(self.path):
             for i in range(0, len(doc_ids), 500):
                 chunk = doc_ids[i : i + 500]
-                sql = f"SELECT id, text FROM docs WHERE id IN ({','.join('?' * len(chunk))})"
-                out.update(self._con.execute(sql, chunk).fetchall())
+                out.update(self._con.execute(sql.format(",".join("?" * len(chunk))), chunk).fetchall())
         return out
 
-    def snapshot(self) -> tuple[int, dict[str, tuple]]:
-        """(the seq applied, every document as (kind, ids, at, text, thread) by
-        key), in one read: a daemon beside the check may be catching up."""
+    def words(self, doc_ids: list[int]) -> dict[int, str]:
+        """The normalized words of each of ``doc_ids`` (space-separated), by id."""
+        return self._by_id("SELECT rowid, body FROM fts WHERE rowid IN ({})", doc_ids)
+
+    def texts(self, doc_ids: list[int]) -> dict[int, str]:
+        """The text of each of ``doc_ids``, by id."""
+        return self._by_id("SELECT id, text FROM docs WHERE id IN ({})", doc_ids)
+
+    # --- the check ---
+
+    def snapshot(self) -> tuple[int, dict[str, Doc]]:
+        """(the seq applied, every document by key), in one read: a daemon
+        beside the check may be catching up."""
         with self._lock:
             self._con.execute("BEGIN")
             try:
-                cur = self._con.execute("SELECT key, kind, ids, at, text, thread FROM docs")
-                rows = {k: (kind, json.loads(ids), at, text, th) for k, kind, ids, at, text, th in cur}
+                rows = {r[0]: _doc(r) for r in self._con.execute(f"SELECT {_COLUMNS} FROM docs")}
                 return self.applied_seq(), rows
             finally:
                 self._con.execute("COMMIT")
 
     def problems(self) -> list[str]:
-        """FTS5's own integrity check, and one full-text row per document."""
+        """FTS5's own integrity check, and each document's words row holding its text's words."""
         out = []
         with self._lock:
             try:
@@ -270,14 +250,19 @@ class SearchIndex(Applier):
                 out.append(f"search index: the full-text table is damaged ({e})")
             n_docs = self._con.execute("SELECT count(*) FROM docs").fetchone()[0]
             n_fts = self._con.execute("SELECT count(*) FROM fts").fetchone()[0]
+            wrong = self._con.execute(
+                "SELECT d.key, d.text, f.body FROM docs d LEFT JOIN fts f ON f.rowid = d.id ORDER BY d.key"
+            ).fetchall()
         if n_docs != n_fts:
             out.append(f"search index: {n_docs} documents but {n_fts} full-text rows")
+        out += [f"search index: document {k} has words that are not its text's" for k, t, b in wrong if b != " ".join(tokens(t))]
         return out
 
     def reset(self) -> None:
         """Empty (``kungfud check --rebuild``, before catching up from the start)."""
         with self._lock:
-            self._con.executescript("BEGIN IMMEDIATE; DELETE FROM fts; DELETE FROM docs; DELETE FROM meta; COMMIT;")
+            for statement in ("BEGIN IMMEDIATE", "DELETE FROM fts", "DELETE FROM docs", "DELETE FROM meta WHERE k='seq'", "COMMIT"):
+                self._con.execute(statement)
             self._applied = 0
 
 
@@ -331,7 +316,7 @@ def check_index(store: Any, view: Any, rebuild: bool) -> list[str]:
     return problems
 
 
-def _rebuilt(view: Any, upto: int) -> dict[str, tuple]:
+def _rebuilt(view: Any, upto: int) -> dict[str, Doc]:
     class _Upto:  # the view as of fact ``upto``
         def last_seq(self) -> int:
             return upto

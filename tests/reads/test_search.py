@@ -225,3 +225,20 @@ def test_a_bad_kind_list_or_thread_filter_is_refused_saying_why(world):
     th = world.thread(alice)
     world.act(alice, "memory.create", content={"text": "gnu"})
     assert world.found(alice, "gnu", thread=th) == []  # a Thread's filter leaves out Memories and Tasks
+
+
+@pytest.mark.rules("R12-9")
+def test_the_window_is_the_newest_matches_the_caller_may_read_whatever_else_matches(world, monkeypatch):
+    monkeypatch.setattr("kungfud.reads.search.WINDOW", 3)
+    monkeypatch.setattr("kungfud.reads.search._BATCH", 2)  # batches end on documents bob may not read
+    alice, bob, carol = world.agent("alice"), world.agent("bob"), world.agent("carol")
+    th = world.thread(alice, bob)
+    shared = world.act(carol, "memory.create", content={"text": "axolotl axolotl"})["memory"]
+    world.act(carol, "memory.publish", memory=shared)
+    mine = []
+    for n in range(5):
+        mine.append(world.act(bob, "memory.create", content={"text": f"axolotl {n}"})["memory"])
+        world.act(alice, "thread.post", thread=th, memory={"memory": shared})  # carol's Memory, pinned
+    world.act(carol, "memory.unpublish", memory=shared)  # the entries are in bob's Thread, their content not his to read
+    got = world.found(bob, "axolotl")
+    assert [i["memory"] for i in got] == mine[:1:-1]  # the newest three he may read; equal scores: newest first

@@ -23,20 +23,23 @@ import psycopg
 
 from ...core.search import Term, tokens
 from ...errors import StoreUnavailable
-from ..search_index import Applier
+from ..search_docs import Applier, Doc
 
-__all__ = ["PgSearchIndex", "LOCK_SEARCH"]
+__all__ = ["PgSearchIndex", "LOCK_SEARCH", "tsquery"]
 
 #: Held by a catch-up transaction (and the schema's creation): "kfd" + a number, as schema.py's.
 LOCK_SEARCH = 0x6B6664_0010
+_FORMAT = 3  # of the tables; others are remade (they are derived)
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS kf_search_seq (k text PRIMARY KEY, v bigint NOT NULL);
 CREATE TABLE IF NOT EXISTS kf_search (
-    id bigserial PRIMARY KEY, key text UNIQUE NOT NULL, kind text NOT NULL, thread text,
-    ids text NOT NULL, at bigint NOT NULL, body text NOT NULL, words tsvector NOT NULL);
+    id bigserial PRIMARY KEY, key text UNIQUE NOT NULL, kind text NOT NULL, ids text NOT NULL, at bigint NOT NULL,
+    body text NOT NULL, thread text, owner text, public boolean NOT NULL, parties text, pin text, seq bigint NOT NULL,
+    norm text NOT NULL, words tsvector NOT NULL);
 CREATE INDEX IF NOT EXISTS kf_search_words ON kf_search USING gin (words);
 CREATE INDEX IF NOT EXISTS kf_search_thread ON kf_search (thread);
 """
+_COLUMNS = "key, kind, ids, at, body, thread, owner, public, parties, pin, seq"
 
 
 def tsquery(terms: list[Term]) -> str:
@@ -49,6 +52,11 @@ def tsquery(terms: list[Term]) -> str:
             words[-1] += ":*"
         parts.append("(" + " <-> ".join(words) + ")")
     return " & ".join(parts)
+
+
+def _doc(row: tuple) -> Doc:
+    key, kind, ids, at, body, thread, owner, public, parties, pin, seq = row
+    return Doc(key, kind, json.loads(ids), at, body, thread, owner, bool(public), parties, pin, seq)
 
 
 class PgSearchIndex(Applier):
@@ -73,7 +81,13 @@ class PgSearchIndex(Applier):
             try:
                 with conn.transaction():
                     conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_SEARCH,))
-                    conn.execute(_SCHEMA)
+                    conn.execute("CREATE TABLE IF NOT EXISTS kf_search_seq (k text PRIMARY KEY, v bigint NOT NULL)")
+                    row = conn.execute("SELECT v FROM kf_search_seq WHERE k = 'format'").fetchone()
+                    if row is None or row[0] != _FORMAT:  # tables of another format: remade from the log
+                        conn.execute("DROP TABLE IF EXISTS kf_search")
+                        conn.execute("DELETE FROM kf_search_seq")
+                        conn.execute(_SCHEMA)
+                        conn.execute("INSERT INTO kf_search_seq (k, v) VALUES ('format', %s)", (_FORMAT,))
             except psycopg.Error as e:
                 conn.close()
                 raise StoreUnavailable(f"cannot prepare the search index on PostgreSQL ({e})") from e
@@ -92,6 +106,8 @@ class PgSearchIndex(Applier):
         with self._lock:
             if self._conn is not None:
                 self._conn.close()
+
+    # --- the engine's part of the catch-up (search_docs.Applier) ---
 
     def _begin(self) -> None:
         self._run("SELECT pg_advisory_xact_lock(%s)", (LOCK_SEARCH,))  # starts the transaction
@@ -112,61 +128,91 @@ class PgSearchIndex(Applier):
             "INSERT INTO kf_search_seq (k, v) VALUES ('seq', %s) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v", (seq,)
         )
 
-    def _write(self, key: str, kind: str | None, ids: dict | None, at: int, text: str, thread: str | None) -> None:
+    def _get(self, key: str) -> Doc | None:
+        row = self._run(f"SELECT {_COLUMNS} FROM kf_search WHERE key = %s", (key,)).fetchone()
+        return None if row is None else _doc(row)
+
+    def _delete(self, key: str) -> None:
         self._run("DELETE FROM kf_search WHERE key = %s", (key,))
-        if kind is None:
-            return
+
+    def _put(self, d: Doc) -> None:
+        self._delete(d.key)  # a new row: rows are in log order (the read's last tie-break)
+        norm = " ".join(tokens(d.text))
         self._run(
-            "INSERT INTO kf_search (key, kind, thread, ids, at, body, words) "
-            "VALUES (%s, %s, %s, %s, %s, %s, to_tsvector('simple', %s))",
-            (key, kind, thread, json.dumps(ids, separators=(",", ":")), at, text, " ".join(tokens(text))),
+            f"INSERT INTO kf_search ({_COLUMNS}, norm, words) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, to_tsvector('simple', %s))",
+            (d.key, d.kind, json.dumps(d.ids, separators=(",", ":")), d.at, d.text, d.thread, d.owner, d.public,
+             d.parties, d.pin, d.seq, norm, norm),
         )
 
-    def matches(self, terms: list[Term], kinds: tuple[str, ...], thread: str | None) -> list[tuple[int, str, str, dict, int]]:
-        sql = "SELECT id, key, kind, ids, at FROM kf_search WHERE words @@ to_tsquery('simple', %s) AND kind = ANY(%s)"
-        params: list[Any] = [tsquery(terms), list(kinds)]
+    def _set_public(self, key: str, public: bool) -> None:
+        self._run("UPDATE kf_search SET public = %s WHERE key = %s", (public, key))
+
+    # --- what a search asks ---
+
+    def _read(self, sql: str, params: Any) -> list:
+        with self._lock:
+            try:
+                return self._run(sql, params).fetchall()
+            finally:
+                self._rollback()  # nothing to keep: no transaction left open between reads
+
+    def matches(
+        self, terms: list[Term], kinds: tuple[str, ...], caller: str, threads: list[str], upto: int,
+        thread: str | None, before: int | None, limit: int,
+    ) -> list[tuple[int, str, dict, int, str | None]]:
+        """As :meth:`kungfud.store.search_index.SearchIndex.matches`."""
+        sql = (
+            "SELECT id, kind, ids, at, pin FROM kf_search WHERE words @@ to_tsquery('simple', %s) AND kind = ANY(%s)"
+            " AND seq <= %s"
+            " AND (thread = ANY(%s) OR (thread IS NULL AND (public OR owner = %s OR position(%s in parties) > 0)))"
+        )
+        params: list[Any] = [tsquery(terms), list(kinds), upto, threads, caller, f" {caller} "]
         if thread is not None:
             sql += " AND thread = %s"
             params.append(thread)
-        with self._lock:
-            try:
-                rows = self._run(sql, params).fetchall()
-            finally:
-                self._rollback()  # nothing to keep: no transaction left open between reads
-        return [(i, k, kind, json.loads(ids), at) for i, k, kind, ids, at in rows]
+        if before is not None:
+            sql += " AND id < %s"
+            params.append(before)
+        sql += " ORDER BY id DESC LIMIT %s"
+        params.append(limit)
+        return [(i, kind, json.loads(ids), at, pin) for i, kind, ids, at, pin in self._read(sql, params)]
+
+    def words(self, doc_ids: list[int]) -> dict[int, str]:
+        return dict(self._read("SELECT id, norm FROM kf_search WHERE id = ANY(%s)", (doc_ids,)))
 
     def texts(self, doc_ids: list[int]) -> dict[int, str]:
-        with self._lock:
-            try:
-                return dict(self._run("SELECT id, body FROM kf_search WHERE id = ANY(%s)", (doc_ids,)).fetchall())
-            finally:
-                self._rollback()
+        return dict(self._read("SELECT id, body FROM kf_search WHERE id = ANY(%s)", (doc_ids,)))
 
-    def snapshot(self) -> tuple[int, dict[str, tuple]]:
+    # --- the check ---
+
+    def snapshot(self) -> tuple[int, dict[str, Doc]]:
         with self._lock:
+            conn = self._c()
             try:
-                self._c().isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
-                cur = self._run("SELECT key, kind, ids, at, body, thread FROM kf_search")
-                rows = {k: (kind, json.loads(ids), at, body, th) for k, kind, ids, at, body, th in cur}
+                conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+                rows = {r[0]: _doc(r) for r in self._run(f"SELECT {_COLUMNS} FROM kf_search")}
                 return self.applied_seq(), rows
             finally:
                 self._rollback()
-                self._c().isolation_level = psycopg.IsolationLevel.READ_COMMITTED
+                conn.isolation_level = psycopg.IsolationLevel.READ_COMMITTED
 
     def problems(self) -> list[str]:
-        """Every row's words are its text's (a row written outside the index is found)."""
+        """Every row's normalized words and ``tsvector`` are its text's (a row
+        written outside the index is found)."""
         with self._lock:
             try:
-                rows = self._run("SELECT key, body, words::text FROM kf_search ORDER BY key").fetchall()
+                rows = self._run("SELECT key, body, norm, words::text FROM kf_search ORDER BY key").fetchall()
                 out = []
                 for i in range(0, len(rows), 1000):
                     chunk = rows[i : i + 1000]
+                    norms = [" ".join(tokens(body)) for _, body, _, _ in chunk]
                     want = self._run(
                         "SELECT to_tsvector('simple', w)::text FROM unnest(%s::text[]) WITH ORDINALITY AS u(w, n) ORDER BY n",
-                        ([" ".join(tokens(body)) for _, body, _ in chunk],),
+                        (norms,),
                     ).fetchall()
-                    for (key, _, words), (expect,) in zip(chunk, want):
-                        if expect != words:
+                    for (key, _, norm, words), n, (expect,) in zip(chunk, norms, want):
+                        if n != norm or expect != words:
                             out.append(f"search index: document {key} has words that are not its text's")
                 return out
             finally:
@@ -177,7 +223,7 @@ class PgSearchIndex(Applier):
             try:
                 self._begin()
                 self._run("DELETE FROM kf_search")
-                self._run("DELETE FROM kf_search_seq")
+                self._run("DELETE FROM kf_search_seq WHERE k = 'seq'")
                 self._commit()
             except BaseException:
                 self._rollback()

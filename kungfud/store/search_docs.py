@@ -1,0 +1,157 @@
+"""What the search index holds, derived from the facts (WIRE.md 1.3 "Search";
+docs/decisions.md D348, D351): one document per Memory (its current version),
+entry, Task (its current contract) and delivery, and the catch-up from the log
+that both engines share (:class:`Applier`).
+
+A document also carries its *scope*: which Thread it is in, the Memory's author
+and whether it is public, the parties of a restricted Task or an engagement.
+The scope lets the engine leave out, in its own query, matches the caller
+certainly may not read (so a search's work follows what the caller may read,
+not the whole store). It is a superset, never the decision: the read checks
+every match it keeps against its own snapshot (reads/search.py).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterator, NamedTuple
+
+from ..core import facts as F
+from ..core import task_facts as T
+from ..core.search import content_text
+
+__all__ = ["Doc", "Applier", "documents", "parties", "CHUNK"]
+
+CHUNK = 2000  # facts applied per transaction while catching up
+
+
+class Doc(NamedTuple):
+    key: str  # what names it in the index: m:<memory>, e:<thread>:<entry>, t:<task>, a:<assignment>, g:<engagement>
+    kind: str  # memory | entry | task | delivery
+    ids: dict  # the item's ids (a Task's and a Memory's with their version)
+    at: int  # when that version, entry, contract or delivery was recorded
+    text: str  # every string value of the content (core/search.py content_text)
+    thread: str | None  # an entry's or an assignment delivery's Thread
+    owner: str | None  # a Memory's author
+    public: bool  # a public Memory, an open Task
+    parties: str | None  # " ag_a ag_b ": a Task's author, audience and judges; an engagement's parties
+    pin: str | None  # an entry's pinned Memory when it is not the entry author's own (R9-10)
+    seq: int  # the fact that wrote it: a read leaves out what is past its snapshot
+
+
+def parties(agents: Any) -> str:
+    return " " + " ".join(sorted(set(a for a in agents if a))) + " "
+
+
+def _content(raw: bytes | None) -> str:
+    if raw is None:
+        return ""
+    try:
+        return content_text(json.loads(raw))
+    except ValueError:
+        return ""
+
+
+def documents(view: Any, seq: int, fact: Any, existing: Any) -> Iterator[tuple[str, Any]]:
+    """What ``fact`` does to the documents: ``("put", Doc)``, ``("delete", key)``
+    or ``("public", (key, bool))``. ``existing(key)`` is the document the index
+    holds (a Memory's visibility, a Task's judges so far come from it); the
+    view's rows read here never change (Memory versions, an engagement's
+    parties), so the result is the same whenever it is applied."""
+    at = fact.at
+    end = (None, seq)  # (pin, seq) of every document but an entry
+    if isinstance(fact, F.MemoryCreated):
+        ids = {"memory": fact.memory, "version": 1}
+        yield "put", Doc(f"m:{fact.memory}", "memory", ids, at, _content(fact.content), None, fact.author, False, None, *end)
+    elif isinstance(fact, F.MemoryUpdated):
+        key = f"m:{fact.memory}"
+        old = existing(key)
+        owner = old.owner if old is not None else view.state(fact.memory).author
+        ids = {"memory": fact.memory, "version": fact.version}
+        yield "put", Doc(key, "memory", ids, at, _content(fact.content), None, owner, bool(old and old.public), None, *end)
+    elif isinstance(fact, F.MemoryVisibilitySet):
+        yield "public", (f"m:{fact.memory}", fact.visibility == "public")
+    elif isinstance(fact, F.MemoryWithdrawn):
+        yield "delete", f"m:{fact.memory}"
+    elif isinstance(fact, F.EntryPosted):
+        text = _content(view.memory_content(fact.pin_memory, fact.pin_version))
+        ids = {"thread": fact.thread, "entry": fact.entry}
+        pin = None if view.state(fact.pin_memory).author == fact.author else fact.pin_memory  # authors never change
+        yield "put", Doc(f"e:{fact.thread}:{fact.entry:016d}", "entry", ids, at, text, fact.thread, None, False, None, pin, seq)
+    elif isinstance(fact, T.TaskCreated):
+        who = parties([fact.author, *(fact.audience or []), fact.contract.judge])
+        ids = {"task": fact.task, "version": 1}
+        text = _content(fact.contract.content)
+        yield "put", Doc(f"t:{fact.task}", "task", ids, at, text, None, None, fact.audience is None, who, *end)
+    elif isinstance(fact, T.TaskRevised):
+        key = f"t:{fact.task}"
+        old = existing(key)
+        who = parties([*(old.parties.split() if old is not None and old.parties else []), fact.contract.judge])
+        ids = {"task": fact.task, "version": fact.version}
+        text = _content(fact.contract.content)
+        yield "put", Doc(key, "task", ids, at, text, None, None, bool(old and old.public), who, *end)
+    elif isinstance(fact, F.AssignmentDelivered):
+        text = _content(view.memory_content(fact.pin_memory, fact.pin_version))
+        ids = {"thread": fact.thread, "assignment": fact.assignment}
+        yield "put", Doc(f"a:{fact.assignment}", "delivery", ids, at, text, fact.thread, None, False, None, *end)
+    elif isinstance(fact, T.EngagementDelivered):
+        e = view.state(fact.engagement)
+        text = _content(view.memory_content(fact.pin_memory, fact.pin_version))
+        ids = {"task": fact.task, "engagement": fact.engagement}
+        who = parties([e.author, e.agent, e.judge])
+        yield "put", Doc(f"g:{fact.engagement}", "delivery", ids, at, text, None, None, False, who, *end)
+
+
+class Applier:
+    """The catch-up both engines share: the facts between the seq the index
+    records and a read snapshot's last seq, applied in transactions that hold
+    the index's one writer lock and record the new seq with the documents. An
+    engine provides the transaction, the seq row, and ``_get``/``_put``/
+    ``_delete``/``_set_public`` of one document."""
+
+    _applied = 0  # the last seq this process saw applied (a shortcut; the index says)
+    _lock: Any
+
+    def _begin(self) -> None: ...
+    def _commit(self) -> None: ...
+    def _rollback(self) -> None: ...
+    def applied_seq(self) -> int: ...
+    def _set_seq(self, seq: int) -> None: ...
+    def _get(self, key: str) -> Doc | None: ...
+    def _put(self, doc: Doc) -> None: ...
+    def _delete(self, key: str) -> None: ...
+    def _set_public(self, key: str, public: bool) -> None: ...
+
+    def catch_up(self, view: Any) -> int:
+        """Apply the facts of ``view``'s snapshot the index lacks; the seq it now reflects."""
+        target = view.last_seq()
+        if self._applied >= target:
+            return self._applied
+        with self._lock:
+            while True:
+                self._begin()  # the index's writer lock: another process's catch-up waits
+                try:
+                    done = self.applied_seq()
+                    stop = min(target, done + CHUNK)
+                    for seq in range(done + 1, stop + 1):
+                        fact = view.fact(seq)
+                        if fact is not None:
+                            self._apply(view, seq, fact)
+                    if stop > done:
+                        self._set_seq(stop)
+                    self._commit()
+                except BaseException:
+                    self._rollback()
+                    raise
+                self._applied = max(done, stop)
+                if self._applied >= target:
+                    return self._applied
+
+    def _apply(self, view: Any, seq: int, fact: Any) -> None:
+        for what, arg in documents(view, seq, fact, self._get):
+            if what == "put":
+                self._put(arg)
+            elif what == "delete":
+                self._delete(arg)
+            else:
+                self._set_public(*arg)
