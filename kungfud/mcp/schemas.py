@@ -55,7 +55,7 @@ TOOLSETS: dict[str, frozenset[str] | None] = {
         "thread.get", "thread.entries", "thread.entry", "thread.list",
         "assignment.get", "assignment.judge", "assignment.void",
         "task.create", "task.revise", "task.pause", "task.resume", "task.judge", "task.get", "task.list",
-        "engagement.get", "memory.create", "memory.update", "memory.get", "memory.list",
+        "engagement.get", "memory.create", "memory.update", "memory.get", "memory.list", "search",
     }),
     # Looks after accounts.
     "operator": frozenset({
