@@ -52,17 +52,21 @@ def _content(raw: bytes | None) -> str:
         return ""
 
 
-def documents(view: Any, seq: int, fact: Any, existing: Any) -> Iterator[tuple[str, Any]]:
-    """What ``fact`` does to the documents: ``("put", Doc)``, ``("delete", key)``
-    or ``("public", (key, bool))``. ``existing(key)`` is the document the index
-    holds (a Memory's visibility, a Task's judges so far come from it); the
-    view's rows read here never change (Memory versions, an engagement's
-    parties), so the result is the same whenever it is applied."""
+def documents(view: Any, seq: int, fact: Any, existing: Any, pinned: Any = None) -> Iterator[tuple[str, Any]]:
+    """What ``fact`` does to the documents: ``("new", Doc)`` (a key never
+    written before), ``("put", Doc)`` (written anew), ``("delete", key)`` or
+    ``("public", (key, bool))``. ``existing(key)`` is the document the index
+    holds (a Memory's visibility, a Task's judges so far come from it);
+    ``pinned(memory, version)`` the text of a Memory version (by default read
+    from the view). The view's rows read here never change (Memory versions,
+    an engagement's parties), so the result is the same whenever it is applied."""
+    if pinned is None:
+        pinned = lambda m, v: _content(view.memory_content(m, v))  # noqa: E731
     at = fact.at
     end = (None, seq)  # (pin, seq) of every document but an entry
     if isinstance(fact, F.MemoryCreated):
         ids = {"memory": fact.memory, "version": 1}
-        yield "put", Doc(f"m:{fact.memory}", "memory", ids, at, _content(fact.content), None, fact.author, False, None, *end)
+        yield "new", Doc(f"m:{fact.memory}", "memory", ids, at, _content(fact.content), None, fact.author, False, None, *end)
     elif isinstance(fact, F.MemoryUpdated):
         key = f"m:{fact.memory}"
         old = existing(key)
@@ -74,15 +78,15 @@ def documents(view: Any, seq: int, fact: Any, existing: Any) -> Iterator[tuple[s
     elif isinstance(fact, F.MemoryWithdrawn):
         yield "delete", f"m:{fact.memory}"
     elif isinstance(fact, F.EntryPosted):
-        text = _content(view.memory_content(fact.pin_memory, fact.pin_version))
+        text = pinned(fact.pin_memory, fact.pin_version)
         ids = {"thread": fact.thread, "entry": fact.entry}
         pin = None if view.state(fact.pin_memory).author == fact.author else fact.pin_memory  # authors never change
-        yield "put", Doc(f"e:{fact.thread}:{fact.entry:016d}", "entry", ids, at, text, fact.thread, None, False, None, pin, seq)
+        yield "new", Doc(f"e:{fact.thread}:{fact.entry:016d}", "entry", ids, at, text, fact.thread, None, False, None, pin, seq)
     elif isinstance(fact, T.TaskCreated):
         who = parties([fact.author, *(fact.audience or []), fact.contract.judge])
         ids = {"task": fact.task, "version": 1}
         text = _content(fact.contract.content)
-        yield "put", Doc(f"t:{fact.task}", "task", ids, at, text, None, None, fact.audience is None, who, *end)
+        yield "new", Doc(f"t:{fact.task}", "task", ids, at, text, None, None, fact.audience is None, who, *end)
     elif isinstance(fact, T.TaskRevised):
         key = f"t:{fact.task}"
         old = existing(key)
@@ -91,15 +95,15 @@ def documents(view: Any, seq: int, fact: Any, existing: Any) -> Iterator[tuple[s
         text = _content(fact.contract.content)
         yield "put", Doc(key, "task", ids, at, text, None, None, bool(old and old.public), who, *end)
     elif isinstance(fact, F.AssignmentDelivered):
-        text = _content(view.memory_content(fact.pin_memory, fact.pin_version))
+        text = pinned(fact.pin_memory, fact.pin_version)
         ids = {"thread": fact.thread, "assignment": fact.assignment}
-        yield "put", Doc(f"a:{fact.assignment}", "delivery", ids, at, text, fact.thread, None, False, None, *end)
+        yield "new", Doc(f"a:{fact.assignment}", "delivery", ids, at, text, fact.thread, None, False, None, *end)
     elif isinstance(fact, T.EngagementDelivered):
         e = view.state(fact.engagement)
-        text = _content(view.memory_content(fact.pin_memory, fact.pin_version))
+        text = pinned(fact.pin_memory, fact.pin_version)
         ids = {"task": fact.task, "engagement": fact.engagement}
         who = parties([e.author, e.agent, e.judge])
-        yield "put", Doc(f"g:{fact.engagement}", "delivery", ids, at, text, None, None, False, who, *end)
+        yield "new", Doc(f"g:{fact.engagement}", "delivery", ids, at, text, None, None, False, who, *end)
 
 
 class Applier:
@@ -111,6 +115,7 @@ class Applier:
 
     _applied = 0  # the last seq this process saw applied (a shortcut; the index says)
     _lock: Any
+    _recent: dict  # (memory, version) -> text of the Memory versions just indexed
 
     def _begin(self) -> None: ...
     def _commit(self) -> None: ...
@@ -118,7 +123,7 @@ class Applier:
     def applied_seq(self) -> int: ...
     def _set_seq(self, seq: int) -> None: ...
     def _get(self, key: str) -> Doc | None: ...
-    def _put(self, doc: Doc) -> None: ...
+    def _put(self, doc: Doc, new: bool = False) -> None: ...
     def _delete(self, key: str) -> None: ...
     def _set_public(self, key: str, public: bool) -> None: ...
 
@@ -128,6 +133,7 @@ class Applier:
         if self._applied >= target:
             return self._applied
         with self._lock:
+            self._recent = {}
             while True:
                 self._begin()  # the index's writer lock: another process's catch-up waits
                 try:
@@ -148,10 +154,18 @@ class Applier:
                     return self._applied
 
     def _apply(self, view: Any, seq: int, fact: Any) -> None:
-        for what, arg in documents(view, seq, fact, self._get):
-            if what == "put":
-                self._put(arg)
+        for what, arg in documents(view, seq, fact, self._get, lambda m, v: self._pinned(view, m, v)):
+            if what in ("new", "put"):
+                self._put(arg, new=what == "new")
+                if arg.kind == "memory":  # an entry pinning it usually follows at once (a post's content)
+                    self._recent[(arg.ids["memory"], arg.ids["version"])] = arg.text
+                    if len(self._recent) > 64:
+                        del self._recent[next(iter(self._recent))]
             elif what == "delete":
                 self._delete(arg)
             else:
                 self._set_public(*arg)
+
+    def _pinned(self, view: Any, memory: str, version: int) -> str:
+        text = self._recent.get((memory, version))
+        return text if text is not None else _content(view.memory_content(memory, version))

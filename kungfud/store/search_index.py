@@ -90,6 +90,7 @@ def _open(store: Any) -> Any:
 
 
 _ids = msgspec.json.Decoder(dict).decode
+_enc = msgspec.json.Encoder().encode
 
 
 def _doc(row: tuple) -> Doc:
@@ -168,13 +169,16 @@ class SearchIndex(Applier):
             self._con.execute("DELETE FROM fts WHERE rowid=?", (row[0],))
             self._con.execute("DELETE FROM docs WHERE id=?", (row[0],))
 
-    def _put(self, d: Doc) -> None:
-        self._delete(d.key)  # a new row: rows are in log order (the read's last tie-break)
-        cur = self._con.execute(
-            f"INSERT INTO docs({_COLUMNS}) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (d.key, d.kind, json.dumps(d.ids, separators=(",", ":")), d.at, d.text, d.thread, d.owner, int(d.public),
-             d.parties, d.pin, d.seq),
-        )
+    def _put(self, d: Doc, new: bool = False) -> None:
+        if not new:
+            self._delete(d.key)  # a new row: rows are in log order (the read's last tie-break)
+        row = (d.key, d.kind, _enc(d.ids).decode(), d.at, d.text, d.thread, d.owner, int(d.public), d.parties, d.pin, d.seq)
+        sql = f"INSERT INTO docs({_COLUMNS}) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        try:
+            cur = self._con.execute(sql, row)
+        except sqlite3.IntegrityError:  # a key written before after all: written anew
+            self._delete(d.key)
+            cur = self._con.execute(sql, row)
         self._con.execute("INSERT INTO fts(rowid, body) VALUES(?, ?)", (cur.lastrowid, " ".join(tokens(d.text))))
 
     def _set_public(self, key: str, public: bool) -> None:

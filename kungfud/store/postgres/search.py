@@ -135,8 +135,8 @@ class PgSearchIndex(Applier):
     def _delete(self, key: str) -> None:
         self._run("DELETE FROM kf_search WHERE key = %s", (key,))
 
-    def _put(self, d: Doc) -> None:
-        self._delete(d.key)  # a new row: rows are in log order (the read's last tie-break)
+    def _put(self, d: Doc, new: bool = False) -> None:
+        self._delete(d.key)  # a new row: rows are in log order (the read's last tie-break); one statement either way
         norm = " ".join(tokens(d.text))
         self._run(
             f"INSERT INTO kf_search ({_COLUMNS}, norm, words) "
