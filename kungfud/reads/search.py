@@ -2,15 +2,16 @@
 caller may read at the moment of the read (§9, L6, R12-9).
 
 The derived index (:mod:`kungfud.store.search_index`) is caught up from the
-log to this read's snapshot, then gives every document matching all terms.
-Each match is checked against the same snapshot with the rules the other reads
-use (``memory.get``, ``thread.entry``, ``task.get``, ``assignment.get``,
-``engagement.get``); only then is it scored, from its own text alone
-(:func:`kungfud.core.search.score`), and ordered: score, then newest first
-(time, then the order the log wrote them). So the items, their count, order and scores are a function of
-the documents the caller may read, whatever else exists; the cursor is the
-sort position of the page's last item, sealed (reads/cursors.py) for this
-caller, op and query (docs/decisions.md D345–D348).
+log to this read's snapshot, then gives the documents matching all terms within
+the caller's scope, newest first. Each is checked against the same snapshot
+with the rules the other reads use (``memory.get``, ``thread.entry``,
+``task.get``, ``assignment.get``, ``engagement.get``); the newest
+:data:`WINDOW` the caller may read are scored from their own text alone
+(:func:`kungfud.core.search.score`) and ordered: score, then newest first (time,
+then the order the log wrote them). So the items, their count, order and scores
+are a function of the documents the caller may read, whatever else exists; the
+cursor is the sort position of the page's last item, sealed (reads/cursors.py)
+for this caller, op and query (docs/decisions.md D345–D351).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 
 from ..core.clock import rfc3339
 from ..core.engagement import is_party
-from ..core.facts import entry_obj, member_obj
+from ..core.facts import member_obj
 from ..core.members import current, readable_thread
 from ..core.search import KINDS, parse, score, snippet
 from ..core.task import may_read_contract
@@ -127,7 +128,7 @@ def search(index: Any, view: View, caller: str, args: Any, now: int) -> dict | R
         sort = (-score(words.get(doc_id, "").split(), terms), -at, -doc_id)
         if after is None or sort > after:
             ranked.append((sort, kind, ids))
-    page = heapq.nsmallest(args.limit + 1, ranked, key=lambda r: r[0])[: args.limit + 1]
+    page = heapq.nsmallest(args.limit + 1, ranked, key=lambda r: r[0])
     shown = page[: args.limit]
     texts = index.texts([-sort[2] for sort, _, _ in shown])
     items = [_item(sort, kind, ids, texts.get(-sort[2], ""), terms) for sort, kind, ids in shown]
