@@ -118,7 +118,7 @@ def search(index: Any, view: View, caller: str, args: Any, now: int) -> dict | R
             return cursors.bad_cursor()
         s, at, doc_id, _ = _POS.unpack(pos)
         after = (-s, -at, -doc_id)
-    index.catch_up(view)
+    index.catch_up(view, view.recorder.read if view.recorder is not None else None)
     threads = [args.thread] if args.thread is not None else [t for t, _ in view.memberships(caller, None)]
     readable = _Readable(view, caller)
     found = _newest_readable(index, readable, terms, kinds, caller, threads, view.last_seq(), args.thread)

@@ -14,15 +14,36 @@ every match it keeps against its own snapshot (reads/search.py).
 from __future__ import annotations
 
 import json
+import logging
+import threading
 from typing import Any, Iterator, NamedTuple
 
 from ..core import facts as F
 from ..core import task_facts as T
 from ..core.search import content_text
+from ..errors import Rejection, StoreUnavailable
 
-__all__ = ["Doc", "Applier", "documents", "parties", "CHUNK"]
+__all__ = ["Doc", "Applier", "IndexBehind", "documents", "parties", "CHUNK", "BACKLOG"]
+
+log = logging.getLogger("kungfud.store")
 
 CHUNK = 2000  # facts applied per transaction while catching up
+BACKLOG = 20_000  # facts a search applies itself; more are applied by a thread (IndexBehind)
+
+
+class IndexBehind(StoreUnavailable):
+    """The index is being caught up from a long backlog of the log, in a thread
+    of its own: ``unavailable``, retry shortly."""
+
+    def __init__(self, applied: int, target: int):
+        super().__init__(f"search index at fact {applied} of {target}")
+        self.applied, self.target = applied, target
+
+    def rejection(self) -> Rejection:
+        return Rejection.unavailable(
+            f"the search index is being brought up to date from the log (fact {self.applied:,} of "
+            f"{self.target:,}); retry in a few seconds"
+        )
 
 
 class Doc(NamedTuple):
@@ -114,6 +135,7 @@ class Applier:
     ``_delete``/``_set_public`` of one document."""
 
     _applied = 0  # the last seq this process saw applied (a shortcut; the index says)
+    _builder: threading.Thread | None = None  # applying a backlog (catch_up with a reader)
     _lock: Any
     _recent: dict  # (memory, version) -> text of the Memory versions just indexed
 
@@ -127,31 +149,66 @@ class Applier:
     def _delete(self, key: str) -> None: ...
     def _set_public(self, key: str, public: bool) -> None: ...
 
-    def catch_up(self, view: Any) -> int:
-        """Apply the facts of ``view``'s snapshot the index lacks; the seq it now reflects."""
+    def catch_up(self, view: Any, reader: Any = None) -> int:
+        """Apply the facts of ``view``'s snapshot the index lacks; the seq it
+        now reflects. With ``reader`` (the store's ``read``), a backlog of more
+        than :data:`BACKLOG` facts is applied by a thread of its own, and
+        :class:`IndexBehind` raised meanwhile: a search never holds the event
+        loop for long (a store never searched before, a large import)."""
         target = view.last_seq()
         if self._applied >= target:
             return self._applied
+        if reader is not None and target - self._applied > BACKLOG:
+            with self._lock:
+                self._applied = max(self._applied, self.applied_seq())  # another process may have caught up
+                self._end()
+            if target - self._applied > BACKLOG:
+                self._behind(reader, target)
+        while self._applied < target:
+            self._chunk(view, target)
+        return self._applied
+
+    def _chunk(self, view: Any, target: int) -> None:
+        """Apply up to :data:`CHUNK` facts in one transaction, under the lock."""
         with self._lock:
             self._recent = {}
+            self._begin()  # the index's writer lock: another process's catch-up waits
+            try:
+                done = self.applied_seq()
+                stop = min(target, done + CHUNK)
+                for seq in range(done + 1, stop + 1):
+                    fact = view.fact(seq)
+                    if fact is not None:
+                        self._apply(view, seq, fact)
+                if stop > done:
+                    self._set_seq(stop)
+                self._commit()
+            except BaseException:
+                self._rollback()
+                raise
+            self._applied = max(self._applied, done, stop)
+
+    def _end(self) -> None:
+        """End a read-only transaction a read of the seq may have begun."""
+
+    def _behind(self, reader: Any, target: int) -> None:
+        with self._lock:
+            running = self._builder is not None and self._builder.is_alive()
+            if not running:
+                self._builder = threading.Thread(target=self._build, args=(reader,), name="kungfud-search-index", daemon=True)
+                self._builder.start()
+        raise IndexBehind(self._applied, target)
+
+    def _build(self, reader: Any) -> None:
+        try:
             while True:
-                self._begin()  # the index's writer lock: another process's catch-up waits
-                try:
-                    done = self.applied_seq()
-                    stop = min(target, done + CHUNK)
-                    for seq in range(done + 1, stop + 1):
-                        fact = view.fact(seq)
-                        if fact is not None:
-                            self._apply(view, seq, fact)
-                    if stop > done:
-                        self._set_seq(stop)
-                    self._commit()
-                except BaseException:
-                    self._rollback()
-                    raise
-                self._applied = max(done, stop)
-                if self._applied >= target:
-                    return self._applied
+                with reader() as view:  # a snapshot per chunk: no read transaction held for the whole build
+                    target = view.last_seq()
+                    if self._applied >= target:
+                        return
+                    self._chunk(view, target)
+        except Exception:  # logged; the next search starts another
+            log.exception("building the search index failed")
 
     def _apply(self, view: Any, seq: int, fact: Any) -> None:
         for what, arg in documents(view, seq, fact, self._get, lambda m, v: self._pinned(view, m, v)):

@@ -136,9 +136,9 @@ class SearchIndex(Applier):
         with self._lock:
             self._con.close()
 
-    def catch_up(self, view: Any) -> int:
+    def catch_up(self, view: Any, reader: Any = None) -> int:
         with _sqlite_errors(self.path):
-            return super().catch_up(view)
+            return super().catch_up(view, reader)
 
     # --- the engine's part of the catch-up (search_docs.Applier) ---
 

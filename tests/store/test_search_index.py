@@ -7,12 +7,13 @@ crash, a lost file, lost rows) loses nothing (L1-4, WIRE.md 1.3 "Search")."""
 from __future__ import annotations
 
 import sqlite3
+import time
 
 import psycopg
 import pytest
 
 from kungfud.actors import Runtime
-from kungfud.store import Store, search_index
+from kungfud.store import Store, search_docs, search_index
 from kungfud.store.postgres import PgStore
 from kungfud.store.search_index import FILE, check_index
 from tests.pg import pg_server  # noqa: F401 — the session fixture
@@ -174,3 +175,30 @@ def test_an_unreadable_index_file_is_unavailable_reported_by_check_and_remade_by
         reopen(store)
         rt.stop()
         store.close()
+
+
+@pytest.mark.rules("L1-4")
+def test_a_long_backlog_is_applied_by_a_thread_while_searches_are_answered_unavailable(made, monkeypatch):
+    w, engine, (alice, bob, th) = made
+    monkeypatch.setattr("kungfud.store.search_docs.BACKLOG", 5)
+    monkeypatch.setattr("kungfud.store.search_docs.CHUNK", 3)
+    for n in range(10):
+        w.act(bob, "thread.post", thread=th, content={"text": f"numbat {n}"})
+    with pytest.raises(search_docs.IndexBehind) as e:  # the server answers it `unavailable`, retry
+        w.search(bob, "numbat")
+    r = e.value.rejection()
+    assert r.code == "unavailable" and r.next == "retry" and "being brought up to date" in r.reason
+    deadline = time.monotonic() + 30
+    while True:
+        page = w.search(bob, "numbat", **{"in": ["entry"]}) if _caught_up(engine.store) else None
+        if page is not None:
+            break
+        assert time.monotonic() < deadline, "the index was not built"
+        time.sleep(0.05)
+    assert len(page["items"]) == 10
+    assert _check(engine) == []
+
+
+def _caught_up(store) -> bool:
+    with store.read() as view:
+        return view.last_seq() - search_index.index_of(store)._applied <= 5

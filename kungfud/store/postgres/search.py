@@ -112,6 +112,9 @@ class PgSearchIndex(Applier):
     def _begin(self) -> None:
         self._run("SELECT pg_advisory_xact_lock(%s)", (LOCK_SEARCH,))  # starts the transaction
 
+    def _end(self) -> None:
+        self._rollback()
+
     def _commit(self) -> None:
         self._c().commit()
 
