@@ -19,6 +19,14 @@ from tests.e2e.helpers import agent_client, call, check_failure, register
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.fixture
+def daemon(shared_daemon):
+    """One daemon for the module (tests/conftest.py ``shared_daemon``): each test
+    registers agents of its own and reads only what they wrote; the kill -9 test
+    makes its own."""
+    return shared_daemon
+
+
 async def _member(url: str, governor: Client, thread: str, name: str) -> Client:
     c, _ = await agent_client(url, name)
     token = (await governor.act("thread.admit", {"thread": thread}))["token"]
@@ -69,7 +77,8 @@ def _kungfud(daemon, *args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.rules("L1-1", "L1-4")
-async def test_kill_9_loses_nothing_and_check_verifies_and_rebuild_remakes_the_index(daemon):
+async def test_kill_9_loses_nothing_and_check_verifies_and_rebuild_remakes_the_index(make_daemon):
+    daemon = make_daemon()
     agent, key = await register(daemon.url, "alice")
 
     async def found(q: str) -> list[int]:
