@@ -13,10 +13,13 @@ every match it keeps against its own snapshot (reads/search.py).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import threading
 from typing import Any, Iterator, NamedTuple
+
+import msgspec
 
 from ..core import facts as F
 from ..core import task_facts as T
@@ -127,6 +130,14 @@ def documents(view: Any, seq: int, fact: Any, existing: Any, pinned: Any = None)
         yield "new", Doc(f"g:{fact.engagement}", "delivery", ids, at, text, None, None, False, who, *end)
 
 
+def _fingerprint(fact: Any) -> int | None:
+    """Which fact this is, as a number (63 bits of its hash): the index records
+    its last applied fact's, to know the log it was made from."""
+    if fact is None:
+        return None
+    return int.from_bytes(hashlib.sha256(msgspec.msgpack.encode(fact)).digest()[:8], "big") >> 1
+
+
 class Applier:
     """The catch-up both engines share: the facts between the seq the index
     records and a read snapshot's last seq, applied in transactions that hold
@@ -148,6 +159,9 @@ class Applier:
     def _put(self, doc: Doc, new: bool = False) -> None: ...
     def _delete(self, key: str) -> None: ...
     def _set_public(self, key: str, public: bool) -> None: ...
+    def _get_fp(self) -> int | None: ...
+    def _set_fp(self, fp: int) -> None: ...
+    def _wipe(self) -> None: ...
 
     def catch_up(self, view: Any, reader: Any = None) -> int:
         """Apply the facts of ``view``'s snapshot the index lacks; the seq it
@@ -158,35 +172,45 @@ class Applier:
         target = view.last_seq()
         if self._applied >= target:
             return self._applied
-        if reader is not None and target - self._applied > BACKLOG:
-            with self._lock:
-                self._applied = max(self._applied, self.applied_seq())  # another process may have caught up
-                self._end()
-            if target - self._applied > BACKLOG:
-                self._behind(reader, target)
         while self._applied < target:
+            if reader is not None and target - self._applied > BACKLOG:
+                with self._lock:
+                    self._applied = max(self._applied, self.applied_seq())  # another process may have caught up
+                    self._end()
+                if target - self._applied > BACKLOG:
+                    self._behind(reader, target)
             self._chunk(view, target)
         return self._applied
 
     def _chunk(self, view: Any, target: int) -> None:
-        """Apply up to :data:`CHUNK` facts in one transaction, under the lock."""
+        """Apply up to :data:`CHUNK` facts in one transaction, under the lock.
+        An index whose last applied fact is not this log's (a data directory
+        restored from a backup beside a newer index) is emptied first."""
         with self._lock:
             self._recent = {}
             self._begin()  # the index's writer lock: another process's catch-up waits
             try:
                 done = self.applied_seq()
+                wiped = 0 < done <= target and _fingerprint(view.fact(done)) != self._get_fp()
+                if wiped:
+                    log.warning("the search index was not made from this store's log (a restored backup?): rebuilding it")
+                    self._wipe()
+                    done = 0
                 stop = min(target, done + CHUNK)
+                last = None
                 for seq in range(done + 1, stop + 1):
-                    fact = view.fact(seq)
-                    if fact is not None:
-                        self._apply(view, seq, fact)
+                    last = view.fact(seq)
+                    if last is not None:
+                        self._apply(view, seq, last)
                 if stop > done:
                     self._set_seq(stop)
+                    if last is not None:
+                        self._set_fp(_fingerprint(last))
                 self._commit()
             except BaseException:
                 self._rollback()
                 raise
-            self._applied = max(self._applied, done, stop)
+            self._applied = stop if wiped else max(self._applied, done, stop)
 
     def _end(self) -> None:
         """End a read-only transaction a read of the seq may have begun."""

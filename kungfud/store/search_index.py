@@ -159,6 +159,17 @@ class SearchIndex(Applier):
     def _set_seq(self, seq: int) -> None:
         self._con.execute("INSERT OR REPLACE INTO meta(k, v) VALUES('seq', ?)", (seq,))
 
+    def _get_fp(self) -> int | None:
+        row = self._con.execute("SELECT v FROM meta WHERE k='fp'").fetchone()
+        return None if row is None else row[0]
+
+    def _set_fp(self, fp: int) -> None:
+        self._con.execute("INSERT OR REPLACE INTO meta(k, v) VALUES('fp', ?)", (fp,))
+
+    def _wipe(self) -> None:
+        self._con.execute("DELETE FROM fts")
+        self._con.execute("DELETE FROM docs")
+
     def _get(self, key: str) -> Doc | None:
         row = self._con.execute(f"SELECT {_COLUMNS} FROM docs WHERE key=?", (key,)).fetchone()
         return None if row is None else _doc(row)

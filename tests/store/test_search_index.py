@@ -202,3 +202,44 @@ def test_a_long_backlog_is_applied_by_a_thread_while_searches_are_answered_unava
 def _caught_up(store) -> bool:
     with store.read() as view:
         return view.last_seq() - search_index.index_of(store)._applied <= 5
+
+
+@pytest.mark.rules("L1-1", "R12-9")
+def test_an_index_of_another_log_is_rebuilt_not_trusted(tmp_path):
+    """A data directory restored from a backup keeps the newer search.sqlite
+    beside it (backup copies the LMDB environment only): its last applied fact
+    is not this log's, so the next search empties and rebuilds it."""
+    stores, worlds = [], []
+    for name in ("a", "b"):
+        store = Store(str(tmp_path / name), map_size_mb=64)
+        rt = Runtime(store)
+        rt.start()
+        stores.append((store, rt))
+        worlds.append(World(rt))
+    try:
+        wa, wb = worlds
+        alice = wa.agent("alice")
+        wa.act(alice, "memory.create", content={"text": "dugong"})
+        assert len(wa.found(alice, "dugong")) == 1
+        bob = wb.agent("bob")
+        for n in range(5):
+            wb.act(bob, "memory.create", content={"text": f"manatee {n}"})
+        assert len(wb.found(bob, "manatee")) == 5  # b's index is further along than a's log
+        for store, _ in stores:
+            reopen(store)
+        for suffix in ("", "-wal", "-shm"):
+            (tmp_path / "a" / (FILE + suffix)).unlink(missing_ok=True)
+        import shutil
+
+        shutil.copy(tmp_path / "b" / FILE, tmp_path / "a" / FILE)
+        wa.act(alice, "memory.create", content={"text": "dugong two"})
+        for n in range(6):  # a's log now reaches past the copied index's last fact
+            wa.act(alice, "memory.create", content={"text": f"filler {n}"})
+        assert wa.found(alice, "manatee") == []
+        assert sorted(i["snippet"] for i in wa.found(alice, "dugong")) == ["dugong", "dugong two"]
+        assert _check(Engine("lmdb", stores[0][0], tmp_path / "a")) == []
+    finally:
+        for store, rt in stores:
+            reopen(store)
+            rt.stop()
+            store.close()

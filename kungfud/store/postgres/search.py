@@ -131,6 +131,18 @@ class PgSearchIndex(Applier):
             "INSERT INTO kf_search_seq (k, v) VALUES ('seq', %s) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v", (seq,)
         )
 
+    def _get_fp(self) -> int | None:
+        row = self._run("SELECT v FROM kf_search_seq WHERE k = 'fp'").fetchone()
+        return None if row is None else row[0]
+
+    def _set_fp(self, fp: int) -> None:
+        self._run(
+            "INSERT INTO kf_search_seq (k, v) VALUES ('fp', %s) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v", (fp,)
+        )
+
+    def _wipe(self) -> None:
+        self._run("DELETE FROM kf_search")
+
     def _get(self, key: str) -> Doc | None:
         row = self._run(f"SELECT {_COLUMNS} FROM kf_search WHERE key = %s", (key,)).fetchone()
         return None if row is None else _doc(row)
