@@ -118,3 +118,33 @@ async def test_the_cli_searches(daemon):
     assert r.returncode == 0, r.stdout + r.stderr
     page = json.loads(r.stdout)
     assert [i["kind"] for i in page["items"]] == ["memory"] and "echidna" in page["items"][0]["snippet"]
+
+
+@pytest.mark.rules("R12-9")
+async def test_what_another_may_not_read_changes_nothing_in_a_callers_pages(daemon):
+    alice, _ = await agent_client(daemon.url, "alice")
+    eve, _ = await agent_client(daemon.url, "eve")
+    async with alice, eve:
+        th = (await alice.act("thread.create", {}))["thread"]
+        for n in range(5):
+            await alice.act("thread.post", {"thread": th, "content": {"text": f"pangolin {'pangolin ' * (n % 3)}{n}"}})
+
+        async def pages() -> list[tuple[list[dict], int]]:
+            out, cursor = [], None
+            while True:
+                page = await alice.read("search", {"q": "pangolin", "limit": 2, **({"cursor": cursor} if cursor else {})})
+                out.append((page["items"], len(page["cursor"] or "")))
+                if not page["cursor"]:
+                    return out
+                cursor = page["cursor"]
+
+        before = await pages()
+        assert sum(len(items) for items, _ in before) == 10  # 5 entries, the 5 Memories their content made
+        other = (await eve.act("thread.create", {}))["thread"]
+        for n in range(6):  # better and worse matches, newer, none alice may read
+            await eve.act("thread.post", {"thread": other, "content": {"text": "pangolin " * n + "x"}})
+            m = (await eve.act("memory.create", {"content": {"text": "pangolin pangolin"}}))["memory"]
+            if n % 2:
+                await eve.act("memory.publish", {"memory": m})
+                await eve.act("memory.withdraw", {"memory": m})  # public once, withdrawn now
+        assert await pages() == before
