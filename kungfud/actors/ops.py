@@ -15,6 +15,11 @@ structural key an op needs raises :class:`kungfud.wire.FrameError`
 before routing: a ``thread.join`` token names no Thread until it is matched
 against the stored grants.
 
+``precheck(args, limits)``, when present, is I/O the action needs before it
+is routed, run by the server on the event loop after admission (a few at a
+time): ``webhook.set`` resolves its URL's host (:func:`.hosts.public_host`,
+D216). A refusal it returns is answered unless a receipt answers first.
+
 ``route(command, caller, view)`` names the actor that serializes the action: the
 caller's Agent actor (one of a few shared by hash) for account and Memory
 actions, the Thread's actor for everything inside a Thread (assignments are
@@ -24,18 +29,19 @@ found through their Thread), the Task's actor for a Task and its engagements.
 from __future__ import annotations
 
 import zlib
-from typing import Any, Callable, NamedTuple
+from typing import Any, Awaitable, Callable, NamedTuple
 
 import msgspec
 
 from .. import wire
 from ..core import agent, assignment, deactivation, engagement, entry, memory, task, thread, webhook, work
-from ..core.context import Ctx
+from ..core.context import Ctx, Limits
 from ..core.facts import Decision
 from ..core.pins import Pin
 from ..errors import Rejection
 from ..store.store import View
 from ..wire.reasons import teach
+from .hosts import public_host
 
 __all__ = [
     "Action", "ACTIONS", "REGISTRAR", "DEADLINE", "DEADLINE_TASK", "agent_actor", "AGENT_SHARDS", "ROUTE_READS",
@@ -49,6 +55,7 @@ DEADLINE_TASK = "deadline.task"  # op name of a Task's deadline jobs
 Decide = Callable[[Any, Ctx], "Decision | Rejection"]
 Route = Callable[[Any, "str | None", View], str]
 Resolve = Callable[[Any, View], Any]
+Precheck = Callable[[Any, Limits], Awaitable["Rejection | None"]]
 
 
 class Action(NamedTuple):
@@ -56,6 +63,7 @@ class Action(NamedTuple):
     route: Route
     decide: Decide
     resolve: Resolve | None = None  # completes the command from the store before routing
+    precheck: Precheck | None = None  # I/O before routing, on the event loop (webhook.set's host, D216)
 
 
 # --- wire args -> core commands ---------------------------------------------------
@@ -257,7 +265,8 @@ ACTIONS: dict[str, Action] = {
     ),
     # webhooks (WIRE.md 1.2): the caller's actor, which also decides its deactivation and key reset
     "webhook.set": Action(
-        lambda a: webhook.SetWebhook(a.url, None if a.events is None else tuple(a.events)), _caller, webhook.decide_set
+        lambda a: webhook.SetWebhook(a.url, None if a.events is None else tuple(a.events)), _caller, webhook.decide_set,
+        precheck=public_host,
     ),
     "webhook.clear": Action(lambda a: webhook.ClearWebhook(), _caller, webhook.decide_clear),
     # memory (§5)
