@@ -10,7 +10,7 @@ import os
 import secrets
 import threading
 import time
-from typing import Any, Awaitable, Callable
+from typing import Any, Callable
 
 from types import MappingProxyType
 from typing import Mapping, NamedTuple
@@ -275,15 +275,11 @@ class Runtime:
         scope = receipt_scope(caller, op, key)
         return Job(op, caller, scope, wire.canonical_hash(op, args), command, reply, key_hash if caller else None)
 
-    def precheck(self, op: str) -> Callable[[Any], Awaitable[Rejection | None]] | None:
-        """The I/O action ``op`` needs before it is routed (the catalogue's
-        ``precheck`` column, with this daemon's limits): an async function of
-        its args, to await on the event loop; None for most ops."""
-        check = ACTIONS[op].precheck
-        if check is None:
-            return None
-        limits = self.limits
-        return lambda args: check(args, limits)
+    @staticmethod
+    def precheck(op: str) -> str | None:
+        """The name of the I/O action ``op`` needs before it is routed (the
+        catalogue's ``precheck`` column; None for most ops)."""
+        return ACTIONS[op].precheck
 
     def route(self, job: Job) -> str:
         """The actor that serializes ``job``. Completes its command from the store

@@ -12,7 +12,7 @@ once, in ``webhook.set``'s first reply (the receipt nulls ``secret``, D211).
 Which URLs may be set is decided here once, on the URL alone (scheme, host
 shape, literal addresses): :func:`url_refusal`; :func:`address_refused` is the
 rule for one address, applied again by the delivery runner to every address a
-host name resolves to (kungfud/actors/hosts.py). No I/O here.
+host name resolves to (kungfud/webhooks/guard.py). No I/O here.
 """
 
 from __future__ import annotations

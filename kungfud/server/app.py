@@ -78,7 +78,7 @@ class _Ticket:
 class Server:
     def __init__(
         self, runtime: Runtime, config: Config, *, send_timeout_s: float = 30.0, max_pending_events: int = 1000,
-        sink: Sink = NO_SINK,  # committed events' other destination: the webhook runner (kungfud/daemon.py)
+        sink: Sink = NO_SINK, prechecks: dict[str, Any] | None = None,  # both given by kungfud/daemon.py
     ):
         self.rt = runtime
         self.cfg = config
@@ -101,7 +101,8 @@ class Server:
         self.subscribers = self.feed.subscribers  # agent -> its subscribed connections (metrics read it)
         self.bridge = Bridge(runtime, self._finish)
         self.revocation = Revocation(runtime, self.connections, self.feed)
-        self.sink = sink
+        self.sink = sink  # committed events' other destination: the webhook runner
+        self.prechecks = prechecks or {}  # the catalogue's precheck names -> async checks of the args
         # When this deployment last saw each agent (ms): in memory only, not a
         # fact; shared with the other nodes when there are any (D32, D175).
         self.last_seen = LastSeen()
@@ -366,15 +367,14 @@ class Server:
         ticket.admitted = admitted
         conn.in_flight += 1
         ticket.started = time.perf_counter()
-        precheck = self.rt.precheck(op)  # the catalogue's column: I/O before routing (webhook.set's host, D216)
-        if precheck is not None:  # admitted (rate limits count it), then checked off the actors
+        if (precheck := self.rt.precheck(op)) is not None:  # the catalogue's column: I/O before routing (D216)
             asyncio.ensure_future(self._send_checked(precheck, args, job, ticket))
             return
         self.bridge.send(self.rt.route(job), job)
 
-    async def _send_checked(self, precheck: Any, args: Any, job: Job, ticket: "_Ticket") -> None:
+    async def _send_checked(self, name: str, args: Any, job: Job, ticket: "_Ticket") -> None:
         async with self._prechecking:  # a few at a time: lookups share the loop's default executor
-            refusal = await precheck(args)
+            refusal = await self.prechecks[name](args)
         if refusal is None:
             self.bridge.send(self.rt.route(job), job)
             return

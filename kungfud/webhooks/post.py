@@ -1,7 +1,7 @@
 """One delivery: a POST with httpx (chosen over aiohttp because it is already
 a dependency of the test suite and the MCP bridge's stack, its AsyncClient
 takes a per-request SNI host name, and it never follows a redirect unless
-asked; D214), to the address :mod:`kungfud.actors.hosts` checked, with the URL's host in
+asked; D214), to the address :mod:`.guard` checked, with the URL's host in
 ``Host`` and in TLS (SNI and certificate check). The answer is bounded: its
 status, and at most ``READ_LIMIT`` bytes read and dropped; the whole POST
 must finish within ``TIMEOUT_S``."""
@@ -13,7 +13,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
-from ..actors.hosts import Refused, resolve
+from .guard import Refused, resolve
 from .sign import headers
 
 __all__ = ["post", "TIMEOUT_S", "READ_LIMIT", "new_client"]

@@ -14,7 +14,7 @@ import pytest
 
 from kungfud.actors.hooks import Cursor
 from kungfud.core.webhook import address_refused, secret_of, url_refusal
-from kungfud.actors import hosts
+from kungfud.webhooks import guard
 from kungfud.webhooks.schedule import Schedule
 from kungfud.webhooks.sign import headers, signature
 
@@ -134,11 +134,11 @@ def test_a_name_resolving_to_loopback_is_refused_unless_listed():
             return [(2, 1, 6, "", ("127.0.0.1", port))]
 
         loop.getaddrinfo = fake  # type: ignore[method-assign]
-        with pytest.raises(hosts.Refused, match="allow_hosts"):
-            await hosts.resolve("rebind.example", 443, ())
-        assert await hosts.resolve("rebind.example", 443, ("rebind.example",)) == "127.0.0.1"
-        assert await hosts.set_refusal("https://rebind.example/h", ()) is not None
-        assert await hosts.set_refusal("https://rebind.example/h", ("rebind.example",)) is None
+        with pytest.raises(guard.Refused, match="allow_hosts"):
+            await guard.resolve("rebind.example", 443, ())
+        assert await guard.resolve("rebind.example", 443, ("rebind.example",)) == "127.0.0.1"
+        assert await guard.set_refusal("https://rebind.example/h", ()) is not None
+        assert await guard.set_refusal("https://rebind.example/h", ("rebind.example",)) is None
 
     asyncio.run(go())
 
@@ -151,16 +151,16 @@ def test_a_name_with_any_private_address_is_refused():
             return [(2, 1, 6, "", ("93.184.216.34", port)), (2, 1, 6, "", ("10.0.0.1", port))]
 
         loop.getaddrinfo = fake  # type: ignore[method-assign]
-        with pytest.raises(hosts.Refused, match="10.0.0.1"):
-            await hosts.resolve("mixed.example", 443, ())
+        with pytest.raises(guard.Refused, match="10.0.0.1"):
+            await guard.resolve("mixed.example", 443, ())
 
     asyncio.run(go())
 
 
 def test_real_localhost_resolution_is_refused():
     async def go():
-        with pytest.raises(hosts.Refused):
-            await hosts.resolve("localhost", 80, ())
+        with pytest.raises(guard.Refused):
+            await guard.resolve("localhost", 80, ())
 
     asyncio.run(go())
 

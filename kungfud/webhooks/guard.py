@@ -1,29 +1,20 @@
-"""Which hosts may be reached (WIRE.md 1.2, D216; the rule for one address
-is :func:`kungfud.core.webhook.address_refused`): a host the operator lists
-in ``[webhooks] allow_hosts`` may be anything; any other host is resolved and
-refused if any address it resolves to is loopback, private, link-local,
-multicast or otherwise not public.
-
-Two callers, so it sits here, below both: ``webhook.set``'s pre-check
-(:func:`public_host`, the ``precheck`` column of its row in
-:data:`kungfud.actors.ops.ACTIONS`, run by the server on the event loop before
-the action is routed) and each delivery (kungfud/webhooks/post.py connects to
-the address :func:`resolve` checked, so a name cannot be re-bound between the
-check and the connection). Async, on the event loop; no store."""
+"""Which address a delivery may connect to (WIRE.md 1.2; the rule for one
+address is :func:`kungfud.core.webhook.address_refused`): a host the
+operator lists in ``[webhooks] allow_hosts`` may be anything; any other host
+is resolved and refused if any address it resolves to is loopback, private,
+link-local, multicast or otherwise not public. The delivery connects to the
+address checked here (post.py pins it), so a name cannot be re-bound between
+the check and the connection."""
 
 from __future__ import annotations
 
 import asyncio
 import ipaddress
 import socket
-from typing import Any
-from urllib.parse import urlsplit
 
-from ..core.context import Limits
-from ..core.webhook import SETTING, address_refused, url_refusal
-from ..errors import Rejection
+from ..core.webhook import SETTING, address_refused
 
-__all__ = ["Refused", "resolve", "set_refusal", "public_host", "RESOLVE_TIMEOUT_S"]
+__all__ = ["Refused", "resolve", "set_refusal", "RESOLVE_TIMEOUT_S"]
 
 RESOLVE_TIMEOUT_S = 5.0
 
@@ -63,6 +54,10 @@ async def set_refusal(url: str, allow: tuple[str, ...]) -> str | None:
     """At ``webhook.set``: why the host of ``url`` may not be reached after
     resolving it; None when it may, or when the URL's text alone decides
     (the core refuses that, :func:`kungfud.core.webhook.url_refusal`)."""
+    from urllib.parse import urlsplit
+
+    from ..core.webhook import url_refusal
+
     if url_refusal(url, allow) is not None:
         return None
     parts = urlsplit(url)
@@ -75,11 +70,3 @@ async def set_refusal(url: str, allow: tuple[str, ...]) -> str | None:
     except Refused as e:
         return str(e)
     return None
-
-
-async def public_host(args: Any, limits: Limits) -> Rejection | None:
-    """``webhook.set``'s pre-check (D216): its URL's host resolved, off the
-    actors, before the action is routed; a host that may not be reached is a
-    ``bad_request`` naming why."""
-    reason = await set_refusal(args.url, limits.webhook_allow_hosts)
-    return None if reason is None else Rejection("bad_request", reason, "revise")
