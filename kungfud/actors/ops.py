@@ -29,7 +29,7 @@ from typing import Any, Callable, NamedTuple
 import msgspec
 
 from .. import wire
-from ..core import agent, assignment, deactivation, engagement, entry, memory, task, thread, webhook, work
+from ..core import agent, assignment, deactivation, engagement, entry, keys, memory, task, thread, webhook, work
 from ..core.context import Ctx
 from ..core.facts import Decision
 from ..core.pins import Pin
@@ -250,6 +250,9 @@ ACTIONS: dict[str, Action] = {
         lambda a: agent.CreateAgent(_name("admin.agent.create", a.content)), _registrar, agent.decide_create
     ),
     "agent.rotate_key": Action(lambda a: agent.RotateKey(), _caller, agent.decide_rotate_key),
+    # WIRE.md 1.3: scoped keys, in the caller's actor (which also rotates its key)
+    "agent.key.create": Action(lambda a: keys.CreateKey(a.scope, a.label, a.expires_in_s), _caller, keys.decide_create),
+    "agent.key.revoke": Action(lambda a: keys.RevokeKey(a.key_id), _caller, keys.decide_revoke),
     "admin.agent.reset_key": Action(
         lambda a: agent.ResetKey(a.agent),
         _by_agent,

@@ -19,6 +19,7 @@ import msgspec
 
 from .. import wire
 from ..core.agent import KEY_REVOKED, key_hash
+from ..core import keys
 from ..core.context import Ctx, Limits
 from ..core.ids import time_ordered
 from ..core.webhook import webhook_obj
@@ -60,11 +61,14 @@ class Job(msgspec.Struct):
 
 class Identity(NamedTuple):
     """Who a key authenticates: the agent, its status, and the key's hash (a
-    connection keeps it to notice when the key is rotated or reset)."""
+    connection keeps it to notice when the key is rotated or reset); for a
+    scoped key (WIRE.md 1.3) its scope and expiry (ms)."""
 
     agent: str
     status: str
     key_hash: bytes
+    scope: str | None = None
+    expires_at: int | None = None
 
 
 class Runtime:
@@ -111,6 +115,9 @@ class Runtime:
         # Set by the server: receives the agents whose webhook registration a
         # commit of this node wrote (writer thread; D272).
         self.webhook_sink: Callable[[list[str]], None] | None = None
+        # Scoped keys that authenticated and expire: key hash -> expiry (ms);
+        # the server closes their connections when the time comes (WIRE.md 1.3).
+        self.expiring: dict[bytes, int] = {}
 
     def start(self) -> None:
         self.writer.start()
@@ -308,8 +315,8 @@ class Runtime:
         if job.scope is None:
             return None
         with self.store.read() as view:
-            if _key_revoked(view, job.caller, job.key_hash):
-                return Failed(KEY_REVOKED)
+            if (refused := _key_refusal(view, job.caller, job.key_hash, self.clock(), job.op, "A")) is not None:
+                return Failed(refused)
             rec = view.receipt(job.scope)
         if rec is None:
             return None
@@ -327,38 +334,52 @@ class Runtime:
         agent -> when this daemon last saw it (ms). ``key_hash``: of the key
         the connection authenticated with; a key rotated or reset is refused
         in the same view (D185)."""
+        now = self.clock()
         with self.store.read() as view:
-            if _key_revoked(view, caller, key_hash):
-                return KEY_REVOKED
-            return READS[op](view, caller, args, self.clock(), seen)
+            if (refused := _key_refusal(view, caller, key_hash, now, op, "R")) is not None:
+                return refused
+            if op in _KEY_READS:  # what only the key knows: its own scope; never another key
+                return _KEY_READS[op](view, caller, key_hash, now)
+            return READS[op](view, caller, args, now, seen)
 
     # --- what the server asks of the store ------------------------------------------
 
     def authenticate(self, key: str) -> Identity | None:
-        """The agent whose key this is (R4, H1), or None."""
+        """The agent whose key this is (R4, H1), or None (also for a scoped
+        key revoked or expired, WIRE.md 1.3). A key that expires is noted in
+        :attr:`expiring` for the server, which closes its connections then."""
         if not key or len(key) > 256:
             return None
         h = key_hash(key)
         with self.store.read() as view:
-            agent = view.agent_for_key_hash(h)
-            state = view.state(agent) if agent is not None else None
-        return None if state is None else Identity(agent, state.status, h)  # type: ignore[arg-type]
+            held = view.key_holder(h)
+            if held is None or keys.refusal(held[0], held, self.clock(), None) is not None:
+                return None
+            state = view.state(held[0])
+        if state is None:
+            return None
+        if held[2] is not None:
+            self.expiring[h] = held[2]
+        return Identity(held[0], state.status, h, held[1], held[2])
 
-    def key_check(self, agent: str, key_hash: bytes | None) -> Rejection | None:
+    def key_check(self, agent: str, key_hash: bytes | None, op: str = "subscribe") -> Rejection | None:
         """:data:`KEY_REVOKED` when ``key_hash`` is no longer ``agent``'s key
-        (D185), for a request the server answers itself (``subscribe``)."""
+        (D185), or ``forbidden`` when its scope does not allow read ``op``,
+        for a request the server answers itself (``subscribe``)."""
         with self.store.read() as view:
-            return KEY_REVOKED if _key_revoked(view, agent, key_hash) else None
+            return _key_refusal(view, agent, key_hash, self.clock(), op, "R")
 
-    def key_hashes_of(self, agents: Any) -> dict[str, bytes]:
-        """The hash of each agent's current key, from one snapshot (agents
-        that do not exist are left out)."""
-        out: dict[str, bytes] = {}
+    def key_hashes_of(self, agents: Any) -> dict[str, set[bytes]]:
+        """The hashes of each agent's keys that authenticate now (its main key
+        and its live scoped keys), from one snapshot (agents that do not exist
+        are left out)."""
+        out: dict[str, set[bytes]] = {}
+        now = self.clock()
         with self.store.read() as view:
             for agent in agents:
                 state = view.state(agent) if isinstance(agent, str) else None
                 if state is not None:
-                    out[agent] = state.key_hash
+                    out[agent] = {state.key_hash, *(k.key_hash for k in keys.live(state, now))}
         return out
 
     def last_seq(self) -> int:
@@ -393,11 +414,27 @@ class Runtime:
             }
 
 
-def _key_revoked(view: Any, agent: str | None, key_hash: bytes | None) -> bool:
-    """D185 in a read's view: whether the key of hash ``key_hash`` (None: not
-    checked) is no longer ``agent``'s. The key index names the agent only for
-    its current key (what authentication reads); one index get, no decode."""
-    return key_hash is not None and view.agent_for_key_hash(key_hash) != agent
+def _key_refusal(view: Any, agent: str | None, key_hash: bytes | None, now: int, op: str, kind: str) -> Rejection | None:
+    """D185 and WIRE.md 1.3 in a read's view: whether a request for ``op`` sent
+    with the key of hash ``key_hash`` (None: not checked) is refused — a key
+    no longer ``agent``'s (rotated, reset, revoked, expired), or a scoped key
+    whose scope does not allow ``op``. One index get, no decode of a state."""
+    if key_hash is None:
+        return None
+    return keys.refusal(agent, view.key_holder(key_hash), now, op, kind)
+
+
+def _whoami(view: Any, caller: str, key_hash: bytes | None, now: int) -> "dict | Rejection":
+    """``agent.whoami``, and for a scoped key its ``scope`` (how a client such as
+    the MCP bridge learns which ops it may offer)."""
+    result = READS["agent.whoami"](view, caller, None, now, {})
+    held = view.key_holder(key_hash) if key_hash is not None else None
+    if isinstance(result, dict) and held is not None and held[1] is not None:
+        result["scope"] = held[1]
+    return result
+
+
+_KEY_READS = {"agent.whoami": _whoami}
 
 
 def _page(view: Any, agent: str, after: int, limit: int, open_tasks: bool = False) -> tuple[list[tuple[int, bytes]], bool]:

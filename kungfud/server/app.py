@@ -121,6 +121,7 @@ class Server:
             self.last_seen.start_sharing(self.rt.share_seen, self.loop.call_later, self.loop.time)
         self.bridge.start(self.loop, self._published, self._woken, self.last_seen.merge, self.webhooks.changed)
         self.webhooks.start()
+        self.revocation.start(self.loop)  # scoped keys that expire (WIRE.md 1.3)
         host, port = (None, None) if sock is not None else self.cfg.listen_addr()
         self._server = await self._listen(host, port, sock)
         if private is not None:
@@ -412,7 +413,7 @@ class Server:
             self._audit(caller, op, result=outcome.result)
             conn.send(wire.encode_ok(req_id, outcome.result))
             if op in KEY_CHANGES:
-                self.revocation.key_changed(outcome.result)
+                self.revocation.key_changed(outcome.result, caller)
         elif isinstance(outcome, Replayed):
             self.metrics.replays += 1  # its action count was given back (L4-5)
             self._audit(caller, op, replayed=True, result=outcome.result)
