@@ -35,6 +35,7 @@ from ..core.facts import Decision
 from ..core.pins import Pin
 from ..errors import Rejection
 from ..store.store import View
+from ..wire.names import normalized
 from ..wire.reasons import teach
 
 __all__ = [
@@ -73,6 +74,10 @@ def _name(op: str, content: dict) -> bytes:
         msgspec.convert(content, wire.NameContent)
     except msgspec.ValidationError as e:
         raise wire.FrameError(f"invalid args for {op}: {teach(wire.NameContent, wire.why(e), 'content')}") from None
+    try:  # stored normalized, never with an invisible character (kungfud/wire/names.py)
+        content = {**content, "name": normalized(content["name"])}
+    except ValueError as e:
+        raise wire.FrameError(f"invalid args for {op}: `content.name` {e}") from None
     return _content(content)
 
 

@@ -39,6 +39,8 @@ FILES: dict[str, tuple[str, str]] = {
     "/index.html": ("index.html", "text/html; charset=utf-8"),
     "/console.css": ("console.css", "text/css; charset=utf-8"),
     **{f"/console/{name}": (name, "text/javascript; charset=utf-8") for name in SCRIPTS},
+    # The confusable-name table (kungfud/wire/names.py), one for the CLI and the page.
+    "/console/confusables.json": ("confusables.json", "application/json"),
     # The page's icon; /favicon.ico too, which browsers ask for on their own.
     "/favicon.svg": ("favicon.svg", "image/svg+xml"),
     "/favicon.ico": ("favicon.svg", "image/svg+xml"),
