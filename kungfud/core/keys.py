@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Literal
 
 import msgspec
 
+from ..conventions import SCOPES, Scope, allows
 from ..errors import Hint, Rejection
 from .clock import rfc3339
 from .facts import Decision, Fact
@@ -33,19 +34,7 @@ __all__ = [
     "allows", "refusal", "live", "decide_create", "decide_revoke", "KEY_REVOKED", "key_list", "apply", "held_in",
 ]
 
-Scope = Literal["read", "worker", "a2a"]
-SCOPES: tuple[Scope, ...] = ("read", "worker", "a2a")
 MAX_LIVE = 20  # live scoped keys per agent; the next is `conflict`
-
-#: The actions the ``worker`` scope may send besides every read.
-WORKER_ACTIONS = frozenset({
-    "thread.post", "thread.handle",
-    "assignment.take", "assignment.deliver", "assignment.drop",
-    "task.take", "task.deliver", "task.drop",
-})
-#: Every scope may ask who it is.
-ALWAYS = frozenset({"agent.whoami"})
-A2A_PREFIX = "a2a."  # the a2a scope: every op of the A2A binding, present and future
 
 # WIRE.md agent.rotate_key: "the old key stops working at once" (D185); a
 # revoked or expired scoped key is refused the same way (WIRE.md 1.3).
@@ -88,17 +77,6 @@ class CreateKey(msgspec.Struct, frozen=True):
 
 class RevokeKey(msgspec.Struct, frozen=True):
     key_id: str
-
-
-def allows(scope: Scope, op: str, kind: str) -> bool:
-    """Whether a key of ``scope`` may call ``op`` (of ``kind`` ``"A"`` or ``"R"``)."""
-    if op in ALWAYS:
-        return True
-    if scope == "a2a":
-        return op.startswith(A2A_PREFIX)
-    if kind == "R" and not op.startswith(A2A_PREFIX):
-        return True  # read and worker: every read (the a2a.* reads are the a2a scope's)
-    return scope == "worker" and op in WORKER_ACTIONS
 
 
 def expired(key: ScopedKey, now: int) -> bool:

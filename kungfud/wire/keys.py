@@ -4,15 +4,16 @@ with fewer ops; which ops each scope allows is :mod:`kungfud.core.keys`."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 import msgspec
 
+from ..conventions import Scope
 from .args import _Args
 
 __all__ = ["KeyScope", "KeyId", "KeyCreateArgs", "KeyListArgs", "KeyRevokeArgs"]
 
-KeyScope = Literal["read", "worker", "a2a"]
+KeyScope = Scope  # one definition (conventions.py), shared with the core and the MCP bridge
 KeyId = Annotated[str, msgspec.Meta(pattern=r"^ky_[0-9a-z_]{1,60}$(?!\n)")]
 # Up to ten years: an expiry a client can reach is always a time the store can hold.
 ExpiresInS = Annotated[int, msgspec.Meta(ge=1, le=315_360_000)]
