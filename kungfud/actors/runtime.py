@@ -20,6 +20,7 @@ import msgspec
 from .. import wire
 from ..core.agent import KEY_REVOKED, key_hash
 from ..core import keys
+from .key_check import KEY_READS, key_refusal
 from ..core.context import Ctx, Limits
 from ..core.ids import time_ordered
 from ..core.webhook import webhook_obj
@@ -295,12 +296,17 @@ class Runtime:
                 job.command = action.resolve(job.command, view)
             return action.route(job.command, job.caller, view)
 
-    def act(self, agent: str | None, op: str, key: str, args: Any, reply: Callable[[Outcome], None]) -> str:
+    def act(
+        self, agent: str | None, op: str, key: str, args: Any, reply: Callable[[Outcome], None],
+        key_hash: bytes | None = None,
+    ) -> str:
         """Enter one action: job, route, submit; ``reply`` gets its outcome (on
-        any thread). Returns the actor it went to. The server runs the same two
-        steps with its admission policy between them and its jobs batched per
-        loop turn (server/bridge.py)."""
-        job = self.job(agent, op, key, args, reply)
+        any thread). Returns the actor it went to. ``key_hash``: of the key the
+        request came with — pass it for every request a client sent, so a
+        revoked key or a scoped key's scope is checked (D185, WIRE.md 1.3).
+        The server runs the same two steps with its admission policy between
+        them and its jobs batched per loop turn (server/bridge.py)."""
+        job = self.job(agent, op, key, args, reply, key_hash)
         actor_key = self.route(job)
         self.submit(job, actor_key)
         return actor_key
@@ -315,7 +321,7 @@ class Runtime:
         if job.scope is None:
             return None
         with self.store.read() as view:
-            if (refused := _key_refusal(view, job.caller, job.key_hash, self.clock(), job.op, "A")) is not None:
+            if (refused := key_refusal(view, job.caller, job.key_hash, self.clock(), job.op, "A")) is not None:
                 return Failed(refused)
             rec = view.receipt(job.scope)
         if rec is None:
@@ -336,10 +342,10 @@ class Runtime:
         in the same view (D185)."""
         now = self.clock()
         with self.store.read() as view:
-            if (refused := _key_refusal(view, caller, key_hash, now, op, "R")) is not None:
+            if (refused := key_refusal(view, caller, key_hash, now, op, "R")) is not None:
                 return refused
-            if op in _KEY_READS:  # what only the key knows: its own scope; never another key
-                return _KEY_READS[op](view, caller, key_hash, now)
+            if op in KEY_READS:  # what only the key knows: its own scope; never another key
+                return KEY_READS[op](view, caller, key_hash, now)
             return READS[op](view, caller, args, now, seen)
 
     # --- what the server asks of the store ------------------------------------------
@@ -367,7 +373,7 @@ class Runtime:
         (D185), or ``forbidden`` when its scope does not allow read ``op``,
         for a request the server answers itself (``subscribe``)."""
         with self.store.read() as view:
-            return _key_refusal(view, agent, key_hash, self.clock(), op, "R")
+            return key_refusal(view, agent, key_hash, self.clock(), op, "R")
 
     def key_hashes_of(self, agents: Any) -> dict[str, set[bytes]]:
         """The hashes of each agent's keys that authenticate now (its main key
@@ -412,29 +418,6 @@ class Runtime:
             return view.last_event_seq(), {
                 key: _page(view, key[0], after, limit, key[1]) for key, after in floors.items()
             }
-
-
-def _key_refusal(view: Any, agent: str | None, key_hash: bytes | None, now: int, op: str, kind: str) -> Rejection | None:
-    """D185 and WIRE.md 1.3 in a read's view: whether a request for ``op`` sent
-    with the key of hash ``key_hash`` (None: not checked) is refused — a key
-    no longer ``agent``'s (rotated, reset, revoked, expired), or a scoped key
-    whose scope does not allow ``op``. One index get, no decode of a state."""
-    if key_hash is None:
-        return None
-    return keys.refusal(agent, view.key_holder(key_hash), now, op, kind)
-
-
-def _whoami(view: Any, caller: str, key_hash: bytes | None, now: int) -> "dict | Rejection":
-    """``agent.whoami``, and for a scoped key its ``scope`` (how a client such as
-    the MCP bridge learns which ops it may offer)."""
-    result = READS["agent.whoami"](view, caller, None, now, {})
-    held = view.key_holder(key_hash) if key_hash is not None else None
-    if isinstance(result, dict) and held is not None and held[1] is not None:
-        result["scope"] = held[1]
-    return result
-
-
-_KEY_READS = {"agent.whoami": _whoami}
 
 
 def _page(view: Any, agent: str, after: int, limit: int, open_tasks: bool = False) -> tuple[list[tuple[int, bytes]], bool]:
