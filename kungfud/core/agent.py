@@ -46,7 +46,9 @@ __all__ = [
 Status = Literal["active", "deactivated"]
 
 
-class AgentState(msgspec.Struct, frozen=True):
+# omit_defaults: the snapshot of an agent without scoped keys is encoded as
+# before they existed (kungfud check compares stored snapshots byte for byte).
+class AgentState(msgspec.Struct, frozen=True, omit_defaults=True):
     agent: str
     status: Status
     admin: bool
