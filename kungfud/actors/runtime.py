@@ -18,7 +18,7 @@ from typing import Mapping, NamedTuple
 import msgspec
 
 from .. import wire
-from ..core.agent import KEY_REVOKED, key_hash
+from ..core.agent import key_hash
 from ..core import keys
 from .key_check import KEY_READS, key_refusal
 from ..core.context import Ctx, Limits

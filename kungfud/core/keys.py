@@ -16,7 +16,7 @@ authenticates nothing from its expiry on (:func:`refusal`).
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 import msgspec
 
