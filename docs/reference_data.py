@@ -171,9 +171,9 @@ RESULTS: dict[str, tuple[str, dict | None, Any]] = {
                          {"scope": "worker", "label": "box 7", "expires_in_s": 2592000},
                          {"key_id": "ky_01m98wm4mgdhjbx9tv06j0a21p", "key": "kf_…", "scope": "worker",
                           "expires_at": "2026-12-30T12:00:00.000Z"}),
-    "agent.key.list": ("`{items: [{key_id, scope, label, created_at, expires_at?}]}`: live keys, oldest first, never a key", {},
+    "agent.key.list": ("`{items: [{key_id, scope, label, created_at, expires_at?, last_used_at?}]}`: live keys, oldest first, never a key", {},
                        {"items": [{"key_id": "ky_01m98wm4mgdhjbx9tv06j0a21p", "scope": "worker", "label": "box 7",
-                                   "created_at": T0, "expires_at": "2026-12-30T12:00:00.000Z"}]}),
+                                   "created_at": T0, "expires_at": "2026-12-30T12:00:00.000Z", "last_used_at": T0}]}),
     "agent.key.revoke": ("`{key_id, revoked: true}`", {"key_id": "ky_01m98wm4mgdhjbx9tv06j0a21p"},
                          {"key_id": "ky_01m98wm4mgdhjbx9tv06j0a21p", "revoked": True}),
 }

@@ -119,6 +119,9 @@ class Runtime:
         # Scoped keys that authenticated and expire: key hash -> expiry (ms);
         # the server closes their connections when the time comes (WIRE.md 1.3).
         self.expiring: dict[bytes, int] = {}
+        # Scoped keys that authenticated: key hash -> key id, under which the
+        # server notes their last use beside the agents' (agent.key.list).
+        self.key_ids: dict[bytes, str] = {}
 
     def start(self) -> None:
         self.writer.start()
@@ -366,6 +369,8 @@ class Runtime:
             return None
         if held[2] is not None:
             self.expiring[h] = held[2]
+        if held[3] is not None:
+            self.key_ids[h] = held[3]
         return Identity(held[0], state.status, h, held[1], held[2])
 
     def key_check(self, agent: str, key_hash: bytes | None, op: str = "subscribe") -> Rejection | None:

@@ -16,7 +16,8 @@ authenticates nothing from its expiry on (:func:`refusal`).
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Mapping
 
 import msgspec
 
@@ -88,12 +89,10 @@ def live(state: "AgentState", now: int) -> list[ScopedKey]:
     return [k for k in state.scoped if not expired(k, now)]
 
 
-def refusal(
-    agent: str | None, held: tuple[str, Scope | None, int | None] | None, now: int, op: str | None, kind: str = "A"
-) -> Rejection | None:
+def refusal(agent: str | None, held: tuple | None, now: int, op: str | None, kind: str = "A") -> Rejection | None:
     """Whether a request for ``op`` (None: just authenticated use) by ``agent``,
     sent on a connection whose key is ``held`` — (its agent, its scope or None
-    for the main key, its expiry or None) or None when the key is no
+    for the main key, its expiry or None, …) or None when the key is no
     longer any agent's — is refused: :data:`KEY_REVOKED` for a key no longer
     ``agent``'s (rotated, reset, revoked, expired), ``forbidden`` for an op
     its scope does not allow."""
@@ -177,12 +176,16 @@ def apply(state: "AgentState", fact: Fact) -> "AgentState":
     raise TypeError(f"scoped keys cannot apply {type(fact).__name__}")
 
 
-def key_list(state: "AgentState | None", now: int) -> dict:
-    """``agent.key.list``: the live scoped keys, oldest first, never a key."""
+def key_list(state: "AgentState | None", now: int, used: Mapping[str, int] = MappingProxyType({})) -> dict:
+    """``agent.key.list``: the live scoped keys, oldest first, never a key;
+    ``used``: key id -> when a request last came with it (ms; in memory, as
+    an agent's last sighting, D319)."""
     items = []
     for k in live(state, now) if state is not None else []:
         item: dict = {"key_id": k.key_id, "scope": k.scope, "label": k.label, "created_at": rfc3339(k.created_at)}
         if k.expires_at is not None:
             item["expires_at"] = rfc3339(k.expires_at)
+        if k.key_id in used:
+            item["last_used_at"] = rfc3339(used[k.key_id])
         items.append(item)
     return {"items": items}

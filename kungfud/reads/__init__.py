@@ -48,5 +48,5 @@ READS: dict[str, Read] = {
     "opportunities": lambda v, c, a, now, seen: turn.opportunities(v, c, a.cursor, a.limit),
     "outcomes": lambda v, c, a, now, seen: outcomes.outcomes(v, c, a.cursor, a.limit),
     "webhook.get": lambda v, c, a, now, seen: webhook.webhook_get(v, c),
-    "agent.key.list": lambda v, c, a, now, seen: key_list(v.state(c), now),  # WIRE.md 1.3
+    "agent.key.list": lambda v, c, a, now, seen: key_list(v.state(c), now, seen),  # WIRE.md 1.3
 }

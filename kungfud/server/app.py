@@ -274,7 +274,9 @@ class Server:
             return
         req_id, op = env.id, env.op
         if conn.agent is not None:
-            self.last_seen.saw(conn.agent, _wall_ms())
+            self.last_seen.saw(conn.agent, now_ms := _wall_ms())
+            if (key_id := self.rt.key_ids.get(conn.key_hash)) is not None:  # a scoped key's last use (WIRE.md 1.3)
+                self.last_seen.saw(key_id, now_ms)
         if conn.in_flight >= self.cfg.server.max_in_flight:
             why = f"this connection already has {conn.in_flight} requests in flight; wait for replies before sending more"
             self._reject(conn, req_id, Rejection.rate_limited(why), op)

@@ -86,7 +86,7 @@ def _agent_rows(obj: str, state: AgentState, obligations: Obligations) -> Iterat
     if state.key_hash:
         yield "agent_keys", state.key_hash, state.agent.encode()
     for k in state.scoped:  # WIRE.md 1.3: the agent, then what the key may do
-        yield "agent_keys", k.key_hash, state.agent.encode() + b"\x00" + _mp.encode((k.scope, k.expires_at))
+        yield "agent_keys", k.key_hash, state.agent.encode() + b"\x00" + _mp.encode((k.scope, k.expires_at, k.key_id))
 
 
 def _webhook_rows(obj: str, state: WebhookState, obligations: Obligations) -> Iterator[Row]:

@@ -89,6 +89,8 @@ def test_create_shows_the_key_once_stores_its_hash_and_lists_never_a_key(w):
         "created_at": listed[0]["created_at"], "expires_at": d.result["expires_at"],
     }]
     assert "key" not in listed[0]
+    used = keys.key_list(w.states[w.alice], w.now, {d.result["key_id"]: w.now + 1_000})["items"][0]
+    assert used["last_used_at"] > used["created_at"]
 
 
 @pytest.mark.rules("R12-11")

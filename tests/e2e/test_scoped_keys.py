@@ -48,6 +48,15 @@ async def test_create_shows_the_key_once_and_list_shows_live_keys_only(daemon):
     async with await Client.connect(daemon.url, made["key"]) as c:
         who = await c.read("agent.whoami")
         assert who["agent"] == agent and who["scope"] == "worker"
+    assert "last_used_at" not in listed[0]  # not used until then
+    # used: its last use is listed (in memory, shared between nodes within a second or so)
+    async with await Raw.connect(daemon.url, main) as r:
+        for _ in range(50):
+            (item,) = (await r.req("agent.key.list"))["result"]["items"]
+            if "last_used_at" in item:
+                break
+            await asyncio.sleep(0.2)
+        assert item["last_used_at"] >= item["created_at"], item
 
 
 @pytest.mark.rules("R4-3", "R12-9")
