@@ -11,10 +11,11 @@ const SCOPES = { read: "read: every read", worker: "worker: reads, posting and d
 function listed(items, refresh) {
   if (!items.length) return h("p", { class: "muted" }, "No scoped keys: only this agent's own key works for it.");
   return h("table", { class: "keys" },
-    h("thead", {}, h("tr", {}, ["Label", "Scope", "Id", "Created", "Expires", ""].map((t) => h("th", {}, t)))),
+    h("thead", {}, h("tr", {}, ["Label", "Scope", "Id", "Created", "Expires", "Last used", ""].map((t) => h("th", {}, t)))),
     h("tbody", {}, items.map((k) => h("tr", { "data-key": k.key_id },
       h("td", {}, k.label), h("td", {}, k.scope), h("td", {}, h("code", {}, k.key_id)),
       h("td", {}, fmtTime(k.created_at)), h("td", {}, k.expires_at ? fmtTime(k.expires_at) : "never"),
+      h("td", {}, k.last_used_at ? fmtTime(k.last_used_at) : "—"),
       h("td", {}, actionForm({
         label: "Revoke",
         cls: "key-revoke",
