@@ -176,6 +176,15 @@ RESULTS: dict[str, tuple[str, dict | None, Any]] = {
                                    "created_at": T0, "expires_at": "2026-12-30T12:00:00.000Z", "last_used_at": T0}]}),
     "agent.key.revoke": ("`{key_id, revoked: true}`", {"key_id": "ky_01m98wm4mgdhjbx9tv06j0a21p"},
                          {"key_id": "ky_01m98wm4mgdhjbx9tv06j0a21p", "revoked": True}),
+    "search": ("page of `{kind, memory?, version?, thread?, entry?, task?, engagement?, assignment?, at, snippet, "
+               "score}`: what the caller may read now, best first, newest first among equal scores; the cursor "
+               "is always sealed",
+               {"q": "upgrade \"breaking change\" deploy*", "in": ["entry", "memory"]},
+               {"items": [{"kind": "entry", "thread": TH, "entry": 2, "at": T0,
+                           "snippet": "write the upgrade notes: every breaking change before we deploy", "score": 3.1812},
+                          {"kind": "memory", "memory": ME, "version": 1, "at": T0,
+                           "snippet": "upgrade checklist … breaking change … deployment", "score": 2.2}],
+                "cursor": "~3Jx0…"}),
 }
 
 #: event -> (when, data, example data).

@@ -20,7 +20,8 @@ from typing import Any, Callable, Mapping
 from ..core.keys import key_list
 from ..errors import Rejection
 from ..store.store import View
-from . import agents, assignments, memory, outcomes, task, thread, turn, webhook
+from ..store.search_index import index_of
+from . import agents, assignments, memory, outcomes, search, task, thread, turn, webhook
 
 __all__ = ["READS", "Read"]
 
@@ -49,4 +50,5 @@ READS: dict[str, Read] = {
     "outcomes": lambda v, c, a, now, seen: outcomes.outcomes(v, c, a.cursor, a.limit),
     "webhook.get": lambda v, c, a, now, seen: webhook.webhook_get(v, c),
     "agent.key.list": lambda v, c, a, now, seen: key_list(v.state(c), now, seen),  # WIRE.md 1.3
+    "search": lambda v, c, a, now, seen: search.search(index_of(v.recorder), v, c, a, now),
 }
