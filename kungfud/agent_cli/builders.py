@@ -189,7 +189,7 @@ def _b_rotate_key(ns):
 
 
 def _b_webhook_set(ns):
-    return Call("webhook.set", _set({"url": ns.url}, "events", ns.events.split(",") if ns.events else None))
+    return Call("webhook.set", _set({"url": ns.hook_url}, "events", ns.events.split(",") if ns.events else None))
 
 
 def _b_webhook(op: str):
