@@ -30,6 +30,11 @@ What is substituted, and why (the only differences from what a reader types):
   ``claude``) succeed without doing anything: the docs' lines for them are about
   those programs.
 
+A ``python`` block whose first line is ``# NAME.py…`` is a file the shell blocks
+of its page run (``python NAME.py``): it is written to each working directory of
+that page's blocks. A receiver's port ``8750`` becomes a free one. Whatever a
+block started in the background is stopped when its last line has run.
+
 A block that starts with ``#!`` is a script the docs show "as it stands" in
 examples/: it must be that file, byte for byte (test_agents_sleep.py runs it).
 :data:`NOT_RUN` lists the one block that needs a server this test does not have,
@@ -41,6 +46,8 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -72,6 +79,10 @@ VALUES = {
     # host when it is set: a port on this host nothing answers (allow_hosts below)
     "https://hooks.example.com/kungfu": "http://127.0.0.1:9/kungfu",
 }
+
+#: The daemon's config: what docs/webhooks.md "Try it on one machine" writes.
+HOOKS_TOML = '[webhooks]\nallow_hosts = ["127.0.0.1"]\n'
+HOOKS_LINE = "printf '" + HOOKS_TOML.replace("\n", "\\n") + "' > kungfud-hooks.toml"
 
 #: Blocks not run here: a distinctive line of the block → why, and what covers it.
 NOT_RUN = {
@@ -161,6 +172,21 @@ def command_blocks() -> list[Block]:
     ]
 
 
+def page_files(doc: str) -> dict[str, str]:
+    """The files a page shows as ``python`` blocks that start ``# NAME.py``."""
+    return {
+        m.group(1): text
+        for lang, _, text in fenced(ROOT / doc)
+        if lang == "python" and (m := re.match(r"# (\w+\.py)\b", text))
+    }
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def kungfu(env: dict, *args: str) -> str:
     done = subprocess.run(
         [sys.executable, "-m", "kungfud.agent_cli", *args], env=env, capture_output=True, text=True, timeout=60
@@ -206,7 +232,7 @@ def doc_daemon(tmp_path_factory):
     # about the command lines (cluster shapes have their own tests), and some of
     # them (kungfud backup, check --data-dir) read its LMDB data directory.
     tmp = tmp_path_factory.mktemp("doc_commands")
-    (tmp / "kungfud.toml").write_text('[webhooks]\nallow_hosts = ["127.0.0.1"]\n')
+    (tmp / "kungfud.toml").write_text(HOOKS_TOML)
     d = Daemon(tmp / "data", tmp / "kungfud.toml").start()
     yield d
     d.stop()
@@ -231,30 +257,49 @@ def prepare(block: Block, tmp: Path, daemon: Daemon) -> tuple[list[str], dict, P
     if any(p in text for p in ("kf_…", "th_…", "as_…", "en_…", "ag_…")):
         env.update(stage(env))
     env["KUNGFU_KEY"] = register(env, "reader")[1]
-    for doc_value, ours in VALUES.items():
+    port = str(free_port())
+    values = {**VALUES, "127.0.0.1:8750": f"127.0.0.1:{port}", '("127.0.0.1", 8750)': f'("127.0.0.1", {port})'}
+    for doc_value, ours in values.items():
         text = text.replace(doc_value, ours)
+    for name, file_text in page_files(block.doc).items():
+        for doc_value, ours in values.items():
+            file_text = file_text.replace(doc_value, ours)
+        (cwd / name).write_text(file_text)
     trap = "trap 'echo \"doc-commands: line $LINENO failed: $BASH_COMMAND\" >&2' ERR\n"
-    return ["bash", "-e", "-o", "pipefail", "-c", trap + text + "wait\n"], env, cwd
+    return ["bash", "-e", "-o", "pipefail", "-c", trap + text], env, cwd
 
 
 def run_block(block: Block, tmp: Path, daemon: Daemon) -> str | None:
     """None when every line of ``block`` ran; else what failed, where."""
     args, env, cwd = prepare(block, tmp, daemon)
-    try:
-        done = subprocess.run(args, env=env, cwd=cwd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
-    except subprocess.TimeoutExpired:
-        return f"{block.where}: did not end within 120 s"
-    if done.returncode == 0:
+    out, err = tmp / "stdout", tmp / "stderr"
+    with open(out, "w") as o, open(err, "w") as e:
+        proc = subprocess.Popen(args, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=o, stderr=e, start_new_session=True)
+        try:
+            code = proc.wait(120)
+        except subprocess.TimeoutExpired:
+            code = None
+        finally:
+            try:  # what the block left in the background (a receiver, a daemon)
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+    if code == 0:
         return None
-    m = re.search(r"doc-commands: line (\d+) failed: (.*)", done.stderr)
+    stderr = err.read_text()
+    if code is None:
+        return f"{block.where}: did not end within 120 s\n{stderr[-1500:]}"
+    m = re.search(r"doc-commands: line (\d+) failed: (.*)", stderr)
     where = f"{block.doc}:{block.line + int(m.group(1)) - 2}" if m else block.where
-    return f"{where}: exit {done.returncode}\n{done.stderr[-1500:]}"
+    return f"{where}: exit {code}\n{stderr[-1500:]}"
 
 
 def test_the_docs_show_command_lines_and_name_what_is_not_run():
     blocks = command_blocks()
     docs = {b.doc for b in blocks}
     assert {"README.md", "docs/cli.md", "docs/agents.md", "docs/webhooks.md", "docs/operations.md", "docs/mcp.md"} <= docs, docs
+    assert sum(HOOKS_LINE in b.text for b in blocks) == 1, "the daemon here is not configured as webhooks.md's box says"
     for line in NOT_RUN:
         assert sum(line in b.text for b in blocks) == 1, f"NOT_RUN names a block the docs no longer have: {line!r}"
     # a block of commands must say it is one, or it would not be run
