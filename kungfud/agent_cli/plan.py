@@ -210,7 +210,7 @@ def parser() -> argparse.ArgumentParser:
     top.add_argument("--version", action="version", version=f"kungfu {__version__}")
     s = _Parsers(top.add_subparsers(dest="cmd", metavar="COMMAND", required=True))
 
-    p = s.add("call", _b_call, "send any WIRE.md op: kungfu call OP --args JSON", action=True)
+    p = s.add("call", _b_call, "send any op of docs/reference.md: kungfu call OP --args JSON", action=True)
     p.add_argument("op", metavar="OP")
     p.add_argument("--args", metavar="JSON", help="args object (- reads stdin; default {})")
 
