@@ -156,9 +156,9 @@ _ONE_OF = ("memory", "content")
 
 
 def _takes(s: mi.StructType) -> str:
-    one_of = all(any(f.name == n and not f.required for f in s.fields) for n in _ONE_OF)
-    req = [f"`{f.name}`" for f in s.fields if f.required]
-    opt = [f"`{f.name}`" for f in s.fields if not f.required and not (one_of and f.name in _ONE_OF)]
+    one_of = all(any(f.encode_name == n and not f.required for f in s.fields) for n in _ONE_OF)
+    req = [f"`{f.encode_name}`" for f in s.fields if f.required]
+    opt = [f"`{f.encode_name}`" for f in s.fields if not f.required and not (one_of and f.encode_name in _ONE_OF)]
     if one_of:
         req.append("exactly one of " + " or ".join(f"`{n}`" for n in _ONE_OF))
     parts = ", ".join(req)
