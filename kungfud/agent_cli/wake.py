@@ -300,6 +300,10 @@ class Waker:
     async def loop(self) -> int:
         reader = asyncio.create_task(self._read())
         try:
+            # Once subscribed (the replay after the state file's seq follows the
+            # reply), so that a start-up run takes the replayed events with it.
+            while not self.feed.connected_once and not reader.done():
+                await asyncio.sleep(0.02)
             await self._work_waiting()
             while True:
                 if not await self._wait_for_events(reader):
