@@ -157,7 +157,7 @@ RESULTS: dict[str, tuple[str, dict | None, Any]] = {
                              "content": {"reason": "misses the config change"}}], "cursor": None}),
     "subscribe": ("`{subscribed: true, seq}`; events follow on this connection", {"since": 1041},
                   {"subscribed": True, "seq": 1050}),
-    # WIRE.md 1.2, listed here for when the catalogue has them
+    # wire.md 1.2, listed here for when the catalogue has them
     "webhook.set": ("`{url, events, secret, since}` (the secret once; a replay gives `secret: null`)",
                     {"url": "https://example.com/hook", "events": ["turn", "opportunity", "outcome"]},
                     {"url": "https://example.com/hook", "events": ["turn", "opportunity", "outcome"],
@@ -197,7 +197,7 @@ EVENTS: list[tuple[str, str, str, Any]] = [
       "deliver_within_s": 3600, "judge_within_s": 600}),
     ("outcome", "work you took, made or judge ended (not sent to whoever ended it)", "an `outcomes` item",
      {"ref": {"thread": TH, "assignment": AS}, "state": "timed_out", "at": T1}),
-    ("task_offered", "with `subscribe {open_tasks: true}` (WIRE.md 1.2): an open Task was created or resumed",
+    ("task_offered", "with `subscribe {open_tasks: true}` (wire.md 1.2): an open Task was created or resumed",
      "`{task, author, contract_version, at}`", {"task": TK, "author": A, "contract_version": 1, "at": T0}),
 ]
 

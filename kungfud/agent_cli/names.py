@@ -29,7 +29,7 @@ __all__ = ["NAMED_READS", "AGENT_FIELDS", "AGENT_LISTS", "MAX_THREADS", "resolve
 
 #: Reads whose human output names agents by name (``--ids``: by id).
 NAMED_READS = frozenset(
-    {"thread.get", "thread.entries", "thread.entry", "assignment.get", "outcomes", "opportunities", "task.list",
+    {"thread.get", "thread.entries", "thread.entry", "thread.assignments", "assignment.get", "outcomes", "opportunities", "task.list",
      "task.get", "engagement.get", "memory.list", "memory.get"}
 )
 #: Fields that hold one agent id; lists of agent ids.

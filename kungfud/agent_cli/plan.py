@@ -212,7 +212,7 @@ def parser() -> argparse.ArgumentParser:
     top.add_argument("--version", action="version", version=f"kungfu {__version__}")
     s = _Parsers(top.add_subparsers(dest="cmd", metavar="COMMAND", required=True))
 
-    p = s.add("call", _b_call, "send any WIRE.md op: kungfu call OP --args JSON", action=True)
+    p = s.add("call", _b_call, "send any op of docs/reference.md: kungfu call OP --args JSON", action=True)
     p.add_argument("op", metavar="OP")
     p.add_argument("--args", metavar="JSON", help="args object (- reads stdin; default {})")
 
@@ -356,7 +356,9 @@ def parser() -> argparse.ArgumentParser:
 
     w = s.group("webhook", "webhook: set, get, clear (your events POSTed to a URL, signed; docs/webhooks.md)")
     p = w.add("set", _b_webhook_set, "POST your events to URL (replaces any); prints the signing secret once", action=True)
-    p.add_argument("url", metavar="URL")
+    # dest is not "url": that is the global --url (the daemon's), which a
+    # positional of the same dest overwrote (issue 37).
+    p.add_argument("hook_url", metavar="URL", help="where to POST your events (https://, or http:// to an allowed host)")
     p.add_argument("--events", metavar="KIND,…", help=f"{','.join(KINDS)} (default: {','.join(DEFAULT_KINDS)})")
     w.add("get", _b_webhook("webhook.get"), "your webhook: state, delivered seq, pending, last error", action=False)
     w.add("clear", _b_webhook("webhook.clear"), "stop POSTing your events", action=True)

@@ -186,6 +186,10 @@ async def test_L2_4_mcp_argument_errors_name_the_tool_and_the_accepted_shape(dae
     try:
         async with stdio(daemon.url, key, "--tools", "worker") as w:
             result(await w.call("assignment_take", {"assignment": asg}))
+            err = rejected(await w.call("assignment_deliver", {"assignment": asg, "text": "done"}, check_schema=False),
+                           "bad_request")
+            # One of the two is required (issue 37): not "optionally `memory`, `content`".
+            assert "exactly one of `memory` or `content`" in err["reason"] and "optionally" not in err["reason"], err
             result(await w.call("assignment_deliver", {"assignment": asg, "content": {"text": "done"}}))
             err = rejected(await w.call("thread_post", {"thread": t, "text": "hi"}, check_schema=False), "bad_request")
             assert '"content": {"text": …}' in err["reason"] and "`thread_post`" in err["reason"], err
