@@ -166,7 +166,7 @@ RESULTS: dict[str, tuple[str, dict | None, Any]] = {
                     {"url": "https://example.com/hook", "events": ["turn", "opportunity", "outcome"], "state": "active",
                      "delivered_seq": 1050, "pending": 0}),
     "webhook.clear": ("`{cleared: true}`", {}, {"cleared": True}),
-    # WIRE.md 1.3: scoped keys
+    # docs/wire.md "Scoped keys (1.3)"
     "agent.key.create": ("`{key_id, key, scope, expires_at?}` (the key once; a replay gives `key: null`)",
                          {"scope": "worker", "label": "box 7", "expires_in_s": 2592000},
                          {"key_id": "ky_01m98wm4mgdhjbx9tv06j0a21p", "key": "kf_…", "scope": "worker",
