@@ -102,13 +102,45 @@ def secret_of(key: bytes) -> str:
     return "whsec_" + base64.b64encode(key).decode()
 
 
+# IPv6 forms that carry an IPv4 address in their last 32 bits (D327): a
+# connection to one may reach that IPv4 address (a NAT64 gateway, SIIT), so it
+# is judged by it. ::ffff:0:0/96 (mapped) is Python's ipv4_mapped; 2002::/16
+# (6to4) carries it in bits 16–48, Python's sixtofour.
+_EMBED_LAST32 = (
+    ipaddress.IPv6Network("64:ff9b::/96"),  # NAT64, the well-known prefix (RFC 6052)
+    ipaddress.IPv6Network("::ffff:0:0:0/96"),  # IPv4-translated (RFC 2765, SIIT)
+    ipaddress.IPv6Network("::/96"),  # IPv4-compatible ::a.b.c.d (RFC 4291, deprecated)
+)
+# Local-use NAT64 (RFC 8215): the network's own translator, addresses placed as
+# it chooses; never a public receiver.
+_NAT64_LOCAL = ipaddress.IPv6Network("64:ff9b:1::/48")
+
+
+def _embedded(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    if ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    if ip.sixtofour is not None:
+        return ip.sixtofour
+    if any(ip in net for net in _EMBED_LAST32):
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    return None
+
+
 def address_refused(ip: "ipaddress.IPv4Address | ipaddress.IPv6Address") -> bool:
     """An address a webhook may not reach unless its host is allowed by the
     operator: loopback, private, link-local (cloud metadata at
     169.254.169.254), multicast, unspecified, reserved, shared — anything not
-    globally routable. IPv4 mapped into IPv6 is judged as the IPv4 address."""
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+    globally routable. An IPv6 form that embeds an IPv4 address (mapped,
+    NAT64, 6to4, IPv4-compatible, IPv4-translated) is judged by the IPv4
+    address as well (D327)."""
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip in _NAT64_LOCAL:
+            return True
+        v4 = _embedded(ip)
+        if v4 is not None and (v4.is_multicast or not v4.is_global):
+            return True
+        if ip.ipv4_mapped is not None:
+            return False  # judged as the IPv4 address alone (Python calls ::ffff:0:0/96 reserved)
     return ip.is_multicast or not ip.is_global
 
 

@@ -212,8 +212,12 @@ async def test_L4_1_an_agent_at_its_limit_still_exits_its_obligations_on_its_own
             size //= 2
     r = await m.request("thread.post", {"thread": t, "content": {"text": "hi"}}, key=new_key())
     assert not r["ok"] and r["error"]["code"] == "rate_limited", r
-    # Its own exits still commit, the first taking it past its limit.
-    await m.act("thread.handle", {"thread": t, "entry": asked, "content": {"note": "n" * 1000}})
+    # A note is content: refused like any write (D325, reviews/security.md round 4 finding 5) ...
+    r = await m.request("thread.handle", {"thread": t, "entry": asked, "content": {"note": "n" * 1000}}, key=new_key())
+    assert not r["ok"] and (r["error"]["code"], r["error"]["next"]) == ("rate_limited", "revise"), r
+    assert "without the note" in r["error"]["reason"]
+    # ... and its own exits still commit, the first taking it past its limit.
+    await m.act("thread.handle", {"thread": t, "entry": asked})
     await m.act("assignment.drop", {"assignment": asg})
     await m.act("thread.leave", {"thread": t})
     got = await a.read("thread.entry", {"thread": t, "entry": asked2})

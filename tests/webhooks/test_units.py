@@ -102,6 +102,43 @@ def test_public_addresses_pass(addr):
 
 
 @pytest.mark.parametrize(
+    "addr",
+    [
+        "64:ff9b::7f00:1", "64:ff9b::a9fe:a9fe", "64:ff9b::a00:1",  # NAT64 well-known prefix (RFC 6052)
+        "2002:7f00:1::", "2002:a9fe:a9fe::1", "2002:c0a8:101::",  # 6to4: loopback, metadata, private
+        "::127.0.0.1", "::7f00:1", "::10.0.0.1",  # IPv4-compatible
+        "::ffff:0:7f00:1", "::ffff:0:a9fe:a9fe",  # IPv4-translated (SIIT)
+        "64:ff9b:1::808:808",  # local-use NAT64 (RFC 8215): the network's own translator
+    ],
+)
+def test_ipv6_forms_embedding_a_non_public_ipv4_address_are_refused(addr):
+    """issue 35 item 7 (reviews/security.md, observations): Python calls these
+    global, but a NAT64 gateway or a 6to4 tunnel takes them to the IPv4
+    address they embed; they are judged by it, like ::ffff: (D327)."""
+    assert address_refused(ipaddress.ip_address(addr))
+    assert url_refusal(f"https://[{addr}]/h", ()) is not None
+
+
+@pytest.mark.parametrize("addr", ["64:ff9b::808:808", "2002:808:808::", "::ffff:8.8.8.8"])
+def test_ipv6_forms_embedding_a_public_ipv4_address_pass(addr):
+    assert not address_refused(ipaddress.ip_address(addr))
+
+
+def test_a_name_resolving_to_an_embedded_loopback_is_refused():
+    async def go():
+        loop = asyncio.get_running_loop()
+
+        async def fake(host, port, **kw):
+            return [(10, 1, 6, "", ("64:ff9b::7f00:1", port, 0, 0))]
+
+        loop.getaddrinfo = fake  # type: ignore[method-assign]
+        with pytest.raises(guard.Refused, match="allow_hosts"):
+            await guard.resolve("nat64.example", 443, ())
+
+    asyncio.run(go())
+
+
+@pytest.mark.parametrize(
     "url, part",
     [
         ("ftp://example.com/x", "https://"),
