@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 __all__ = [
     "WebhookState", "WebhookSet", "WebhookCleared", "SetWebhook", "ClearWebhook", "webhook_obj", "EVENTS",
     "webhook_agent", "DEFAULT_EVENTS", "decide_set", "decide_clear", "cleared_by", "apply", "secret_of", "url_refusal",
-    "address_refused", "MAX_URL", "SETTING",
+    "address_refused", "MAX_URL", "SETTING", "allow_entry", "allows", "default_port",
 ]
 
 EVENTS = ("turn", "opportunity", "outcome", "task_offered")
@@ -144,6 +144,54 @@ def address_refused(ip: "ipaddress.IPv4Address | ipaddress.IPv6Address") -> bool
     return ip.is_multicast or not ip.is_global
 
 
+def default_port(scheme: str) -> int:
+    return 443 if scheme == "https" else 80
+
+
+def allow_entry(text: str) -> tuple[str, int | None] | None:
+    """One ``[webhooks] allow_hosts`` entry as ``(host, port)``: the host in
+    lower case without brackets; the port an int, ``-1`` for ``host:*`` (every
+    port), None when the entry names none (then only the URL scheme's default
+    port, 80 or 443, is allowed: D328). None: not an entry."""
+    text = text.strip().lower()
+    if not text or any(c.isspace() or ord(c) < 32 or c in "/@?#" for c in text):
+        return None
+    if text.startswith("["):  # [v6] or [v6]:port
+        host, sep, rest = text[1:].partition("]")
+        if not sep or (rest and not rest.startswith(":")):
+            return None
+        port_text = rest[1:] if rest else None
+    elif text.count(":") == 1:  # host:port
+        host, _, port_text = text.partition(":")
+    else:  # a name, an IPv4 address, or a bare IPv6 address (no port)
+        host, port_text = text, None
+    if not host:
+        return None
+    if port_text is None:
+        return host, None
+    if port_text == "*":
+        return host, -1
+    if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        return None
+    return host, int(port_text)
+
+
+def allows(allow_hosts: tuple[str, ...], host: str, port: int, scheme: str) -> bool:
+    """Whether the operator's ``allow_hosts`` lists ``host`` (lower case, no
+    brackets) on ``port`` for a URL of ``scheme`` (D328): an entry naming a
+    port allows that port, ``host:*`` every port, a bare host only the
+    scheme's default port — an allowed receiver, never every service of its
+    host (reviews/security.md round 4 finding 3)."""
+    for text in allow_hosts:
+        entry = allow_entry(text)
+        if entry is None or entry[0] != host:
+            continue
+        want = entry[1]
+        if want == -1 or want == port or (want is None and port == default_port(scheme)):
+            return True
+    return False
+
+
 def url_refusal(url: str, allow_hosts: tuple[str, ...]) -> str | None:
     """Why ``url`` may not be a webhook endpoint, on its text alone; None
     when it may (a host name is resolved and checked again at every delivery)."""
@@ -166,19 +214,19 @@ def url_refusal(url: str, allow_hosts: tuple[str, ...]) -> str | None:
     if any(c.isspace() or ord(c) < 32 for c in url):
         return "url may not contain spaces or control characters"
     host = host.lower()
-    allowed = host in allow_hosts
+    allowed = allows(allow_hosts, host, parts.port or default_port(parts.scheme), parts.scheme)
     if parts.scheme == "http" and not allowed:
-        return f"http:// is only for hosts the operator lists in {SETTING}; use https://"
+        return f"http:// is only for hosts and ports the operator lists in {SETTING}; use https://"
     if allowed:
         return None
     if host == "localhost" or host.endswith(".localhost"):
-        return f"host {host} is loopback; the operator must list it in {SETTING}"
+        return f"host {host} is loopback; the operator must list it (and its port) in {SETTING}"
     try:
         ip = ipaddress.ip_address(host)
     except ValueError:
         return None  # a name: resolved and checked at delivery (and by the server at set)
     if address_refused(ip):
-        return f"address {host} is loopback, private, link-local or otherwise not public; the operator must list it in {SETTING}"
+        return f"address {host} is loopback, private, link-local or otherwise not public; the operator must list it (and its port) in {SETTING}"
     return None
 
 
