@@ -259,9 +259,9 @@ class Deliveries:
             cursor = Cursor(reg.hook, reg.since)
         if cursor.disabled_at:
             return False
-        page, first_at = await self._call(self.hooks.events_after, agent, cursor.delivered, PAGE, reg.events)
+        page, first_at, reached = await self._call(self.hooks.events_after, agent, cursor.delivered, PAGE, reg.events)
         if not page:
-            return False
+            return self._passed(agent, cursor, reached)
         if first_at is not None:
             self.oldest[agent] = first_at
         for seq, event in page:  # every event has its own seq (WIRE.md 1.2)
@@ -273,6 +273,17 @@ class Deliveries:
             self.acked[agent] = cursor
             self._flush_due.set()
             self.oldest.pop(agent, None)
+        self._passed(agent, cursor, reached)
+        return True
+
+    def _passed(self, agent: str, cursor: Cursor, reached: int) -> bool:
+        """The read reached ``reached`` past the cursor over offers not meant
+        for ``agent`` only: the cursor moves past them, so no later read
+        (wake-up, sweep, ``webhook.get``) reads them again (D331). True when it moved."""
+        if reached <= cursor.delivered:
+            return False
+        self.acked[agent] = msgspec.structs.replace(cursor, delivered=reached)
+        self._flush_due.set()
         return True
 
     async def _until_delivered(

@@ -56,7 +56,7 @@ class _Hooks:
         return reg, None
 
     def events_after(self, agent, after, limit, kinds):
-        return [], None
+        return [], None, after
 
 
 def _reg(agent: str) -> WebhookState:
@@ -178,7 +178,7 @@ def test_a_registration_set_while_a_failed_post_is_recorded_is_used_without_the_
 
         class Hooks(_Hooks):
             def events_after(self, agent, after, limit, kinds):
-                return ([(7, b'{"event":"turn","data":{}}')] if after < 7 else []), None
+                return ([(7, b'{"event":"turn","data":{}}')] if after < 7 else []), None, max(after, 7)
 
             def write(self, cursors):  # the failure recorded; the set commits meanwhile
                 self.regs["ag_x"] = good
