@@ -24,13 +24,15 @@ RESOLVE_TIMEOUT_S = 5.0
 
 
 class Refused(Exception):
-    """The host may not be reached: ``category`` for the agent (``dns`` or
-    ``address_refused``), the message (why) for the operator and for
-    ``webhook.set``'s refusal."""
+    """The host may not be reached: the message (why) for ``webhook.set``'s
+    refusal, ``category`` for ``webhook.get`` (``dns`` or ``address_refused``),
+    ``detail`` (the address it resolved to) for the operator's log only: an
+    agent learns that a name leads somewhere non-public, not where (D329)."""
 
-    def __init__(self, message: str, category: str = "address_refused"):
+    def __init__(self, message: str, category: str = "address_refused", detail: str = ""):
         super().__init__(message)
         self.category = category
+        self.detail = detail
 
 
 class Target:
@@ -79,8 +81,9 @@ async def resolve(host: str, port: int, allow: tuple[str, ...], scheme: str = "h
         for a in addrs:
             if address_refused(ipaddress.ip_address(a.split("%", 1)[0])):
                 raise Refused(
-                    f"host {host} resolves to {a}, which is not public; the operator must list it (and its port) "
-                    f"in {SETTING}"
+                    f"host {host} resolves to an address that is not public; the operator must list it (and its "
+                    f"port) in {SETTING}",
+                    detail=f"resolves to {a}",
                 )
     return addrs[0]
 

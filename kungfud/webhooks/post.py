@@ -59,7 +59,8 @@ async def post(
 
 def refused(e: Refused, url: str, msg_id: str) -> str:
     """The category of a destination :mod:`.guard` refused; the detail logged."""
-    log.info("webhook %s to %s not sent: %s (%s)", msg_id, _where(Target(url)), e.category, e)
+    log.info("webhook %s to %s not sent: %s (%s%s)", msg_id, _where(Target(url)), e.category, e,
+             f"; {e.detail}" if e.detail else "")
     return e.category
 
 

@@ -11,7 +11,9 @@ N / 16 × 10 s. Now slots are granted per **origin** (the receiving
   agents never stands in front of another origin's one. Within an origin the
   queue is in arrival order, and each agent has at most one delivery waiting
   (the runner's one task per agent): round robin between agents.
-- **A cap per origin**: at most ``concurrency // 4`` of its POSTs at once.
+- **A cap per origin and per host**: at most ``concurrency // 4`` fast slots
+  to one origin, ``concurrency // 2`` to all the origins of one host (an
+  attacker's many ports on one host are one host).
 - **Slow receivers get fewer slots.** A POST still running after ``SLOW_S``
   gives its slot back to the fast pool and is counted in the slow pool, and its
   origin is *slow* for ``SLOW_MEMORY_S`` after its last slow answer (or
@@ -50,12 +52,18 @@ class _Origin:
 
 
 class _Ticket:
-    __slots__ = ("origin", "slow", "started")
+    __slots__ = ("origin", "host", "slow", "started")
 
-    def __init__(self, origin: str, slow: bool, started: float):
+    def __init__(self, origin: str, host: str, slow: bool, started: float):
         self.origin = origin
-        self.slow = slow  # counted in the slow pool
+        self.host = host
+        self.slow = slow  # counted in the slow pool (else in the fast pool and its host's count)
         self.started = started
+
+
+def _host(origin: str) -> str:
+    """``scheme://host:port`` → ``host``."""
+    return origin.split("://", 1)[-1].rsplit(":", 1)[0]
 
 
 class Slots:
@@ -63,11 +71,13 @@ class Slots:
         self.fast_total = concurrency
         self.slow_total = max(1, concurrency // 2)
         self.per_origin = max(1, concurrency // 4)
+        self.per_host = max(1, concurrency // 2)
         self.slow_s = slow_s
         self.clock = clock
         self.fast_used = 0
         self.slow_used = 0
         self.origins: dict[str, _Origin] = {}
+        self.host_fast: dict[str, int] = {}  # host -> fast slots its origins hold
         self.ring: OrderedDict[str, None] = OrderedDict()  # origins with waiters, next in turn first
 
     @property
@@ -133,12 +143,17 @@ class Slots:
                         continue
                     self.slow_used += 1
                 else:
-                    if o.in_flight >= self.per_origin or self.fast_used >= self.fast_total:
+                    host = _host(origin)
+                    if (
+                        o.in_flight >= self.per_origin or self.fast_used >= self.fast_total
+                        or self.host_fast.get(host, 0) >= self.per_host
+                    ):
                         continue
                     self.fast_used += 1
+                    self.host_fast[host] = self.host_fast.get(host, 0) + 1
                 o.in_flight += 1
                 o.used_at = now
-                o.waiters.popleft().set_result(_Ticket(origin, slow, now))
+                o.waiters.popleft().set_result(_Ticket(origin, _host(origin), slow, now))
                 self.ring.move_to_end(origin)  # its next waiter comes after every other origin's
                 if not o.waiters:
                     del self.ring[origin]
@@ -153,8 +168,16 @@ class Slots:
         if not ticket.slow:
             ticket.slow = True
             self.fast_used -= 1
+            self._host_freed(ticket.host)
             self.slow_used += 1
             self._grant()
+
+    def _host_freed(self, host: str) -> None:
+        n = self.host_fast.get(host, 0) - 1
+        if n > 0:
+            self.host_fast[host] = n
+        else:
+            self.host_fast.pop(host, None)
 
     def _release(self, ticket: _Ticket) -> None:
         o = self.origins.get(ticket.origin)
@@ -168,6 +191,7 @@ class Slots:
             self.slow_used -= 1
         else:
             self.fast_used -= 1
+            self._host_freed(ticket.host)
         self._grant()
 
     def _forget_idle(self) -> None:

@@ -101,3 +101,12 @@ def test_a_prompt_origin_is_never_slow_and_keeps_the_per_origin_cap():
 
     slots, peak, counts = asyncio.run(go())
     assert not slots.is_slow("http://fast:1") and peak <= slots.per_origin and counts["http://fast:1"] > 20
+
+
+@pytest.mark.rules("R8-20")
+def test_R8_20_many_ports_of_one_host_are_one_host_and_leave_other_hosts_their_slots():
+    """An attacker's receivers on 48 ports of one host: 48 fresh origins, but
+    one host, which holds at most half the fast slots, so another host's
+    receiver is served at once, before any of them turns slow."""
+    waited, _, _ = _attack([f"http://evil:{8000 + i}" for i in range(48)], 2, slow_s=5.0)
+    assert waited < 1.0, waited

@@ -229,8 +229,10 @@ def test_a_name_with_any_private_address_is_refused():
             return [(2, 1, 6, "", ("93.184.216.34", port)), (2, 1, 6, "", ("10.0.0.1", port))]
 
         loop.getaddrinfo = fake  # type: ignore[method-assign]
-        with pytest.raises(guard.Refused, match="10.0.0.1"):
+        with pytest.raises(guard.Refused, match="not public") as refused:
             await guard.resolve("mixed.example", 443, ())
+        # The address is the operator's to read, not the agent's (D329): no internal DNS map.
+        assert "10.0.0.1" not in str(refused.value) and refused.value.detail == "resolves to 10.0.0.1"
 
     asyncio.run(go())
 
