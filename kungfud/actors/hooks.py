@@ -44,8 +44,9 @@ class Hooks:
             reg, cursor = self.state(agent)
             if reg is None or reg.url is None or (cursor is not None and cursor.disabled_at):
                 continue
-            page, _, _ = self.events_after(agent, reg.since if cursor is None else cursor.delivered, 1, reg.events)
-            if page:
+            after = reg.since if cursor is None else cursor.delivered
+            page, _, reached = self.events_after(agent, after, 1, reg.events)
+            if page or reached > after:  # rows passed over: the runner moves the cursor past them (D331)
                 out.append(agent)
         return hooked, out
 

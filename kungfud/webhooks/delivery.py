@@ -279,12 +279,13 @@ class Deliveries:
     def _passed(self, agent: str, cursor: Cursor, reached: int) -> bool:
         """The read reached ``reached`` past the cursor over offers not meant
         for ``agent`` only: the cursor moves past them, so no later read
-        (wake-up, sweep) reads them again (D331). True when it moved. Kept in
-        memory and written with the next acknowledgement or at stop, not a
-        write per open-Task commit: after a crash the runner reads them once more."""
+        (wake-up, sweep, ``webhook.get``) reads them again (D331). True when
+        it moved. Written with the batched acknowledgements (``FLUSH_S``: one
+        write for every agent's cursor at most every 50 ms)."""
         if reached <= cursor.delivered:
             return False
         self.acked[agent] = msgspec.structs.replace(cursor, delivered=reached)
+        self._flush_due.set()
         return True
 
     async def _until_delivered(

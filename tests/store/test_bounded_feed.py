@@ -133,3 +133,36 @@ def test_R8_13_the_webhook_runner_moves_its_cursor_past_offers_not_meant_for_it(
     d = asyncio.run(go())
     assert reads[0] == 0 and reads[-1] == 2000 and reads == sorted(reads)
     assert d.acked[ME].delivered == 2000  # the next wake-up reads from here
+
+
+@pytest.mark.rules("R8-13", "R8-21")
+def test_R8_13_the_sweep_runs_an_agent_whose_read_passed_over_offers_only():
+    """The 15 s sweep is the runner's safety net for a lost wake-up: an agent
+    whose next page is all offers not meant for it has nothing to deliver yet,
+    but its cursor must move or a later event behind those rows is never found."""
+    from contextlib import contextmanager
+
+    from kungfud.actors.hooks import Hooks
+    from kungfud.core.webhook import WebhookState
+
+    class View:
+        def hooked_agents(self):
+            return iter([ME])
+
+    class Store:
+        @contextmanager
+        def read(self):
+            yield View()
+
+    class Sweep(Hooks):
+        def __init__(self, reached):
+            self.store, self.reached = Store(), reached
+
+        def state(self, agent):
+            return WebhookState(ME, "https://example.com/h", ("task_offered",), b"k" * 32, 0, "wh_1"), None
+
+        def events_after(self, agent, after, limit, kinds):
+            return [], None, self.reached
+
+    assert Sweep(PASS_LIMIT).agents() == ([ME], [ME])
+    assert Sweep(0).agents() == ([ME], [])
