@@ -321,14 +321,15 @@ class Deliveries:
                 log.warning("webhook of %s disabled after failing since %d: %s", agent, cursor.failing_since, error)
                 return None
 
-    async def _post(self, reg: Any, msg_id: str, body: bytes) -> str | None:
-        """One attempt: None when acknowledged, else the category of the failure (D329)."""
+    async def _post(self, reg: Any, msg_id: str, body: bytes, span: Any = None) -> str | None:
+        """One attempt: None when acknowledged, else the category of the
+        failure (D329). ``span``: see :func:`.post.send`."""
         try:
             t = await target(reg.url, self.allow)  # resolved before a slot is taken (D330)
         except Refused as e:
             return refused(e, reg.url, msg_id)
         async with self.slots.slot(t.origin):
-            return await send(self._client, t, reg.key, msg_id, int(time.time()), body)
+            return await send(self._client, t, reg.key, msg_id, int(time.time()), body, span)
 
     # --- cursors --------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
+from typing import Any
 from urllib.parse import urlunsplit
 
 import httpx
@@ -46,7 +47,8 @@ def new_client(connections: int) -> httpx.AsyncClient:
 
 
 async def post(
-    client: httpx.AsyncClient, url: str, allow: tuple[str, ...], key: bytes, msg_id: str, timestamp: int, body: bytes
+    client: httpx.AsyncClient, url: str, allow: tuple[str, ...], key: bytes, msg_id: str, timestamp: int, body: bytes,
+    span: Any = None,
 ) -> str | None:
     """Check ``url``'s destination, then :func:`send`: None when the receiver
     answered 2xx within the timeout; else the category of what went wrong."""
@@ -54,7 +56,7 @@ async def post(
         t = await target(url, allow)
     except Refused as e:
         return refused(e, url, msg_id)
-    return await send(client, t, key, msg_id, timestamp, body)
+    return await send(client, t, key, msg_id, timestamp, body, span)
 
 
 def refused(e: Refused, url: str, msg_id: str) -> str:
@@ -64,13 +66,18 @@ def refused(e: Refused, url: str, msg_id: str) -> str:
     return e.category
 
 
-async def send(client: httpx.AsyncClient, t: Target, key: bytes, msg_id: str, timestamp: int, body: bytes) -> str | None:
+async def send(
+    client: httpx.AsyncClient, t: Target, key: bytes, msg_id: str, timestamp: int, body: bytes, span: Any = None
+) -> str | None:
     """POST ``body`` to the checked target ``t``: None on a 2xx within the
-    timeout; else the category (the detail to the log)."""
+    timeout; else the category (the detail to the log). ``span``: an object
+    whose ``headers`` the POST carries too (a tracing span's traceparent)."""
     shown = f"[{t.addr}]" if ":" in t.addr else t.addr
     pinned = urlunsplit((t.scheme, f"{shown}:{t.port}", t.path, t.query, ""))
     hdrs = headers(key, msg_id, timestamp, body)
     hdrs["host"] = t.netloc
+    if span is not None:
+        hdrs.update(span.headers)
     extensions = {"sni_hostname": t.host} if t.scheme == "https" else {}
     try:
         async with asyncio.timeout(TIMEOUT_S):
