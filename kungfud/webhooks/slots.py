@@ -128,6 +128,8 @@ class Slots:
         """Give free slots to waiting origins, in turn."""
         progress = True
         while progress and self.ring:
+            if self.fast_used >= self.fast_total and self.slow_used >= self.slow_total:
+                return  # nothing to give: no walk of the waiting origins
             progress = False
             now = self.clock()
             for origin in list(self.ring):
