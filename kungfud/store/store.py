@@ -291,15 +291,11 @@ class View:
     def offers_for(self, agent: str, after: int) -> Iterator[tuple[int, bytes]]:
         """(event seq, event JSON) of the open-Task stream with seq > ``after``
         that are offered to ``agent`` (:meth:`~kungfud.store.events.Offer.offered_to`), in order."""
-        for seq, event in self.offer_rows(agent, after):
-            if event is not None:
-                yield seq, event
+        return ((seq, e) for seq, e in self.offer_rows(agent, after) if e is not None)  # type: ignore[misc]
 
     def offer_rows(self, agent: str, after: int) -> Iterator[tuple[int, bytes | None]]:
-        """Every row of the open-Task stream with seq > ``after``, in order:
-        (event seq, event JSON) when it is offered to ``agent``, (event seq,
-        None) when not — a row read and passed over, which a bounded read
-        counts (D331)."""
+        """As :meth:`offers_for`, with (event seq, None) for each row not offered
+        to ``agent``: read and passed over, which a bounded read counts (D331)."""
         prefix = OPEN.encode() + b"\x00"
         n = len(prefix)
         for key, value in self.kv.scan("events", prefix + u64(after + 1), prefix_stop(prefix)):
@@ -311,10 +307,8 @@ class View:
     ) -> Iterator[tuple[int, bytes | None]]:
         """(event seq, event JSON) of what ``agent`` hears after ``after``, in
         seq order: its own events, and with ``open_tasks`` the open-Task
-        stream's offers to it merged in (WIRE.md 1.2). ``passed``: also
-        (event seq, None) for each row of the open-Task stream not offered to
-        it, so that a reader can bound the rows it reads, not only those it
-        keeps (D331). Close it before the view ends (its cursors)."""
+        stream's offers to it merged in (WIRE.md 1.2; ``passed``: with the rows
+        passed over, :meth:`offer_rows`). Close it before the view ends (its cursors)."""
         own = self.events_for(agent, after)
         if not open_tasks:
             yield from own
