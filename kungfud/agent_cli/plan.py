@@ -38,6 +38,7 @@ from .builders import (
     _b_memory_update,
     _b_opportunities,
     _b_outcomes,
+    _b_search,
     _b_post,
     _b_remove,
     _b_retract,
@@ -224,6 +225,11 @@ def parser() -> argparse.ArgumentParser:
     _add_page_args(s.add("turn", _b_turn, "open obligations, oldest first (what to do now)", action=False))
     _add_page_args(s.add("opportunities", _b_opportunities, "untaken assignments and restricted Tasks for you", action=False))
     _add_page_args(s.add("outcomes", _b_outcomes, "how work you took, created or judge ended, newest first", action=False))
+    p = s.add("search", _b_search, 'find what you may read: words (all must match), "a phrase", prefix*', action=False)
+    p.add_argument("query", metavar="QUERY", nargs="+")
+    p.add_argument("--in", dest="kinds", metavar="KIND,…", help="memory,entry,task,delivery (default: all)")
+    p.add_argument("--thread", metavar="THREAD", help="only this Thread's entries and deliveries")
+    _add_page_args(p)
 
     p = s.add("get", _b_get, "read any object by id: me_, th_, as_, tk_ or en_", action=False)
     p.add_argument("id", metavar="ID", type=_pasted_id)
@@ -413,6 +419,7 @@ OP_COMMANDS: dict[str, str] = {
     "webhook.set": "webhook set URL [--events KIND,…]",
     "webhook.get": "webhook get",
     "webhook.clear": "webhook clear",
+    "search": "search QUERY [--in KIND,…] [--thread THREAD]",
 }
 
 
