@@ -210,7 +210,7 @@ def load(
 
 
 def _check_allow_hosts(entries: tuple[str, ...]) -> None:
-    from .core.webhook import allow_entry
+    from .conventions import allow_entry
 
     for entry in entries:
         if allow_entry(entry) is None:

@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 
 import msgspec
 
+from ..conventions import allow_entry
 from ..errors import Rejection
 from ..event_kinds import DEFAULT_KINDS, KINDS
 from .agent import require_active
@@ -147,34 +148,6 @@ def address_refused(ip: "ipaddress.IPv4Address | ipaddress.IPv6Address") -> bool
 
 def default_port(scheme: str) -> int:
     return 443 if scheme == "https" else 80
-
-
-def allow_entry(text: str) -> tuple[str, int | None] | None:
-    """One ``[webhooks] allow_hosts`` entry as ``(host, port)``: the host in
-    lower case without brackets; the port an int, ``-1`` for ``host:*`` (every
-    port), None when the entry names none (then only the URL scheme's default
-    port, 80 or 443, is allowed: D328). None: not an entry."""
-    text = text.strip().lower()
-    if not text or any(c.isspace() or ord(c) < 32 or c in "/@?#" for c in text):
-        return None
-    if text.startswith("["):  # [v6] or [v6]:port
-        host, sep, rest = text[1:].partition("]")
-        if not sep or (rest and not rest.startswith(":")):
-            return None
-        port_text = rest[1:] if rest else None
-    elif text.count(":") == 1:  # host:port
-        host, _, port_text = text.partition(":")
-    else:  # a name, an IPv4 address, or a bare IPv6 address (no port)
-        host, port_text = text, None
-    if not host:
-        return None
-    if port_text is None:
-        return host, None
-    if port_text == "*":
-        return host, -1
-    if not port_text.isdigit() or not 0 < int(port_text) < 65536:
-        return None
-    return host, int(port_text)
 
 
 def allows(allow_hosts: tuple[str, ...], host: str, port: int, scheme: str) -> bool:

@@ -42,6 +42,7 @@ ID_KINDS: dict[str, tuple[str, str]] = {
     "as": ("an assignment id", "`turn`, `opportunities` and `thread.get` name assignments"),
     "tk": ("a Task id", "`task.list` lists Tasks"),
     "en": ("an engagement id", "`task.take` returns yours; `turn` and `task.get` name engagements"),
+    "ky": ("a scoped key id", "`agent.key.list` lists your live scoped keys"),
 }
 _ID_PATTERN = re.compile(r"^\^([a-z]{2})_\[")
 
