@@ -1,6 +1,8 @@
 """Conventions every layer shares, with no dependency of their own (WIRE.md
 "Conventions"): how a time is written on the wire, which receipt fields are
-secrets, and how two maps of when agents were last seen combine.
+secrets, how two maps of when agents were last seen combine, and how an entry
+of ``[webhooks] allow_hosts`` is written (the config checks it, the core
+applies it).
 """
 
 from __future__ import annotations
@@ -8,7 +10,7 @@ from __future__ import annotations
 import datetime as _dt
 from typing import Literal, Mapping
 
-__all__ = ["rfc3339", "SECRET_FIELDS", "Role", "merge_latest", "Scope", "SCOPES", "allows"]
+__all__ = ["rfc3339", "SECRET_FIELDS", "Role", "merge_latest", "Scope", "SCOPES", "allows", "allow_entry"]
 
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 
@@ -68,3 +70,31 @@ def rfc3339(ms: int) -> str:
     if last[0] != s:  # times written together mostly share their second
         last = _second = (s, (_EPOCH + _dt.timedelta(seconds=s)).strftime("%Y-%m-%dT%H:%M:%S."))
     return f"{last[1]}{milli:03d}Z"
+
+
+def allow_entry(text: str) -> tuple[str, int | None] | None:
+    """One ``[webhooks] allow_hosts`` entry as ``(host, port)``: the host in
+    lower case without brackets; the port an int, ``-1`` for ``host:*`` (every
+    port), None when the entry names none (then only the URL scheme's default
+    port, 80 or 443, is allowed: D328). None: not an entry."""
+    text = text.strip().lower()
+    if not text or any(c.isspace() or ord(c) < 32 or c in "/@?#" for c in text):
+        return None
+    if text.startswith("["):  # [v6] or [v6]:port
+        host, sep, rest = text[1:].partition("]")
+        if not sep or (rest and not rest.startswith(":")):
+            return None
+        port_text = rest[1:] if rest else None
+    elif text.count(":") == 1:  # host:port
+        host, _, port_text = text.partition(":")
+    else:  # a name, an IPv4 address, or a bare IPv6 address (no port)
+        host, port_text = text, None
+    if not host:
+        return None
+    if port_text is None:
+        return host, None
+    if port_text == "*":
+        return host, -1
+    if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        return None
+    return host, int(port_text)

@@ -39,7 +39,12 @@ from ..reads import READS
 from .registry import DEFAULT_THREADS, Registry
 from .stats import Stats, stats_of
 
-__all__ = ["Runtime", "Job", "Identity", "wall_ms", "OPEN_TASKS"]
+__all__ = ["Runtime", "Job", "Identity", "wall_ms", "OPEN_TASKS", "PASS_LIMIT"]
+
+# Open-stream rows not offered to the reader that one page of its feed reads
+# at most (D331; reviews/security.md round 4 finding 2: ~100k restricted offers
+# held the loop 775 ms per subscribe). The page then ends at the seq reached.
+PASS_LIMIT = 512
 
 
 def wall_ms() -> int:
@@ -406,19 +411,21 @@ class Runtime:
 
     def events_page(
         self, agent: str, after: int, limit: int, *, open_tasks: bool = False
-    ) -> tuple[int, list[tuple[int, bytes]], bool]:
+    ) -> tuple[int, list[tuple[int, bytes]], bool, int]:
         """(newest event seq, up to ``limit`` of ``agent``'s events after seq
-        ``after`` as (seq, event JSON without seq), whether more follow) from
-        one view. Every event has its own seq, so continuing after a page's
-        last seq resumes exactly. ``open_tasks``: the open-Task stream's
-        ``task_offered`` events offered to ``agent`` merged in, in seq order
-        (WIRE.md 1.2 "Open Tasks, announced")."""
+        ``after`` as (seq, event JSON without seq), whether more may follow,
+        the seq read up to) from one view. Every event has its own seq, so
+        continuing after the seq read up to resumes exactly. ``open_tasks``:
+        the open-Task stream's ``task_offered`` events offered to ``agent``
+        merged in, in seq order (WIRE.md 1.2 "Open Tasks, announced"); a page
+        passes over at most ``PASS_LIMIT`` offers not meant for ``agent``
+        (D331: its work is bounded by what it returns)."""
         with self.store.read() as view:
             return view.last_event_seq(), *_page(view, agent, after, limit, open_tasks)
 
     def events_after(
         self, floors: Mapping[tuple[str, bool], int], limit: int
-    ) -> tuple[int, dict[tuple[str, bool], tuple[list[tuple[int, bytes]], bool]]]:
+    ) -> tuple[int, dict[tuple[str, bool], tuple[list[tuple[int, bytes]], bool, int]]]:
         """Several pages (as :meth:`events_page`), keyed ``(agent,
         open_tasks)``, each after its own seq, and the newest event seq, from
         one view: the feed's live delivery when other nodes commit too (or for
@@ -431,16 +438,28 @@ class Runtime:
             }
 
 
-def _page(view: Any, agent: str, after: int, limit: int, open_tasks: bool = False) -> tuple[list[tuple[int, bytes]], bool]:
-    feed = view.feed(agent, after, open_tasks)
+def _page(
+    view: Any, agent: str, after: int, limit: int, open_tasks: bool = False
+) -> tuple[list[tuple[int, bytes]], bool, int]:
+    """(events, whether more may follow, the seq read up to): at most
+    ``limit`` events and ``PASS_LIMIT`` open-stream rows passed over (D331).
+    The feed is in seq order and every event has its own seq, so every row at
+    or below the seq read up to was read: the next page starts after it."""
+    feed = view.feed(agent, after, open_tasks, passed=True)
     page: list[tuple[int, bytes]] = []
     more = False
+    reached = after
+    passed = 0
     try:
         for seq, event in feed:
-            if len(page) >= limit:
+            if len(page) >= limit or passed >= PASS_LIMIT:
                 more = True
                 break
-            page.append((seq, event))
+            reached = seq
+            if event is None:
+                passed += 1
+            else:
+                page.append((seq, event))
     finally:
         feed.close()  # its cursors, before the read transaction ends
-    return page, more
+    return page, more, reached

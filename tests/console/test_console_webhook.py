@@ -18,7 +18,7 @@ from tests.e2e.helpers import register  # noqa: E402
 
 @pytest.mark.rules("L2-4")
 def test_console_account_sets_shows_and_clears_the_webhook(driver, make_daemon):
-    d = make_daemon(config_text='[webhooks]\nallow_hosts = ["127.0.0.1"]\n')
+    d = make_daemon(config_text='[webhooks]\nallow_hosts = ["127.0.0.1:*"]\n')
     console = Console(driver, d)
     try:
         _, key = run(register(d.url, "Ada"))
