@@ -94,3 +94,27 @@ async def test_push_config_receives_each_status_update_with_its_own_headers(make
         assert len(receiver.ok()) == 4
     finally:
         await receiver.close()
+
+
+@pytest.mark.rules("L1-1", "L1-4")
+async def test_check_rebuilds_every_a2a_state_table_and_event(make_daemon):
+    """Cards, markers, contexts, push configs, the a2a_push table and the
+    a2a_task events all follow from the facts: `kungfud check` agrees."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    d = make_daemon('[webhooks]\nallow_hosts = ["127.0.0.1"]\n')
+    client, c, worker, w = await pair(d.url)
+    conf = {"taskPushNotificationConfig": {"url": "http://127.0.0.1:9/p"}}
+    t1 = (await client.act("a2a.send", {"to": w, "message": msg("a", "ck-1", extensions=[E]), "configuration": conf}))["task"]
+    await take_and_deliver(worker, t1, {"text": "x"})
+    await client.act("a2a.send", {"to": w, "message": msg("no", "ck-2", taskId=t1, metadata={E: {"verdict": "reject"}})})
+    t2 = (await client.act("a2a.send", {"to": w, "message": msg("b", "ck-3")}))["task"]
+    await client.act("a2a.cancel", {"task": t2})
+    await client.close()
+    await worker.close()
+    d.stop()
+    r = subprocess.run([sys.executable, "-m", "kungfud", "check", *d.store_args],
+                       cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "OK" in r.stdout, r.stdout + r.stderr
