@@ -10,6 +10,7 @@ import pytest
 
 from kungfud.client import Client
 
+from .helpers import agent_client
 from .test_a2a_ops import E, msg, pair, take_and_deliver
 from .webhook_kit import Receiver
 
@@ -118,3 +119,26 @@ async def test_check_rebuilds_every_a2a_state_table_and_event(make_daemon):
     r = subprocess.run([sys.executable, "-m", "kungfud", "check", *d.store_args],
                        cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "OK" in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.rules("R8-20")
+async def test_a_webhook_naming_a2a_task_hears_them_and_a_default_one_does_not(make_daemon):
+    named, default = await Receiver().start(), await Receiver().start()
+    try:
+        d = make_daemon('[webhooks]\nallow_hosts = ["127.0.0.1"]\n')
+        client, c, worker, w = await pair(d.url)
+        other, o = await agent_client(d.url, "other")
+        await client.act("webhook.set", {"url": named.url, "events": ["a2a_task"]})
+        await other.act("webhook.set", {"url": default.url})
+        task = (await client.act("a2a.send", {"to": w, "message": msg("go", "wh-1")}))["task"]
+        await other.act("a2a.send", {"to": w, "message": msg("go", "wh-2")})
+        await worker.act("task.take", {"task": task})
+        await named.wait(lambda: len(named.ok()) >= 2)
+        events = [p.json for p in named.ok()]
+        assert [(e["event"], e["data"]["state"]) for e in events[:2]] == [
+            ("a2a_task", "TASK_STATE_SUBMITTED"), ("a2a_task", "TASK_STATE_WORKING")]
+        await asyncio.sleep(1.0)
+        assert all(p.json["event"] != "a2a_task" for p in default.posts)
+    finally:
+        await named.close()
+        await default.close()
