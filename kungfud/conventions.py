@@ -8,7 +8,7 @@ from __future__ import annotations
 import datetime as _dt
 from typing import Literal, Mapping
 
-__all__ = ["rfc3339", "SECRET_FIELDS", "Role", "merge_latest"]
+__all__ = ["rfc3339", "SECRET_FIELDS", "Role", "merge_latest", "Scope", "SCOPES", "allows"]
 
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 
@@ -20,6 +20,31 @@ SECRET_FIELDS = ("key", "token", "secret")  # secret: a webhook's signing secret
 #: A member's role in a Thread (WIRE.md "Thread"; spec §6): the facts, the
 #: member objects and the wire's args all name it from here.
 Role = Literal["observer", "speaker", "governor"]
+
+
+#: A scoped key's scope (WIRE.md 1.3 "Scoped keys"): the daemon refuses an op
+#: outside it (core/keys.py); the MCP bridge offers only the tools inside it.
+Scope = Literal["read", "worker", "a2a"]
+SCOPES: tuple[Scope, ...] = ("read", "worker", "a2a")
+#: The actions the ``worker`` scope may send besides every read.
+WORKER_ACTIONS = frozenset({
+    "thread.post", "thread.handle",
+    "assignment.take", "assignment.deliver", "assignment.drop",
+    "task.take", "task.deliver", "task.drop",
+})
+A2A_PREFIX = "a2a."  # the a2a scope: every op of the A2A binding, present and future
+
+
+def allows(scope: str, op: str, kind: str) -> bool:
+    """Whether a key of ``scope`` may call ``op`` (of ``kind`` ``"A"`` or ``"R"``):
+    ``agent.whoami`` for every scope; ``read`` every read, ``worker`` every
+    read and the work actions above; ``a2a`` the ``a2a.*`` ops (which are
+    no other scope's)."""
+    if op == "agent.whoami":
+        return True
+    if scope == "a2a" or op.startswith(A2A_PREFIX):
+        return scope == "a2a" and op.startswith(A2A_PREFIX)
+    return kind == "R" or (scope == "worker" and op in WORKER_ACTIONS)
 
 
 def merge_latest(into: dict[str, int], seen: Mapping[str, int]) -> None:

@@ -20,6 +20,9 @@ from .core.facts import Decision
 from .nodes import open_nodes
 from .server import Server
 from .testing import deaf, faults
+from .webhooks import Deliveries
+from .webhooks.push import Pushes, WithPushes
+from .webhooks.precheck import prechecks
 from .store import Committed, Item, StoreDamaged
 from .store.interface import Backend
 from .store.open import open_store
@@ -242,7 +245,13 @@ async def serve(
     stdout; a worker (``control``: its channel to the supervisor) reports
     ``ready [URL of private]`` there instead, and stops when the channel
     reaches EOF (its supervisor is gone)."""
-    server = Server(rt, cfg)
+    # WIRE.md 1.2: each agent's events POSTed to its webhook. The runner lives on
+    # the server's event loop and hears every commit from it, as its one sink;
+    # the pre-checks the op catalogue names check against the runner's allow list.
+    runner = Deliveries(rt, cfg.webhooks)
+    # WIRE.md 1.3: A2A push configs on the same engine (kungfud/webhooks/push.py).
+    sink = WithPushes(runner, Pushes(rt, cfg.webhooks)) if cfg.a2a.enabled else runner
+    server = Server(rt, cfg, sink=sink, prechecks=prechecks(runner.allow))
     try:
         host, port = await server.start(sock=listener, private=private)
     except OSError as e:

@@ -15,6 +15,12 @@ structural key an op needs raises :class:`kungfud.wire.FrameError`
 before routing: a ``thread.join`` token names no Thread until it is matched
 against the stored grants.
 
+``precheck``, when present, names I/O the action needs before it is routed,
+awaited by the server on the event loop after admission (a few at a time):
+``webhook.set``'s ``public_host`` resolves its URL's host (D216). The daemon
+supplies the check of each name (kungfud/webhooks/precheck.py); a refusal it
+returns is answered unless a receipt answers first.
+
 ``route(command, caller, view)`` names the actor that serializes the action: the
 caller's Agent actor (one of a few shared by hash) for account and Memory
 actions, the Thread's actor for everything inside a Thread (assignments are
@@ -30,17 +36,18 @@ import msgspec
 
 from .. import wire
 from . import a2a_ops
-from ..core import a2a, a2a_card, agent, assignment, deactivation, engagement, entry, memory, task, thread, webhook, work
+from ..core import a2a, a2a_card, agent, assignment, deactivation, engagement, entry, keys, memory, task, thread, webhook, work
 from ..core.context import Ctx
 from ..core.facts import Decision
 from ..core.pins import Pin
 from ..errors import Rejection
 from ..store.store import View
+from ..wire.names import normalized
 from ..wire.reasons import teach
 
 __all__ = [
     "Action", "ACTIONS", "REGISTRAR", "DEADLINE", "DEADLINE_TASK", "agent_actor", "AGENT_SHARDS", "ROUTE_READS",
-    "SERVICE_ACTORS", "to_command",
+    "SERVICE_ACTORS", "to_command", "PRECHECKS",
 ]
 
 REGISTRAR = "ag_registrar"  # actor key serializing registrations (no agent yet)
@@ -57,6 +64,7 @@ class Action(NamedTuple):
     route: Route
     decide: Decide
     resolve: Resolve | None = None  # completes the command from the store before routing
+    precheck: str | None = None  # names I/O before routing, on the event loop (webhook.set's host, D216)
 
 
 # --- wire args -> core commands ---------------------------------------------------
@@ -74,6 +82,10 @@ def _name(op: str, content: dict) -> bytes:
         msgspec.convert(content, wire.NameContent)
     except msgspec.ValidationError as e:
         raise wire.FrameError(f"invalid args for {op}: {teach(wire.NameContent, wire.why(e), 'content')}") from None
+    try:  # stored normalized, never with an invisible character (kungfud/wire/names.py)
+        content = {**content, "name": normalized(content["name"])}
+    except ValueError as e:
+        raise wire.FrameError(f"invalid args for {op}: `content.name` {e}") from None
     return _content(content)
 
 
@@ -260,6 +272,9 @@ ACTIONS: dict[str, Action] = {
         lambda a: agent.CreateAgent(_name("admin.agent.create", a.content)), _registrar, agent.decide_create
     ),
     "agent.rotate_key": Action(lambda a: agent.RotateKey(), _caller, agent.decide_rotate_key),
+    # WIRE.md 1.3: scoped keys, in the caller's actor (which also rotates its key)
+    "agent.key.create": Action(lambda a: keys.CreateKey(a.scope, a.label, a.expires_in_s), _caller, keys.decide_create),
+    "agent.key.revoke": Action(lambda a: keys.RevokeKey(a.key_id), _caller, keys.decide_revoke),
     "admin.agent.reset_key": Action(
         lambda a: agent.ResetKey(a.agent),
         _by_agent,
@@ -267,7 +282,8 @@ ACTIONS: dict[str, Action] = {
     ),
     # webhooks (WIRE.md 1.2): the caller's actor, which also decides its deactivation and key reset
     "webhook.set": Action(
-        lambda a: webhook.SetWebhook(a.url, None if a.events is None else tuple(a.events)), _caller, webhook.decide_set
+        lambda a: webhook.SetWebhook(a.url, None if a.events is None else tuple(a.events)), _caller, webhook.decide_set,
+        precheck="public_host",
     ),
     "webhook.clear": Action(lambda a: webhook.ClearWebhook(), _caller, webhook.decide_clear),
     # memory (§5)
@@ -341,6 +357,9 @@ ACTIONS: dict[str, Action] = {
 ROUTE_READS = frozenset(
     op for op, spec in ACTIONS.items() if spec.resolve is not None or spec.route in (_assignment, _engagement, _join, _a2a_task)
 )
+
+# The pre-checks the catalogue names: a server must be given each (kungfud/daemon.py).
+PRECHECKS = frozenset(spec.precheck for spec in ACTIONS.values() if spec.precheck is not None)
 
 
 def to_command(op: str, args: Any) -> Any:

@@ -135,6 +135,18 @@ def _entry_lines(it: dict) -> list[str]:
     return out
 
 
+def _search_lines(it: dict) -> list[str]:
+    """``entry th_…#3 at=… score=…`` (the ids that read it), then the snippet on its own line."""
+    kind = it.get("kind", "?")
+    if kind == "entry":
+        where = f"{it.get('thread')}#{it.get('entry')}"
+    elif kind == "memory":
+        where = f"{it.get('memory')}@{it.get('version')}"
+    else:
+        where = "/".join(str(it[k]) for k in ("thread", "task", "assignment", "engagement") if k in it)
+    return [f"{kind} {where} at={it.get('at')} score={it.get('score')}", f"  {_scalar(it.get('snippet', ''))}"]
+
+
 _ITEM_LINES: dict[str, Callable[[dict], str | list[str]]] = {
     "turn": _turn_line,
     "opportunities": _opportunity_line,
@@ -143,6 +155,7 @@ _ITEM_LINES: dict[str, Callable[[dict], str | list[str]]] = {
     "thread.list": _thread_line,
     "task.list": _task_line,
     "thread.entries": _entry_lines,
+    "search": _search_lines,
 }
 
 
@@ -203,12 +216,14 @@ class Out:
     def note(self, text: str) -> None:
         print(f"kungfu: {text}", file=sys.stderr)
 
-    def error(self, error: dict) -> int:
-        """Print a rejection (daemon's or the CLI's own); return its exit code."""
+    def error(self, error: dict, said=None) -> int:
+        """Print a rejection (daemon's or the CLI's own); return its exit code.
+        ``said`` rewrites the reason for the human line (``--json`` prints it exact)."""
         code = error.get("code", "internal")
         if self.as_json:
             print(json.dumps(error, ensure_ascii=False), flush=True)
-        print(f"{code}: {error.get('reason', '')} (next: {error.get('next', '-')})", file=sys.stderr)
+        reason = error.get("reason", "")
+        print(f"{code}: {said(reason) if said else reason} (next: {error.get('next', '-')})", file=sys.stderr)
         if error.get("hint"):
             print(f"hint: {_hint_command(error['hint'])}", file=sys.stderr)
         return EXIT_CODES.get(code, EXIT_CODES["internal"])

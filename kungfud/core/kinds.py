@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Union
 
-from . import a2a, a2a_card, a2a_push, agent, assignment, decision, engagement, entry, facts, memory, obligations, task, task_facts, thread, webhook, work
+from . import a2a, a2a_card, a2a_push, agent, assignment, decision, engagement, entry, facts, keys, memory, obligations, task, task_facts, thread, webhook, work
 
 __all__ = ["Kind", "Deadlines", "KINDS", "kind", "kind_of", "state_type", "apply_to", "fold", "of_state", "AnyFact"]
 
@@ -36,8 +36,9 @@ AnyFact = Union[
     facts.AssignmentVoided, facts.AssignmentExpired, task_facts.TaskCreated, task_facts.TaskRevised,
     task_facts.TaskAcceptingSet, task_facts.EngagementConfirmed, task_facts.EngagementDelivered,
     task_facts.EngagementJudged, task_facts.EngagementDropped, task_facts.EngagementExpired,
-    webhook.WebhookSet, webhook.WebhookCleared, a2a_card.CardSet, a2a_card.CardCleared, a2a.ContextOpened,
-    a2a.TaskOpened, a2a.MessageAdded, a2a.Canceled, a2a.Progressed, a2a_push.PushSet, a2a_push.PushCleared,
+    webhook.WebhookSet, webhook.WebhookCleared, keys.ScopedKeyCreated, keys.ScopedKeyRevoked, a2a_card.CardSet,
+    a2a_card.CardCleared, a2a.ContextOpened, a2a.TaskOpened, a2a.MessageAdded, a2a.Canceled, a2a.Progressed,
+    a2a_push.PushSet, a2a_push.PushCleared,
 ]
 
 

@@ -29,13 +29,15 @@ __all__ = [
 #: a model reads the live ones in thread_get and any one with assignment_get (D261).
 # webhook.*: set up delivery for an agent that holds no connection, from the CLI
 # or the console; as tools they would push tools/list past its budget (D215).
+# agent.key.*: scoped keys are made for other clients, from the CLI or the
+# console; a model has no use for them and tools/list no room (D315).
 # a2a.*: the A2A binding's ops (WIRE.md 1.3), for A2A clients through the A2A
 # endpoint and for the CLI and console; a model here works with Tasks directly,
 # and ten more tools would push tools/list past its budget (D291).
-EXCLUDED_OPS = frozenset(
-    {"hello", "subscribe", "thread.assignments", "webhook.set", "webhook.get", "webhook.clear"}
-    | {op for op in OPS if op.startswith("a2a.")}
-)
+EXCLUDED_OPS = frozenset({
+    "hello", "subscribe", "thread.assignments", "webhook.set", "webhook.get", "webhook.clear",
+    "agent.key.create", "agent.key.list", "agent.key.revoke",
+} | {op for op in OPS if op.startswith("a2a.")})
 
 #: The argument that carries an action's idempotency key (L3); not a wire field.
 IDEMPOTENCY_ARG = "idempotency_key"
@@ -61,7 +63,7 @@ TOOLSETS: dict[str, frozenset[str] | None] = {
         "thread.get", "thread.entries", "thread.entry", "thread.list",
         "assignment.get", "assignment.judge", "assignment.void",
         "task.create", "task.revise", "task.pause", "task.resume", "task.judge", "task.get", "task.list",
-        "engagement.get", "memory.create", "memory.update", "memory.get", "memory.list",
+        "engagement.get", "memory.create", "memory.update", "memory.get", "memory.list", "search",
     }),
     # Looks after accounts.
     "operator": frozenset({
@@ -145,6 +147,8 @@ FIELDS: dict[str, str] = {
     "adopted_after": "From adopted_cursor",
     "inputs_after": "From inputs_cursor",
     "limit": "Page size",
+    "q": 'Words (all must match), "a phrase", prefix*',
+    "in": "Only these kinds",
     "full": "Include content you may read",
     "newest_first": "Newest entries first",
     "mine": "Tasks you authored",
@@ -319,9 +323,11 @@ _A_YEAR_S = 31_536_000
 
 def _lean(node: Any) -> Any:
     """Drop what costs a model's context and only repeats the daemon's own checks:
-    id and cursor patterns (both come from results; the description names the kind), bounds no
-    model reaches (a year of seconds, 1,000 ids, 256-character cursors and tokens
-    copied from results), the lower bound 1 of counts and numbers, and
+    id and cursor patterns (both come from results; the description names the kind), a
+    cursor's type, bounds no model reaches (a year of seconds, 100 or 1,000 ids, page
+    sizes, 256-character cursors and tokens copied from results), the lower bound 1
+    of counts, numbers and lists, defaults that mean what leaving the field out
+    means (false, [], null, 0) and a page size's, and
     ``additionalProperties: false`` (an unknown field is ``bad_request`` naming it).
     The daemon still checks all of them. A handle note's closed shape is part of
     its content type and stays (D55)."""
@@ -335,12 +341,20 @@ def _lean(node: Any) -> Any:
     if isinstance(out.get("pattern"), str) and _ID_PATTERN.match(out["pattern"]):
         del out["pattern"]
     cursor = out.get("properties", {}).get("cursor")
-    if isinstance(cursor, dict):  # cursors are copied from results, like ids
+    if isinstance(cursor, dict):  # cursors are copied from results, like ids: no pattern, no type
         cursor.pop("pattern", None)
-    if isinstance(out.get("maximum"), int) and out["maximum"] >= _A_YEAR_S:
-        del out["maximum"]
-    if out.get("maxItems") == 1000:
+        cursor.pop("type", None)
+    limit = out.get("properties", {}).get("limit")
+    if isinstance(limit, dict):  # a page's size: the daemon's default serves
+        limit.pop("default", None)
+    if isinstance(out.get("maximum"), int) and (out["maximum"] >= _A_YEAR_S or out["maximum"] == 100):
+        del out["maximum"]  # a year of seconds; 100 (page sizes and lists: a bound a model need not plan for)
+    if out.get("maxItems") in (100, 1000):
         del out["maxItems"]
+    if out.get("minItems") == 1:
+        del out["minItems"]
+    if "default" in out and out["default"] in (False, None, []):  # what leaving it out means anyway
+        del out["default"]
     if out.get("maxLength") == 256:
         del out["maxLength"]
     if out.get("minimum") == 1 and out.get("type") == "integer":

@@ -131,13 +131,7 @@ class Metrics:
             *_one("kungfud_facts_total", "counter", "Facts recorded (the last global sequence number).", st.facts),
             *_one("kungfud_commits_total", "counter", "Group commits written.", st.commits),
             *_one("kungfud_live_actors", "gauge", "Actors currently running.", st.live_actors),
-            *_one("kungfud_webhook_deliveries_total", "counter", "Webhook POSTs answered 2xx (WIRE.md 1.2).",
-                  server.webhooks.delivered_total),
-            *_one("kungfud_webhook_failures_total", "counter",
-                  "Webhook attempts that failed (error status, timeout, refused, redirect).", server.webhooks.failed_total),
-            *_one("kungfud_webhook_oldest_undelivered_seconds", "gauge",
-                  "Age of the oldest event this node is delivering to a webhook (0: none waiting).",
-                  f"{server.webhooks.oldest_age_s():.3f}"),
+            *(line for figure in server.sink.figures() for line in _one(*figure)),  # the webhook runner's
             *_family("kungfud_thread_cpu_seconds", "gauge", "CPU seconds used by the live threads of each group.", cpu),
         ]
         return "\n".join(out) + "\n"

@@ -41,6 +41,7 @@ FORMAT_4_TABLES = ("events", "memories", "usage")
 # the obligations of one holder keyed in the order they arose (D282).
 FORMAT_5_TABLES = ("obligations",)
 from .task_rows import step_3_to_4
+from .search_index import check_index
 
 __all__ = ["expected_indexes", "compare", "write", "migrate", "run_check"]
 
@@ -265,6 +266,8 @@ def _check(store: Backend, do_rebuild: bool) -> int:
         damage = [f"log: {p}" for p in log_problems(view.kv, derived=False)]
         expected = expected_indexes(store, view.kv, damage)
         problems = damage + compare(store, expected, view.kv)
+        # Search's derived index (a file beside the data): compared, and remade by --rebuild.
+        problems += check_index(store, view, do_rebuild and not damage)
     for p in problems[:100]:
         print(p)
     if len(problems) > 100:

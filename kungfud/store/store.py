@@ -17,6 +17,7 @@ from itertools import islice
 from typing import Any, Iterator
 
 import lmdb
+import msgspec
 
 from ..core.kinds import state_type
 from ..core.obligations import Obligation
@@ -203,7 +204,7 @@ class Store(SnapshotTail):
     @contextmanager
     def read(self) -> Iterator["View"]:
         with self.env.begin(buffers=False) as txn:
-            yield View(self._snapshot(txn, self.dbs))
+            yield View(self._snapshot(txn, self.dbs), self)
 
     def begin_write(self) -> LmdbWriteTxn:
         return LmdbWriteTxn(self.env, self.dbs)
@@ -235,10 +236,11 @@ class View:
     newest first, before) a row; callers only pass back what a query returned.
     """
 
-    __slots__ = ("kv",)
+    __slots__ = ("kv", "recorder")
 
-    def __init__(self, kv: Snapshot):
+    def __init__(self, kv: Snapshot, recorder: Any = None):
         self.kv = kv  # for the store's own modules (check, integrity); never outside store/
+        self.recorder = recorder  # the store it reads (search's derived index is beside it)
 
     def last_seq(self) -> int:
         """The seq of the last committed fact."""
@@ -275,7 +277,18 @@ class View:
 
     def agent_for_key_hash(self, key_hash: bytes) -> str | None:
         raw = self.kv.get("agent_keys", key_hash)
-        return None if raw is None else raw.decode()
+        return None if raw is None else raw.split(b"\x00", 1)[0].decode()
+
+    def key_holder(self, key_hash: bytes) -> tuple[str, str | None, int | None, str | None] | None:
+        """(agent, scope, expires_at ms, key_id) of a key's hash (a main key: None for the rest), or None."""
+        raw = self.kv.get("agent_keys", key_hash)
+        if raw is None:
+            return None
+        agent, sep, rest = raw.partition(b"\x00")
+        if not sep:
+            return (agent.decode(), None, None, None)
+        scope, expires_at, key_id = msgspec.msgpack.decode(rest)
+        return (agent.decode(), scope, expires_at, key_id)
 
     def thread_for_token(self, token_hash: bytes) -> str | None:
         raw = self.kv.get("tokens", token_hash)

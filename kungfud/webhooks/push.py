@@ -33,7 +33,7 @@ from ..actors.hooks import Cursor, Hooks
 from .post import new_client, post
 from .schedule import Schedule
 
-__all__ = ["Pushes", "push_cursor", "status_update"]
+__all__ = ["Pushes", "WithPushes", "push_cursor", "status_update"]
 
 log = logging.getLogger("kungfud.webhooks")
 
@@ -79,6 +79,9 @@ class Pushes:
         self._client: Any = None
         self._loop_task: asyncio.Task | None = None
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="kungfud-a2a-push")
+
+    def figures(self) -> list[tuple[str, str, str, object]]:
+        return [("kungfud_a2a_push_delivered_total", "counter", "A2A push notifications acknowledged", self.delivered_total)]
 
     def start(self) -> None:
         self._client = new_client(4)
@@ -165,3 +168,29 @@ class Pushes:
                 return
         if last != cursor.delivered:
             await self._call(self.hooks.write, {push_cursor(task, c.id): self.schedule.delivered(cursor, last, _wall_ms())})
+
+
+class WithPushes:
+    """The server's one sink (server/bridge.py ``Sink``): the webhook runner,
+    with the push runner started and stopped beside it (the push runner polls:
+    it needs no wake-ups)."""
+
+    def __init__(self, runner: Any, pushes: Pushes):
+        self.runner, self.pushes = runner, pushes
+
+    def start(self) -> None:
+        self.runner.start()
+        self.pushes.start()
+
+    async def stop(self) -> None:
+        await self.runner.stop()
+        await self.pushes.stop()
+
+    def wake(self, agents: list[str] | None) -> None:
+        self.runner.wake(agents)
+
+    def changed(self, agents: list[str]) -> None:
+        self.runner.changed(agents)
+
+    def figures(self) -> list[tuple[str, str, str, object]]:
+        return [*self.runner.figures(), *self.pushes.figures()]

@@ -61,6 +61,8 @@ from .args import (
     ThreadRefArgs,
     WhoamiArgs,
 )
+from .keys import KeyCreateArgs, KeyListArgs, KeyRevokeArgs
+from .search import SearchArgs
 
 from .a2a import (
     A2ACardClearArgs,
@@ -95,6 +97,12 @@ OPS: dict[str, OpSpec] = {
     "admin.agent.list": OpSpec("R", AgentListArgs, "Admin: page through agents."),
     "agent.rotate_key": OpSpec("A", RotateKeyArgs, "Replace your key; the old one stops working."),
     "admin.agent.reset_key": OpSpec("A", ResetKeyArgs, "Admin: give an agent a new key."),
+    # WIRE.md 1.3: scoped keys
+    "agent.key.create": OpSpec(
+        "A", KeyCreateArgs, "Make a key that can do less: read (reads), worker (reads and doing work) or a2a; shown once."
+    ),
+    "agent.key.list": OpSpec("R", KeyListArgs, "Your live scoped keys (never the keys themselves)."),
+    "agent.key.revoke": OpSpec("A", KeyRevokeArgs, "Revoke a scoped key; its connections close."),
     "memory.create": OpSpec("A", MemoryCreateArgs, "Store a private note (a Memory)."),
     "memory.update": OpSpec("A", MemoryUpdateArgs, "New version of your Memory (replaces its content)."),
     "memory.publish": OpSpec("A", MemoryRefArgs, "Let every agent read your Memory."),
@@ -147,6 +155,7 @@ OPS: dict[str, OpSpec] = {
     "webhook.set": OpSpec("A", WebhookSetArgs, "Send your events to a URL; shows its secret once."),
     "webhook.get": OpSpec("R", WebhookGetArgs, "Your webhook and how delivery goes."),
     "webhook.clear": OpSpec("A", WebhookClearArgs, "Remove your webhook."),
+    "search": OpSpec("R", SearchArgs, "Find what you may read."),
     # WIRE.md 1.3: A2A
     "a2a.card.set": OpSpec("A", A2ACardSetArgs, "Publish your A2A agent card: A2A clients may then send you work."),
     "a2a.card.get": OpSpec("R", A2ACardGetArgs, "An A2A agent card (yours, or another's while published) and its URL."),

@@ -41,6 +41,10 @@ def test_console_account_sets_shows_and_clears_the_webhook(driver, make_daemon):
         console.d.refresh()
         console.wait_text("#webhook-now", "http://127.0.0.1:9/kungfu-hook")
         assert secret not in console.text("body")
+        # The form ticks the events registered (all four), not the default three (issue 37).
+        ticked = {ev for ev in ("turn", "opportunity", "outcome", "task_offered")
+                  if console.one(f'form.webhook-set input[name=events][value="{ev}"]').is_selected()}
+        assert ticked == {"turn", "opportunity", "outcome", "task_offered"}
         console.submit(console.one("form.webhook-clear"))
         console.d.switch_to.alert.accept()  # "Stop sending …?"
         console.wait_text("#webhook-now", "No webhook")
