@@ -155,7 +155,7 @@ class Pushes:
                 last = seq
                 continue
             error = await post(self._client, c.url, self.allow, b"", f"{c.id}.{seq}", now // 1000,
-                               status_update(task, context, data), extra)
+                               status_update(task, context, data), extra=extra)
             if error is not None:
                 cursor = self.schedule.failed(msgspec.structs.replace(cursor, delivered=last), _wall_ms(), error)
                 await self._call(self.hooks.write, {push_cursor(task, c.id): cursor})
