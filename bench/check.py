@@ -45,6 +45,7 @@ def build(n: int, where: str) -> int:
         threads = [b.thread_with(agents[i * 10], agents[i * 10 + 1 : i * 10 + 10]) for i in range(20)]
         members = {t: agents[i * 10 : i * 10 + 10] for i, t in enumerate(threads)}
         mine: dict[str, list[str]] = {a: [] for a in agents}
+        public: set[str] = set()
         with b.store.read() as view:
             facts = view.last_seq()
         last_said = time.monotonic()
@@ -57,7 +58,9 @@ def build(n: int, where: str) -> int:
                     calls.append((who, "memory.create", {"content": {"title": f"m{facts}", "body": "x" * rng.randint(200, 600)}}))
                 elif roll < 0.7:
                     m = rng.choice(mine[who])
-                    op = "memory.update" if rng.random() < 0.8 else "memory.publish"
+                    op = "memory.update" if rng.random() < 0.8 or m in public else "memory.publish"
+                    if op == "memory.publish":
+                        public.add(m)
                     calls.append((who, op, {"memory": m, **({"content": {"v": facts}} if op == "memory.update" else {})}))
                 else:
                     t = rng.choice(threads)

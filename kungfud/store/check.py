@@ -42,7 +42,7 @@ FORMAT_4_TABLES = ("events", "memories", "usage")
 FORMAT_5_TABLES = ("obligations",)
 from .task_rows import step_3_to_4
 from .search_index import check_index
-from .derived_runs import GROUP_BYTES, Progress, Runs, differences, repair_ranges
+from .derived_runs import GROUP_BYTES, Progress, Runs, States, differences, repair_ranges
 
 __all__ = ["expected_indexes", "compare", "write", "migrate", "run_check"]
 
@@ -72,16 +72,22 @@ def derive(
 ) -> None:
     """Each derived row of ``tables`` (and of ``meta``, :data:`DERIVED_META`)
     the log in ``kv`` makes, handed to ``put(table, key, value)``; a later row
-    of one key replaces the earlier. Memory holds the objects' states (the
-    fold), never the rows. ``progress(seq)`` now and then."""
-    wanted = frozenset(tables)
-    states: dict[str, Any] = {}
-    versions: dict[str, int] = {}
+    of one key replaces the earlier. Memory holds the most recently written
+    of the objects' states (:class:`~kungfud.store.derived_runs.States`), never
+    the rows. ``progress(seq)`` now and then."""
+    with States() as folded_states:
+        _derive(kv, put, errors, frozenset(tables), progress, folded_states)
+
+
+def _derive(
+    kv: Snapshot, put: Callable[[str, bytes, bytes], None], errors: list[str] | None, wanted: frozenset[str],
+    progress: Callable[[int], None] | None, states: States,
+) -> None:
     usage: dict[bytes, int] = {}
     event_seq = 0
     # D285: a kind recorded after the store began is made from its first fact on.
     since = kinds_since(kv.get("meta", KINDS_KEY))
-    indexes = any(t not in ("events", "outcomes") for t in tables)
+    indexes = any(t not in ("events", "outcomes") for t in wanted)
     for n, (k, v) in enumerate(kv.scan("log")):
         if len(k) != 8:
             if errors is None:
@@ -96,18 +102,17 @@ def derive(
             objs = list(fact.objects())
             folded = {}
             for obj in objs:
-                folded[obj] = apply_to(obj, folded.get(obj, states.get(obj)), fact)
+                folded[obj] = apply_to(obj, folded[obj] if obj in folded else states.state(obj), fact)
         except Exception as e:  # noqa: BLE001 — a damaged fact is a finding, not a crash
             if errors is None:
                 raise
             errors.append(f"log: the fact at seq {seq} does not decode or apply: {type(e).__name__}: {e}")
             continue
-        feed = FactEvents(lambda th, ag: current(states.get(member_obj(th, ag))) is not None, states.get)
+        feed = FactEvents(lambda th, ag: current(states.state(member_obj(th, ag))) is not None, states.state)
         for obj in objs:
-            before = states.get(obj)
-            states[obj] = folded[obj]
-            feed.observe(obj, before, states[obj], fact)
-            versions[obj] = versions.get(obj, 0) + 1
+            version, before = states.get(obj)
+            states.set(obj, version + 1, folded[obj])
+            feed.observe(obj, before, folded[obj], fact)
         numbered = number(rendered(feed, enabled(since, seq)), event_seq, seq)
         if numbered:
             event_seq = numbered[-1][1]
@@ -123,9 +128,9 @@ def derive(
         for key, n in usage.items():
             put(USAGE, key, u64(n))
     if indexes:
-        for obj, state in states.items():
+        for obj, version, state in states.items():
             if "objects" in wanted:
-                put("objects", obj.encode(), encode_object(versions[obj], state))
+                put("objects", obj.encode(), encode_object(version, state))
             for db, key, value in state_rows(obj, state):
                 if db in wanted:
                     put(db, key, value)

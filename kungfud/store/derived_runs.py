@@ -22,14 +22,20 @@ import sys
 import tempfile
 import time
 from itertools import islice
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
-__all__ = ["Runs", "differences", "repair_ranges", "Progress", "GROUP_BYTES"]
+from ..core.kinds import state_type
+from .layout import decode_object, encode_object
+
+__all__ = ["Runs", "States", "differences", "repair_ranges", "Progress", "GROUP_BYTES"]
 
 # The rows a check keeps in memory before it spills a sorted run: their bytes
 # plus a per-row allowance for the Python objects that hold them.
 GROUP_BYTES = 48 << 20
 _ROW_OVERHEAD = 160
+# The objects' states the fold keeps decoded in memory before it spills the
+# older half (:class:`States`).
+STATES_CAP = 100_000
 # The stored rows ``--rebuild`` reads at a time before it writes their range.
 RANGE = 4096
 _LEN = struct.Struct(">II")
@@ -218,3 +224,88 @@ class Progress:
         if self.on and self._shown:
             self.stream.write("\r\x1b[K")
             self.stream.flush()
+
+
+class States:
+    """The objects' states as the fold of the log reaches them, with the
+    number of facts that touched each, in bounded memory: the ``cap`` most
+    recently written stay decoded in memory; past it, the older half is
+    encoded (as the ``objects`` row it will become) into a temporary LMDB
+    environment and decoded again when a later fact reads it. Use as a
+    context manager: the environment is removed at the end."""
+
+    def __init__(self, cap: int | None = None, where: str | None = None):
+        self.cap = cap or STATES_CAP
+        self._where = where
+        self._mem: dict[str, tuple[int, Any]] = {}
+        self._env: Any = None
+        self._dir: str | None = None
+        self._read: Any = None
+        self.spilled = 0
+
+    def __enter__(self) -> "States":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._mem.clear()
+        if self._read is not None:
+            self._read.abort()
+            self._read = None
+        if self._env is not None:
+            self._env.close()
+            self._env = None
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+
+    def get(self, obj: str) -> tuple[int, Any]:
+        """(facts that touched it, state); (0, None) for one no fact made."""
+        got = self._mem.get(obj)
+        if got is not None:
+            return got
+        if self._read is None:
+            return 0, None
+        raw = self._read.get(obj.encode())
+        return (0, None) if raw is None else decode_object(raw, state_type(obj))
+
+    def state(self, obj: str) -> Any:
+        return self.get(obj)[1]
+
+    def set(self, obj: str, version: int, state: Any) -> None:
+        mem = self._mem
+        mem.pop(obj, None)  # to the end: the most recently written
+        mem[obj] = (version, state)
+        if len(mem) > self.cap:
+            self._spill(len(mem) - self.cap // 2)
+
+    def _spill(self, n: int) -> None:
+        import lmdb
+
+        if self._env is None:
+            self._dir = tempfile.mkdtemp(prefix="kungfud-check-states-", dir=self._where)
+            self._env = lmdb.open(self._dir, map_size=1 << 40, sync=False, metasync=False, readahead=False, lock=False)
+        if self._read is not None:
+            self._read.abort()
+        mem = self._mem
+        with self._env.begin(write=True) as txn:
+            for obj in list(islice(mem, n)):
+                version, state = mem.pop(obj)
+                txn.put(obj.encode(), encode_object(version, state))
+        self._read = self._env.begin(buffers=False)
+        self.spilled += 1
+
+    def items(self) -> Iterator[tuple[str, int, Any]]:
+        """Every object once: (id, facts that touched it, state), the spilled
+        ones first."""
+        mem = self._mem
+        if self._read is not None:
+            for key, raw in self._read.cursor():
+                obj = key.decode()
+                if obj not in mem:
+                    version, state = decode_object(raw, state_type(obj))
+                    yield obj, version, state
+        for obj, (version, state) in mem.items():
+            yield obj, version, state
