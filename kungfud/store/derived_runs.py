@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterator
 from ..core.kinds import state_type
 from .layout import decode_object, encode_object
 
-__all__ = ["Runs", "States", "differences", "repair_ranges", "Progress", "GROUP_BYTES"]
+__all__ = ["Runs", "States", "differences", "paced", "repair_ranges", "Progress", "GROUP_BYTES"]
 
 # The rows a check keeps in memory before it spills a sorted run: their bytes
 # plus a per-row allowance for the Python objects that hold them.
@@ -148,6 +148,14 @@ def differences(
                 yield "differs", e[0], e[1]  # type: ignore[index]
             e = next(expected, end)
             s = next(stored, end)
+
+
+def paced(rows: Iterator[tuple[bytes, bytes]], every: Callable[[], None], n: int = 1 << 16) -> Iterator[tuple[bytes, bytes]]:
+    """``rows`` as they are, calling ``every()`` after each ``n`` of them."""
+    for i, row in enumerate(rows, 1):
+        yield row
+        if not i % n:
+            every()
 
 
 def repair_ranges(
@@ -284,6 +292,8 @@ class States:
     def _spill(self, n: int) -> None:
         import lmdb
 
+        from .lmdb_kv import release_mapped
+
         if self._env is None:
             self._dir = tempfile.mkdtemp(prefix="kungfud-check-states-", dir=self._where)
             self._env = lmdb.open(self._dir, map_size=1 << 40, sync=False, metasync=False, readahead=False, lock=False)
@@ -295,6 +305,7 @@ class States:
                 version, state = mem.pop(obj)
                 txn.put(obj.encode(), encode_object(version, state))
         self._read = self._env.begin(buffers=False)
+        release_mapped(os.path.join(self._dir, "data.mdb"))
         self.spilled += 1
 
     def items(self) -> Iterator[tuple[str, int, Any]]:
