@@ -468,3 +468,56 @@ def test_L1_1_runs_merge_a_key_rebuilt_in_several_groups_to_its_last_row(tmp_pat
             ("differs", b"b", b"2"), ("unexpected", b"bb", None), ("missing", b"c", b"1"),
         ]
     assert list(tmp_path.iterdir()) == [], "the runs are removed at the end"
+
+
+@pytest.mark.rules("L1-1")
+def test_L1_1_letting_go_of_the_mapped_pages_changes_nothing_read(populated):
+    """D367: the check drops the LMDB map's resident pages as it scans; what a
+    read returns after, in the same read transaction and in a new one, is
+    what it returned before."""
+    data, _ = populated
+    store = Store(str(data))
+    try:
+        with store.read() as view:
+            before = {t: list(view.kv.scan(t)) for t in ("log", "objects", "versions")}
+            store.release_pages()
+            assert {t: list(view.kv.scan(t)) for t in before} == before
+        store.release_pages()
+        with store.read() as view:
+            assert {t: list(view.kv.scan(t)) for t in before} == before
+        assert compare(store, expected_indexes(store)) == []
+    finally:
+        store.close()
+
+
+@pytest.mark.rules("L1-1")
+def test_L1_1_progress_shows_on_a_terminal_past_its_delay_and_never_elsewhere(monkeypatch):
+    """Issue 38 §2: a long check says how far it is on a terminal (stderr),
+    rewriting one line, and cleans it up; on a pipe or file it says nothing."""
+    import io
+
+    from kungfud.store import derived_runs
+    from kungfud.store.derived_runs import Progress
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    clock = [100.0]
+    monkeypatch.setattr(derived_runs.time, "monotonic", lambda: clock[0])
+    tty, pipe = Tty(), io.StringIO()
+    for stream in (tty, pipe):
+        clock[0] = 100.0
+        p = Progress(after=2.0, every=0.5, stream=stream)
+        p.say("rebuilding, fact 1 of 9")  # before the delay: nothing
+        clock[0] += 3
+        p.say("rebuilding, fact 5 of 9")
+        p.say("rebuilding, fact 6 of 9")  # within `every` of the last: nothing
+        p.say("comparing objects", force=True)  # a new phase: at once
+        p.done()
+    assert pipe.getvalue() == ""
+    shown = tty.getvalue().split("\r")
+    assert [s.replace("\x1b[K", "") for s in shown if s] == [
+        "kungfud check: rebuilding, fact 5 of 9 (3 s)", "kungfud check: comparing objects (3 s)", "",
+    ]
+    assert shown[-1] == "\x1b[K", "the line is cleared at the end"
