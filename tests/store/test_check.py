@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import psycopg
 import pytest
 
 from kungfud import wire
@@ -29,6 +30,7 @@ from kungfud.daemon import bootstrap_admin
 from kungfud.store import Committed, Failed, Outcome, Store
 from kungfud.store.check import compare, expected_indexes, write
 from kungfud.store.layout import DERIVED, decode_fact, from_u64, u32, u64
+from tests.pg import pg_server  # noqa: F401 — the session fixture
 from tests.store.helpers import dump
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -521,3 +523,55 @@ def test_L1_1_progress_shows_on_a_terminal_past_its_delay_and_never_elsewhere(mo
         "kungfud check: rebuilding, fact 5 of 9 (3 s)", "kungfud check: comparing objects (3 s)", "",
     ]
     assert shown[-1] == "\x1b[K", "the line is cleared at the end"
+
+
+@pytest.mark.rules("L1-1", "L1-4")
+def test_L1_1_on_postgresql_a_check_in_small_groups_reports_and_repairs_every_difference(populated, pg_server, capsys, monkeypatch):
+    """D365 on PostgreSQL: the same walk over ``kf_<table>`` rows (bytea keys,
+    byte order) finds and repairs every corruption, in groups and ranges far
+    smaller than the store."""
+    from kungfud.store import derived_runs
+    from kungfud.store.check import run_check
+    from kungfud.store.open import open_store
+
+    data, _ = populated
+    url = pg_server.new_database()
+    r = subprocess.run([sys.executable, "-m", "kungfud", "migrate", "--data-dir", str(data), "--to", url],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    store = open_store(url, str(data))
+    try:
+        expected = expected_indexes(store)
+    finally:
+        store.close()
+    versions = sorted(expected["versions"])
+    first, middle, last = versions[0], versions[len(versions) // 2], versions[-1]
+    past = last + b"\x00"
+    obj = sorted(expected["objects"])[1]
+    junk = b"ag_junk\x00me_junk"
+    with psycopg.connect(url) as conn:
+        conn.execute("DELETE FROM kf_versions WHERE key = ANY(%s)", ([first, middle],))
+        conn.execute("UPDATE kf_versions SET value = %s WHERE key = %s", (u64(999_999), last))
+        conn.execute("INSERT INTO kf_versions (key, value) VALUES (%s, %s)", (past, u64(1)))
+        conn.execute("DELETE FROM kf_objects WHERE key = %s", (obj,))
+        conn.execute("INSERT INTO kf_memories (key, value) VALUES (%s, '')", (junk,))
+    want = sorted([
+        f"versions: missing {first!r}", f"versions: missing {middle!r}", f"versions: differs at {last!r}",
+        f"versions: unexpected {past!r}", f"objects: missing {obj!r}", f"memories: unexpected {junk!r}",
+    ])
+    monkeypatch.setattr(derived_runs, "STATES_CAP", 6)
+    monkeypatch.setattr(derived_runs, "RANGE", 7)
+    capsys.readouterr()
+    assert run_check(str(data), url=url, group=4096) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert sorted(out[:-1]) == want
+    assert out[-1].endswith(f"{len(want)} differences")
+    assert run_check(str(data), url=url, group=4096, rebuild=True) == 0
+    assert capsys.readouterr().out.splitlines()[-1].endswith(f"({len(want)} differences fixed)")
+    store = open_store(url, str(data))
+    try:
+        assert expected_indexes(store) == expected
+        assert compare(store, expected) == []
+    finally:
+        store.close()
+    assert run_check(str(data), url=url, group=4096) == 0
