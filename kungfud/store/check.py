@@ -7,7 +7,9 @@ and :func:`state_rows` over the folded states; the events and their seqs from
 the feed of each fact in log order (:func:`~kungfud.store.events.number`), and
 with them the last event seq (``meta/events``, the one derived ``meta`` row).
 Any difference is reported; ``--rebuild`` replaces the stored rows with the
-rebuilt ones.
+rebuilt ones. The check does it in bounded memory (D365): the rebuilt rows go
+to sorted runs and each table is walked beside its stored rows in key order
+(:mod:`~kungfud.store.derived_runs`); ``--rebuild`` writes only what differs.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import logging
 import os
 import sys
 import time
-from typing import Any, Callable, Iterator
+from typing import Callable, Iterator
 
 from ..core.facts import member_obj
 from ..core.kinds import apply_to
