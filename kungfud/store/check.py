@@ -316,15 +316,15 @@ def _check(store: Backend, do_rebuild: bool, group: int = GROUP_BYTES) -> int:
             release()
             found = 0
             for p in damage:
-                found = _say(p, found)
+                found = _say(p, found, progress)
             for name in (*DERIVED, "meta"):
                 progress.say(f"comparing {name}", force=True)
                 for p in _problems(name, runs.rows(name), view.kv, release):
-                    found = _say(p, found)
+                    found = _say(p, found, progress)
             # Search's derived index (a file beside the data): compared, and remade by --rebuild.
             progress.say("checking the search index", force=True)
             for p in check_index(store, view, do_rebuild and not damage):
-                found = _say(p, found)
+                found = _say(p, found, progress)
         if found > _SHOWN:
             print(f"… and {found - _SHOWN} more")
         if damage:
@@ -348,8 +348,9 @@ def _check(store: Backend, do_rebuild: bool, group: int = GROUP_BYTES) -> int:
 _SHOWN = 100  # problems printed; the rest are counted
 
 
-def _say(problem: str, found: int) -> int:
+def _say(problem: str, found: int, progress: Progress) -> int:
     if found < _SHOWN:
+        progress.done()  # not on the progress line
         print(problem)
     return found + 1
 

@@ -229,9 +229,11 @@ class Progress:
         self.stream.flush()
 
     def done(self) -> None:
+        """Clear the line (at the end, or before other output)."""
         if self.on and self._shown:
             self.stream.write("\r\x1b[K")
             self.stream.flush()
+            self._shown = False
 
 
 class States:
