@@ -153,3 +153,5 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    sys.stdout.flush()
+    os._exit(0)  # the builder's Runtime leaves threads behind after stop(); nothing is left to write
