@@ -193,7 +193,9 @@ def repair_ranges(
                     return
                 yield row
 
-        for what, key, value in list(differences(upto(), iter(stored))):
+        # The stored range is read already: writing while the walk goes on
+        # changes nothing it reads (an empty table: every rebuilt row, streamed).
+        for what, key, value in differences(upto(), iter(stored)):
             if value is None:
                 delete(key)
             else:

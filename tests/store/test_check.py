@@ -395,8 +395,8 @@ def test_L1_1_a_check_in_small_groups_reports_and_repairs_every_difference_in_ev
     spilled but for the last few written) and ``--rebuild``
     writing a few stored rows at a time, every corruption in several tables —
     the first, middle and last rows of the biggest, a row past its end, a
-    missing and an unexpected row elsewhere, a derived ``meta`` row that the
-    log does not make — is still reported, once, and repaired, and nothing else is
+    missing and an unexpected row elsewhere, a table emptied, a derived
+    ``meta`` row that the log does not make — is still reported, once, and repaired, and nothing else is
     written."""
     from kungfud.store import derived_runs
     from kungfud.store.check import run_check
@@ -422,12 +422,15 @@ def test_L1_1_a_check_in_small_groups_reports_and_repairs_every_difference_in_ev
             assert txn.delete(key_hash, db=store.dbs["agent_keys"])
             assert txn.put(junk, b"", db=store.dbs["memories"])
             assert txn.put(b"events", u64(1), db=store.dbs["meta"])
+            txn.drop(store.dbs["usage"], delete=False)  # a table emptied: every row missing
     finally:
         store.close()
+    assert len(expected["usage"]) > 1
     want = sorted([
         f"versions: missing {first!r}", f"versions: missing {middle!r}", f"versions: differs at {last!r}",
         f"versions: unexpected {past!r}", f"objects: missing {obj!r}", f"agent_keys: missing {key_hash!r}",
         f"memories: unexpected {junk!r}", "meta: unexpected b'events'",
+        *(f"usage: missing {k!r}" for k in expected["usage"]),
     ])
     group = 4096  # bytes: a few dozen rows a run
     monkeypatch.setattr(derived_runs, "STATES_CAP", 6)  # and the fold spills all but a few objects' states
@@ -555,9 +558,11 @@ def test_L1_1_on_postgresql_a_check_in_small_groups_reports_and_repairs_every_di
         conn.execute("INSERT INTO kf_versions (key, value) VALUES (%s, %s)", (past, u64(1)))
         conn.execute("DELETE FROM kf_objects WHERE key = %s", (obj,))
         conn.execute("INSERT INTO kf_memories (key, value) VALUES (%s, '')", (junk,))
+        conn.execute("DELETE FROM kf_usage")  # a table emptied: every row missing
     want = sorted([
         f"versions: missing {first!r}", f"versions: missing {middle!r}", f"versions: differs at {last!r}",
         f"versions: unexpected {past!r}", f"objects: missing {obj!r}", f"memories: unexpected {junk!r}",
+        *(f"usage: missing {k!r}" for k in expected["usage"]),
     ])
     monkeypatch.setattr(derived_runs, "STATES_CAP", 6)
     monkeypatch.setattr(derived_runs, "RANGE", 7)
