@@ -88,16 +88,19 @@ def measure(data: str, *extra: str) -> dict:
     t0 = time.monotonic()
     p = subprocess.Popen([sys.executable, "-m", "kungfud", "check", "--data-dir", data, *extra],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    anon = [0]
+    anon = [0, 0]
+    done = threading.Event()
 
-    def sample() -> None:
+    def sample() -> None:  # never waits for the child: wait4 below reaps it, with its rusage
         path = f"/proc/{p.pid}/status"
-        while p.poll() is None:
+        while not done.is_set():
             try:
                 with open(path) as f:
                     for line in f:
                         if line.startswith("RssAnon:"):
                             anon[0] = max(anon[0], int(line.split()[1]))
+                        elif line.startswith("RssFile:"):
+                            anon[1] = max(anon[1], int(line.split()[1]))
             except OSError:
                 return
             time.sleep(0.02)
@@ -106,12 +109,14 @@ def measure(data: str, *extra: str) -> dict:
     s.start()
     _, status, usage = os.wait4(p.pid, 0)
     wall = time.monotonic() - t0
+    done.set()
     p.returncode = os.waitstatus_to_exitcode(status)
     out = p.stdout.read().decode().strip().splitlines()  # type: ignore[union-attr]
     s.join()
     return {
         "wall_s": round(wall, 2), "rc": p.returncode, "said": out[-1] if out else "",
         "peak_rss_mib": round(usage.ru_maxrss / 1024, 1), "peak_anon_mib": round(anon[0] / 1024, 1),
+        "peak_file_mib": round(anon[1] / 1024, 1),
     }
 
 

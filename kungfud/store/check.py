@@ -44,7 +44,7 @@ FORMAT_4_TABLES = ("events", "memories", "usage")
 FORMAT_5_TABLES = ("obligations",)
 from .task_rows import step_3_to_4
 from .search_index import check_index
-from .derived_runs import GROUP_BYTES, Progress, Runs, States, differences, paced, repair_ranges
+from .derived_runs import GROUP_BYTES, Progress, Releasing, Runs, States, differences, repair_ranges
 
 __all__ = ["expected_indexes", "compare", "write", "migrate", "run_check"]
 
@@ -148,13 +148,10 @@ def _stored(kv: Snapshot, name: str, start: bytes = b"") -> Iterator[tuple[bytes
     return kv.scan(name, start)
 
 
-def _problems(
-    name: str, expected: Iterator[tuple[bytes, bytes]], kv: Snapshot, release: Callable[[], None] = lambda: None
-) -> Iterator[str]:
+def _problems(name: str, expected: Iterator[tuple[bytes, bytes]], kv: Snapshot) -> Iterator[str]:
     """One line per difference between a table's rebuilt rows (ascending) and
-    its stored rows, in key order; ``release()`` now and then (the mapped
-    pages read, D367)."""
-    for what, key, _ in differences(expected, paced(_stored(kv, name), release)):
+    its stored rows, in key order."""
+    for what, key, _ in differences(expected, _stored(kv, name)):
         yield f"{name}: {what if what != 'differs' else 'differs at'} {key!r}"
 
 
@@ -296,30 +293,26 @@ def _check(store: Backend, do_rebuild: bool, group: int = GROUP_BYTES) -> int:
         )
         return 1
     progress = Progress()
-    release = getattr(store, "release_pages", lambda: None)  # LMDB's mapped pages (D367)
-
-    ticks = iter(range(1 << 62))
+    release = getattr(store, "release_pages", None)  # LMDB's mapped pages (D367)
 
     def rebuilding(seq: int) -> None:  # every 1,024 facts
         progress.say(f"rebuilding, fact {seq} of {n}")
-        if not next(ticks) & 15:
-            release()
 
     with Runs(group) as runs:
-        with store.read() as view:
+        with store.read() as whole:
+            # On LMDB every read lets go of the pages read so far, now and then (D367).
+            view = whole if release is None else type(whole)(Releasing(whole.kv, release), whole.recorder)
             n = view.kv.count("log")
             # The log itself: its seqs and every fact decoding and applying. Derived
             # rows are the comparison's business.
             damage = [f"log: {p}" for p in log_problems(view.kv, derived=False)]
-            release()
             derive(view.kv, runs.put, damage, progress=rebuilding)
-            release()
             found = 0
             for p in damage:
                 found = _say(p, found, progress)
             for name in (*DERIVED, "meta"):
                 progress.say(f"comparing {name}", force=True)
-                for p in _problems(name, runs.rows(name), view.kv, release):
+                for p in _problems(name, runs.rows(name), view.kv):
                     found = _say(p, found, progress)
             # Search's derived index (a file beside the data): compared, and remade by --rebuild.
             progress.say("checking the search index", force=True)

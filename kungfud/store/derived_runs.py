@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterator
 from ..core.kinds import state_type
 from .layout import decode_object, encode_object
 
-__all__ = ["Runs", "States", "differences", "paced", "repair_ranges", "Progress", "GROUP_BYTES"]
+__all__ = ["Runs", "States", "differences", "Releasing", "repair_ranges", "Progress", "GROUP_BYTES"]
 
 # The rows a check keeps in memory before it spills a sorted run: their bytes
 # plus a per-row allowance for the Python objects that hold them.
@@ -150,12 +150,37 @@ def differences(
             s = next(stored, end)
 
 
-def paced(rows: Iterator[tuple[bytes, bytes]], every: Callable[[], None], n: int = 1 << 16) -> Iterator[tuple[bytes, bytes]]:
-    """``rows`` as they are, calling ``every()`` after each ``n`` of them."""
-    for i, row in enumerate(rows, 1):
-        yield row
-        if not i % n:
-            every()
+class Releasing:
+    """A snapshot whose reads call ``release()`` after each ``every`` rows
+    read (a ``get`` or a scanned row): the check's reads of an LMDB store,
+    letting go of the mapped pages read so far (D367)."""
+
+    def __init__(self, kv: Any, release: Callable[[], None], every: int = 1 << 14):
+        self._kv = kv
+        self._release = release
+        self._every = every
+        self._n = 0
+
+    def _tick(self) -> None:
+        self._n += 1
+        if self._n >= self._every:
+            self._n = 0
+            self._release()
+
+    def get(self, table: str, key: bytes) -> bytes | None:
+        self._tick()
+        return self._kv.get(table, key)
+
+    def scan(self, *args: Any, **kwargs: Any) -> Iterator[tuple[bytes, bytes]]:
+        for row in self._kv.scan(*args, **kwargs):
+            yield row
+            self._tick()
+
+    def count(self, table: str) -> int:
+        return self._kv.count(table)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._kv, name)
 
 
 def repair_ranges(
@@ -253,6 +278,7 @@ class States:
         self._env: Any = None
         self._dir: str | None = None
         self._read: Any = None
+        self._reads = 0
         self.spilled = 0
 
     def __enter__(self) -> "States":
@@ -281,7 +307,19 @@ class States:
         if self._read is None:
             return 0, None
         raw = self._read.get(obj.encode())
+        self._tick()
         return (0, None) if raw is None else decode_object(raw, state_type(obj))
+
+    def _tick(self) -> None:
+        self._reads += 1
+        if self._reads >= 1 << 14:  # let go of the spill file's pages read (D367)
+            self._reads = 0
+            self._release()
+
+    def _release(self) -> None:
+        from .lmdb_kv import release_mapped
+
+        release_mapped(os.path.join(self._dir, "data.mdb"))  # type: ignore[arg-type]
 
     def state(self, obj: str) -> Any:
         return self.get(obj)[1]
@@ -296,8 +334,6 @@ class States:
     def _spill(self, n: int) -> None:
         import lmdb
 
-        from .lmdb_kv import release_mapped
-
         if self._env is None:
             self._dir = tempfile.mkdtemp(prefix="kungfud-check-states-", dir=self._where)
             self._env = lmdb.open(self._dir, map_size=1 << 40, sync=False, metasync=False, readahead=False, lock=False)
@@ -309,7 +345,7 @@ class States:
                 version, state = mem.pop(obj)
                 txn.put(obj.encode(), encode_object(version, state))
         self._read = self._env.begin(buffers=False)
-        release_mapped(os.path.join(self._dir, "data.mdb"))
+        self._release()
         self.spilled += 1
 
     def items(self) -> Iterator[tuple[str, int, Any]]:
@@ -319,6 +355,7 @@ class States:
         if self._read is not None:
             for key, raw in self._read.cursor():
                 obj = key.decode()
+                self._tick()
                 if obj not in mem:
                     version, state = decode_object(raw, state_type(obj))
                     yield obj, version, state
