@@ -155,7 +155,7 @@ class Releasing:
     read (a ``get`` or a scanned row): the check's reads of an LMDB store,
     letting go of the mapped pages read so far (D367)."""
 
-    def __init__(self, kv: Any, release: Callable[[], None], every: int = 1 << 14):
+    def __init__(self, kv: Any, release: Callable[[], None], every: int = 1 << 11):
         self._kv = kv
         self._release = release
         self._every = every
@@ -312,7 +312,7 @@ class States:
 
     def _tick(self) -> None:
         self._reads += 1
-        if self._reads >= 1 << 14:  # let go of the spill file's pages read (D367)
+        if self._reads >= 1 << 11:  # let go of the spill file's pages read (D367)
             self._reads = 0
             self._release()
 
@@ -341,9 +341,11 @@ class States:
             self._read.abort()
         mem = self._mem
         with self._env.begin(write=True) as txn:
-            for obj in list(islice(mem, n)):
+            for i, obj in enumerate(sorted(islice(mem, n)), 1):  # in key order: fewer pages touched
                 version, state = mem.pop(obj)
                 txn.put(obj.encode(), encode_object(version, state))
+                if not i & 0x1FFF:
+                    self._release()  # the pages the puts read through the map (D367)
         self._read = self._env.begin(buffers=False)
         self._release()
         self.spilled += 1
