@@ -364,6 +364,9 @@ def _rebuilt(view: Any, upto: int) -> Iterator[Iterator[tuple[str, Doc]]]:
     where = tempfile.mkdtemp(prefix="kungfud-check-search-")
     idx = SearchIndex(os.path.join(where, FILE))
     try:
+        # A scratch file, removed at the end: no durability wanted.
+        idx._con.execute("PRAGMA synchronous=OFF")
+        idx._con.execute("PRAGMA journal_mode=OFF")
         idx.catch_up(_Upto())
         _, docs = idx.snapshot()
         try:
