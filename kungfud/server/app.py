@@ -33,6 +33,7 @@ from ..config import Config
 from ..errors import Hint, Rejection, StoreUnavailable
 from . import audit
 from .bridge import Bridge
+from .calls import Caller
 from .connection import TURN_BUDGET_S, Conn, FrameConnection
 from .door import Unauthenticated, hello_deadline
 from .feed import Feed
@@ -254,6 +255,14 @@ class Server:
             if conn.in_flight:
                 self._settled.set()  # its requests no longer hold stop() back
             sender.cancel()
+
+    def call(self, agent: str, key_hash: bytes | None, frame: str, peer: str = "") -> "asyncio.Future[bytes]":
+        """Run one request frame as ``agent`` through the front door a websocket
+        frame takes (``_on_frame``); resolves to the reply frame. The A2A
+        endpoint's way in (kungfud/a2a, server/calls.py)."""
+        caller = Caller(agent, key_hash, peer)
+        self._on_frame(caller, frame)  # type: ignore[arg-type]  # Conn-shaped
+        return caller.reply
 
     # --- frames: the protocol front door -------------------------------------------
 
