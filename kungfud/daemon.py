@@ -39,6 +39,9 @@ def limits_of(cfg: Config) -> Limits:
         max_members_per_thread=cfg.limits.max_members_per_thread,
         max_threads_per_agent=cfg.limits.max_threads_per_agent,
         webhook_allow_hosts=tuple(h.lower().strip("[]") for h in cfg.webhooks.allow_hosts),
+        a2a_auto_adopt_s=cfg.a2a.auto_adopt_s,
+        a2a_push_configs_per_task=cfg.a2a.push_configs_per_task,
+        a2a_public_url=cfg.a2a_public_url(),
     )
 
 

@@ -32,6 +32,7 @@ from ..errors import Rejection
 from ..nodes import Nodes, single
 from ..nodes.link import Link
 from .clock import DeadlineClock
+from ..core.a2a_card import card_url
 from .ops import ACTIONS, ROUTE_READS, SERVICE_ACTORS, agent_actor, to_command
 from ..reads import READS
 from .registry import DEFAULT_THREADS, Registry
@@ -111,6 +112,16 @@ class Runtime:
         # Set by the server: receives the agents whose webhook registration a
         # commit of this node wrote (writer thread; D272).
         self.webhook_sink: Callable[[list[str]], None] | None = None
+
+    @property
+    def a2a_public_url(self) -> str:
+        """The base A2A cards advertise (WIRE.md 1.3 "A2A"): ``[a2a] public_url``
+        by default; the A2A server sets the bound address when its port was 0."""
+        return self.limits.a2a_public_url
+
+    @a2a_public_url.setter
+    def a2a_public_url(self, url: str) -> None:
+        self.limits = msgspec.structs.replace(self.limits, a2a_public_url=url.rstrip("/"))
 
     def start(self) -> None:
         self.writer.start()
@@ -330,7 +341,10 @@ class Runtime:
         with self.store.read() as view:
             if _key_revoked(view, caller, key_hash):
                 return KEY_REVOKED
-            return READS[op](view, caller, args, self.clock(), seen)
+            out = READS[op](view, caller, args, self.clock(), seen)
+        if op == "a2a.card.get" and isinstance(out, dict):  # the base this daemon advertises now
+            out["card_url"] = card_url(self.a2a_public_url, out["agent"])
+        return out
 
     # --- what the server asks of the store ------------------------------------------
 

@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping
 
 from ..errors import Rejection
 from ..store.store import View
-from . import agents, assignments, memory, outcomes, task, thread, turn, webhook
+from . import a2a, agents, assignments, memory, outcomes, task, thread, turn, webhook
 
 __all__ = ["READS", "Read"]
 
@@ -47,4 +47,9 @@ READS: dict[str, Read] = {
     "opportunities": lambda v, c, a, now, seen: turn.opportunities(v, c, a.cursor, a.limit),
     "outcomes": lambda v, c, a, now, seen: outcomes.outcomes(v, c, a.cursor, a.limit),
     "webhook.get": lambda v, c, a, now, seen: webhook.webhook_get(v, c),
+    # A2A (WIRE.md 1.3); the card's URL base is filled in by Runtime.read
+    "a2a.card.get": lambda v, c, a, now, seen: a2a.card_get(v, c, a.agent, ""),
+    "a2a.task": lambda v, c, a, now, seen: a2a.task_get(v, c, a.task, a.history_length, now, a.to),
+    "a2a.tasks": lambda v, c, a, now, seen: a2a.task_list(v, c, a.to, a.context, a.state, a.cursor, a.limit, now),
+    "a2a.push.list": lambda v, c, a, now, seen: a2a.push_list(v, c, a.task, a.to, now),
 }

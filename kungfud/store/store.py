@@ -416,6 +416,12 @@ class View:
         for suffix, _ in self._after("adopted", task.encode() + b"\x00", after.encode() if after else None, False):
             yield suffix.decode()
 
+    def tasks_authored(self, agent: str, before: str | None) -> Iterator[str]:
+        """Task ids ``agent`` authored, newest first, strictly before ``before``."""
+        for suffix, kind in self._before("tasks", agent.encode() + b"\x00", before.encode() if before else None):
+            if kind == b"author":
+                yield suffix.decode()
+
     def tasks_for(self, agent: str, mine: bool, after: str | None) -> Iterator[str]:
         """Task ids in id order after ``after``: with ``mine``, those ``agent``
         authored; else those it may be offered, open ones and restricted ones

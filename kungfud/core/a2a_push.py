@@ -1,0 +1,142 @@
+"""The push notification configs of an A2A Task (WIRE.md 1.3 "A2A": Push
+notifications): at most ``[a2a] push_configs_per_task``, set and cleared by the
+Task's author, kept in the sub-object ``tk_….push``. A URL passes the webhook
+rules (:func:`kungfud.core.webhook.url_refusal`) at set, and again at each
+delivery. Credentials and tokens are kept to send, never shown back
+(:func:`shown`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from ..errors import Refused, Rejection, rejects
+from .a2a import current, mine
+from .a2a_view import TERMINAL
+from .context import acting
+from .decision import make
+from .facts import Decision, Fact
+from .webhook import url_refusal
+
+if TYPE_CHECKING:
+    from .context import Ctx
+
+__all__ = [
+    "PushConfig", "PushState", "PushSet", "PushCleared", "SetPush", "ClearPush", "push_obj", "is_push_obj",
+    "shown", "decide_set", "decide_clear", "apply",
+]
+
+_SUB = ".push"
+
+
+def push_obj(task: str) -> str:
+    return task + _SUB
+
+
+def is_push_obj(obj: str) -> bool:
+    return obj.startswith("tk_") and obj.endswith(_SUB)
+
+
+class PushConfig(msgspec.Struct, frozen=True):
+    id: str
+    url: str
+    token: str | None = None
+    scheme: str | None = None
+    credentials: str | None = None
+    set_at: int = 0
+
+
+class PushSet(Fact, frozen=True, tag="a2a.push_set"):
+    task: str
+    config: PushConfig
+
+    def objects(self) -> tuple[str, ...]:
+        return (push_obj(self.task),)
+
+
+class PushCleared(Fact, frozen=True, tag="a2a.push_cleared"):
+    task: str
+    id: str
+
+    def objects(self) -> tuple[str, ...]:
+        return (push_obj(self.task),)
+
+
+class PushState(msgspec.Struct, frozen=True):
+    task: str
+    configs: list[PushConfig] = []
+
+
+class SetPush(msgspec.Struct, frozen=True):
+    task: str
+    id: str | None
+    url: str
+    token: str | None = None
+    scheme: str | None = None
+    credentials: str | None = None
+    to: str | None = None
+
+
+class ClearPush(msgspec.Struct, frozen=True):
+    task: str
+    id: str
+    to: str | None = None
+
+
+def shown(c: PushConfig) -> dict[str, Any]:
+    """A config as results show it: never its credentials (nor its token,
+    which the receipt nulls anyway)."""
+    out: dict[str, Any] = {"id": c.id, "url": c.url}
+    if c.scheme is not None:
+        out["authentication"] = {"scheme": c.scheme}
+    return out
+
+
+@rejects
+def decide_set(cmd: SetPush, ctx: "Ctx") -> Decision:
+    me = acting(ctx)
+    a = mine(cmd.task, me, ctx, cmd.to)
+    state, _, _ = current(a, ctx.get(cmd.task), ctx)
+    if state in TERMINAL:
+        raise Refused(Rejection.conflict(f"task {cmd.task} is {state}: it sends no more notifications"))
+    reason = url_refusal(cmd.url, ctx.limits.webhook_allow_hosts)
+    if reason is not None:
+        raise Refused(Rejection("bad_request", reason + " (in `config.url`)", "revise"))
+    before: PushState | None = ctx.get(push_obj(cmd.task))
+    configs = before.configs if before is not None else []
+    replaced = cmd.id is not None and any(c.id == cmd.id for c in configs)
+    if not replaced and len(configs) >= ctx.limits.a2a_push_configs_per_task:
+        raise Refused(Rejection.conflict(
+            f"task {cmd.task} has {len(configs)} push configs, the most it may have; clear one first"
+        ))
+    config = PushConfig(
+        cmd.id or ctx.new_id("pc_"), cmd.url, cmd.token, cmd.scheme, cmd.credentials, ctx.now,
+    )
+    fact = PushSet(at=ctx.now, by=me, task=cmd.task, config=config)
+    result = shown(config)
+    if config.token is not None:
+        result["token"] = config.token
+    return make([fact], {"task": cmd.task, "config": result}, ctx)
+
+
+@rejects
+def decide_clear(cmd: ClearPush, ctx: "Ctx") -> Decision:
+    me = acting(ctx)
+    mine(cmd.task, me, ctx, cmd.to)
+    before: PushState | None = ctx.get(push_obj(cmd.task))
+    if before is None or not any(c.id == cmd.id for c in before.configs):
+        raise Refused(Rejection.not_found("push config", cmd.id))
+    fact = PushCleared(at=ctx.now, by=me, task=cmd.task, id=cmd.id)
+    return make([fact], {"cleared": True}, ctx)
+
+
+def apply(state: PushState | None, fact: Fact) -> PushState:
+    match fact:
+        case PushSet(task=task, config=config):
+            kept = [c for c in (state.configs if state else []) if c.id != config.id]
+            return PushState(task, [*kept, config])
+        case PushCleared(task=task, id=id):
+            return PushState(task, [c for c in (state.configs if state else []) if c.id != id])
+    raise TypeError(f"a2a push cannot apply {type(fact).__name__}")
