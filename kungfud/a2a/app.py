@@ -15,6 +15,7 @@ through them.
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any, Awaitable, Callable
 
 import msgspec
@@ -24,14 +25,16 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from . import card as cards
-from .errors import Failure, invalid_request, method_not_found, parse_error, unsupported, version_error
-from .methods import Call, Methods
+from .errors import Failure, from_rejection, invalid_request, method_not_found, parse_error, unsupported, version_error
+from .methods import Call, Methods, with_receipt
 from .ops import Ops
 from .streams import Follower, blocking_body, sse_events
 
 __all__ = ["A2AApp", "Settings"]
 
+log = logging.getLogger("kungfud.a2a")
 _enc = msgspec.json.Encoder()
+_INTERNAL = from_rejection({"code": "internal", "reason": "the daemon failed on this request", "next": "retry"})
 JSON = "application/json"
 SSE = "text/event-stream"
 NOT_FOUND = b'{"error":{"code":404,"status":"NOT_FOUND","message":"not_found: no A2A agent here"}}'
@@ -147,6 +150,9 @@ class A2AApp:
             return await self._rpc(request, call, req_id, body["method"], body.get("params", {}))
         except Failure as f:
             return _json(f.rpc(req_id), 200, f.headers())
+        except Exception:
+            log.exception("A2A request failed")
+            return _json(_INTERNAL.rpc(req_id), 200)
 
     async def _rpc(self, request: Request, call: Call, req_id: Any, method: str, params: Any) -> Response:
         m = self.methods
@@ -179,6 +185,9 @@ class A2AApp:
             return await self._rest(request, call, "/" + request.path_params.get("rest", ""), request.method)
         except Failure as f:
             return _json(f.rest(), f.http_status, f.headers())
+        except Exception:
+            log.exception("A2A request failed")
+            return _json(_INTERNAL.rest(), 500)
 
     async def _rest(self, request: Request, call: Call, path: str, verb: str) -> Response:
         m = self.methods
@@ -223,12 +232,12 @@ class A2AApp:
 
     async def _send(self, request: Request, call: Call, params: Any, req_id: Any, rpc: bool) -> Response:
         after = self.ops.head(call.agent)
-        result, config = await self.methods.send(call, params)
+        result, config, receipt = await self.methods.send(call, params)
         task_id = result["task"]
         history = config.get("historyLength")
 
         def render(task: dict) -> bytes:
-            body = {"task": task}
+            body = {"task": with_receipt(task, receipt)}
             return _enc.encode({"jsonrpc": "2.0", "id": req_id, "result": body} if rpc else body)
 
         def fail(f: Failure) -> bytes:
@@ -245,8 +254,8 @@ class A2AApp:
 
     async def _send_stream(self, request: Request, call: Call, params: Any, req_id: Any, rpc: bool) -> Response:
         after = self.ops.head(call.agent)
-        result, _ = await self.methods.send(call, params)
-        task = await self.methods.task(call, result["task"])
+        result, _, receipt = await self.methods.send(call, params)
+        task = with_receipt(await self.methods.task(call, result["task"]), receipt)
         return self._stream(request, call, task, after, req_id, rpc)
 
     async def _subscribe(self, request: Request, call: Call, task_id: Any, req_id: Any, rpc: bool) -> Response:

@@ -95,19 +95,19 @@ def a2a_error(kind: type[A2AError], code: str, reason: str, next_: str, hint: An
     )
 
 
-#: What a rejection of these ops becomes when it is one of A2A's own errors
-#: (the seam of A2A-SPLIT.md: a2a-core's rejections, read by op and code).
-_SPECIAL: dict[tuple[str, str], type[A2AError]] = {
-    ("a2a.cancel", "conflict"): TaskNotCancelableError,  # a delivery awaits the client's verdict
-    ("a2a.send:task", "conflict"): UnsupportedOperationError,  # taskId without a verdict, or a terminal Task
+#: The reason prefixes of the ops' rejections that are A2A's own errors
+#: (docs/wire.md "A2A ops"; the ops' core, kungfud/core/a2a.py, says them).
+_SPECIAL: dict[str, type[A2AError]] = {
+    "task not cancelable: ": TaskNotCancelableError,  # a delivery awaits the client's verdict
+    "unsupported operation: ": UnsupportedOperationError,  # taskId without a verdict, or a terminal Task
 }
 
 
-def from_rejection(err: dict[str, Any], op: str = "") -> Failure:
-    """A rejection (``{code, reason, next, hint?, rule?}``) of ``op`` ("a2a.send:task":
-    a send naming a taskId) as an A2A error."""
+def from_rejection(err: dict[str, Any]) -> Failure:
+    """A rejection (``{code, reason, next, hint?, rule?}``) as an A2A error."""
     code = err.get("code", "internal")
-    kind = _SPECIAL.get((op, code))
+    reason = err.get("reason", "")
+    kind = next((k for prefix, k in _SPECIAL.items() if reason.startswith(prefix)), None)
     if code == "not_found":
         kind = TaskNotFoundError
     if kind is not None:

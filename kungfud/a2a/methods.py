@@ -20,7 +20,7 @@ from .card import EXTENSION
 from .errors import Failure, from_rejection, invalid_params
 from .ops import Answer, Ops
 
-__all__ = ["Call", "Methods", "TERMINAL", "DONE"]
+__all__ = ["Call", "Methods", "TERMINAL", "DONE", "with_receipt"]
 
 TERMINAL = frozenset({"TASK_STATE_COMPLETED", "TASK_STATE_CANCELED"})
 #: A blocking answer and a stream end at these (a stream carrying a rejection goes on: it starts at SUBMITTED).
@@ -50,9 +50,9 @@ def as_json(msg: Any) -> dict[str, Any]:
     return MessageToDict(msg, preserving_proto_field_name=False)
 
 
-def _checked(answer: Answer, op: str) -> Any:
+def _checked(answer: Answer) -> Any:
     if not answer.ok:
-        raise from_rejection(answer.error or {}, op)
+        raise from_rejection(answer.error or {})
     return answer.result
 
 
@@ -60,18 +60,19 @@ class Methods:
     def __init__(self, ops: Ops):
         self.ops = ops
 
-    async def _op(self, call: Call, op: str, args: dict, key: str = "", kind: str = "") -> Any:
-        answer = await self.ops.call(call.agent, call.key_hash, op, args, key, call.peer)
-        return _checked(answer, kind or op)
+    async def _op(self, call: Call, op: str, args: dict, key: str = "") -> Any:
+        return _checked(await self.ops.call(call.agent, call.key_hash, op, args, key, call.peer))
 
     # --- SendMessage / SendStreamingMessage: the op; blocking and streams are the app's --
 
-    async def send(self, call: Call, params: Any) -> tuple[dict, dict]:
-        """``a2a.send``; returns (its result, the SendMessageConfiguration as sent)."""
+    async def send(self, call: Call, params: Any) -> tuple[dict, dict, dict]:
+        """``a2a.send``; returns (its result, the SendMessageConfiguration as
+        sent, the receipt: ``{key, replayed}``)."""
         req = parse(params, pb.SendMessageRequest)
         if not req.HasField("message"):
             raise invalid_params("params.message is required")
         message = as_json(req.message)
+        message.setdefault("parts", [])  # ProtoJSON leaves an empty list out; the op's Message has it
         if not message.get("messageId"):
             raise invalid_params("message.messageId is required (it is the idempotency key of the send)")
         if call.judges and EXTENSION not in message.get("extensions", []):
@@ -84,8 +85,8 @@ class Methods:
         if op_config:
             args["configuration"] = op_config
         key = f"a2a:{call.to}:{message['messageId']}"
-        result = await self._op(call, "a2a.send", args, key, "a2a.send:task" if message.get("taskId") else "a2a.send")
-        return result, config
+        answer = await self.ops.call(call.agent, call.key_hash, "a2a.send", args, key, call.peer)
+        return _checked(answer), config, {"key": key, "replayed": answer.replayed}
 
     # --- reads ------------------------------------------------------------------------
 
@@ -159,6 +160,13 @@ class Methods:
         req = parse(params, pb.DeleteTaskPushNotificationConfigRequest)
         await self._op(call, "a2a.push.clear", {"task": req.task_id, "config": req.id}, f"a2a:{call.to}:unpush:{req.task_id}:{req.id}")
         return None
+
+
+def with_receipt(task: dict, receipt: dict) -> dict:
+    """The Task a send answers, ``metadata[E].receipt`` holding the send's receipt."""
+    meta = dict(task.get("metadata") or {})
+    meta[EXTENSION] = {**(meta.get(EXTENSION) or {}), "receipt": receipt}
+    return {**task, "metadata": meta}
 
 
 def _push_json(task: str, config: dict) -> dict:

@@ -14,6 +14,8 @@ from typing import Any, Protocol
 
 import msgspec
 
+from .. import wire
+
 __all__ = ["Answer", "Ops", "ServerOps"]
 
 _dec = msgspec.json.Decoder()
@@ -66,14 +68,12 @@ class ServerOps:
     def card(self, agent: str) -> dict | None:
         """The agent's published card (``a2a.card.get`` read as the agent itself:
         the card path has no key), or None: no such agent, or no card."""
-        from ..wire import decode_args, decode_envelope
-
         try:
-            env = decode_envelope(_enc.encode({"id": 0, "op": "a2a.card.get", "args": {"agent": agent}}))
-            result = self.rt.read("a2a.card.get", agent, decode_args(env))
+            env = wire.decode_envelope(_enc.encode({"id": 0, "op": "a2a.card.get", "args": {"agent": agent}}))
+            result = self.rt.read("a2a.card.get", agent, wire.decode_args(env))
         except Exception:  # an agent id of the wrong shape, a store that is down: no card to show
             return None
-        return result if isinstance(result, dict) else None
+        return _dec.decode(wire.encode(result)) if isinstance(result, dict) else None
 
     def head(self, agent: str) -> int:
         """The newest event seq now: the changes of a Task from now on are the events after it."""

@@ -51,6 +51,9 @@ class A2AServer:
         )
         config.load()
         self._uvicorn = uvicorn.Server(config)
+        # What uvicorn's own serve() does before startup(), without its signal
+        # handlers or its once-a-tick main loop (the daemon's loop runs; stop() ends it).
+        self._uvicorn.lifespan = config.lifespan_class(config)
         await self._uvicorn.startup(sockets=[sock])
         return host, port
 

@@ -26,6 +26,7 @@ __all__ = ["Follower", "sse_events", "blocking_body", "error_frame", "KEEPALIVE_
 
 KEEPALIVE_S = 2.0  # an SSE comment or a blocking space at least this often while quiet (WIRE.md: every ≤ 3 s)
 POLL_S = 0.2  # how often the caller's events are read while a stream waits
+STANDIN_S = 0.5  # (until the a2a_task event lands) how often a quiet Task is read
 
 _enc = msgspec.json.Encoder()
 
@@ -38,22 +39,41 @@ def _iso(ms: Any) -> str | None:
 
 
 class Follower:
-    """The ``a2a_task`` events of one Task, after a seq."""
+    """The ``a2a_task`` events of one Task, after a seq.
 
-    def __init__(self, methods: Methods, call: Call, task: str | None, after: int):
+    Stand-in until the durable ``a2a_task`` event is on main (a2a-core, after
+    the events branch): while no event of this Task has been seen, the Task is
+    also read every STANDIN_S and a change of its ``generation`` is taken as an
+    event at the seq read up to. Its first real event turns the stand-in off."""
+
+    def __init__(self, methods: Methods, call: Call, task: str, after: int):
         self.methods = methods
         self.ops = methods.ops
         self.call = call
         self.task = task
         self.after = after
+        self.real = False
+        self.generation: int | None = None
+        self._read_at = 0.0
 
-    def poll(self) -> list[tuple[int, dict]]:
+    async def poll(self) -> list[tuple[int, dict]]:
         out: list[tuple[int, dict]] = []
         while True:
             items, self.after, more = self.ops.events(self.call.agent, self.after)
             out.extend((seq, d) for seq, d in items if d.get("task") == self.task)
             if not more:
-                return out
+                break
+        self.real = self.real or bool(out)
+        now = asyncio.get_running_loop().time()
+        if not self.real and now - self._read_at >= STANDIN_S:
+            self._read_at = now
+            task = await self.methods.task(self.call, self.task)
+            gen = _generation(task)
+            if self.generation is not None and gen > self.generation:
+                at = (task.get("status") or {}).get("timestamp")
+                out.append((self.after, {"task": self.task, "state": task["status"]["state"], "generation": gen, "at": at}))
+            self.generation = gen if self.generation is None else max(self.generation, gen)
+        return out
 
 
 def _frame(seq: int | None, req_id: Any, body: dict, rpc: bool) -> bytes:
@@ -90,7 +110,7 @@ async def sse_events(
     seen_artifacts: set = set()
     shown = -1  # the generation the stream has shown: events up to it are in the snapshot already
     if not replay:
-        shown = _generation(first)
+        shown = follower.generation = _generation(first)
         seen_artifacts = {a.get("artifactId") for a in first.get("artifacts", [])}
         yield _frame(first_seq, req_id, {"task": first}, rpc)
         if done_now:
@@ -101,7 +121,7 @@ async def sse_events(
         if polls:
             await asyncio.sleep(POLL_S)
         polls += 1
-        events = follower.poll()
+        events = await follower.poll()
         if replay and polls == 1 and done_now and not any(e.get("state") in DONE for _, e in events):
             events.append((first_seq, {"task": first["id"], "state": first["status"]["state"], "generation": _generation(first)}))
         for seq, event in events:
@@ -150,10 +170,11 @@ async def blocking_body(
     follower = Follower(methods, call, task_id, after)
     try:
         task = await methods.task(call, task_id)
+        follower.generation = _generation(task)
         spaced = loop.time()
         while (task.get("status") or {}).get("state") not in DONE and loop.time() < until:
             await asyncio.sleep(min(POLL_S, max(0.0, until - loop.time())))
-            if follower.poll():
+            if await follower.poll():
                 task = await methods.task(call, task_id)
             if loop.time() - spaced >= KEEPALIVE_S:
                 yield b" "

@@ -196,7 +196,7 @@ async def test_another_callers_task_is_task_not_found_with_the_same_bytes_as_non
 
 async def test_cancel_refused_while_a_verdict_is_awaited_is_task_not_cancelable():
     ops = FakeOps()
-    ops.refuse["a2a.cancel"] = {"code": "conflict", "reason": "a delivery awaits your verdict", "next": "revise",
+    ops.refuse["a2a.cancel"] = {"code": "conflict", "reason": "task not cancelable: a delivery awaits your verdict", "next": "revise",
                                 "hint": {"op": "a2a.send", "args": {}}}
     async with _client(ops) as c:
         r = await c.post(BASE, headers=V1, json=_rpc("CancelTask", {"id": "tk_1"}))
@@ -209,7 +209,7 @@ async def test_cancel_refused_while_a_verdict_is_awaited_is_task_not_cancelable(
 
 async def test_a_follow_up_without_a_verdict_is_unsupported_operation():
     ops = FakeOps()
-    ops.refuse["a2a.send"] = {"code": "conflict", "reason": "no verdict in this message", "next": "revise"}
+    ops.refuse["a2a.send"] = {"code": "bad_request", "reason": "unsupported operation: no verdict in this message", "next": "revise"}
     async with _client(ops) as c:
         r = await c.post(BASE, headers=V1, json=_rpc("SendMessage", _msg(taskId="tk_1")))
         assert r.json()["error"]["code"] == -32004

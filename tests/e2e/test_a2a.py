@@ -1,0 +1,240 @@
+"""A2A end to end (issue 34 §6, WIRE.md 1.3 "A2A"): the STOCK a2a-sdk client
+(pinned in the test extra) against a real daemon, a worker over /v1
+(kungfud.client) that takes and delivers. Runs in every node mode: on lmdb2 and
+pg2 the A2A calls of one test go to different nodes."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import pytest
+from a2a.types import CancelTaskRequest, GetTaskRequest, SubscribeToTaskRequest
+from a2a.utils.errors import TaskNotFoundError
+
+from kungfud.a2a.card import EXTENSION
+from tests.e2e.a2a_kit import published, request, state_of, stock, take_and_deliver, task_id_of
+from tests.e2e.helpers import agent_client
+
+DONE = ("TASK_STATE_COMPLETED", "TASK_STATE_CANCELED", "TASK_STATE_INPUT_REQUIRED")
+
+
+async def _states(stream, until: str, seen: list[str], ids: list[str] | None = None) -> None:
+    async for ev in stream:
+        s = state_of(ev)
+        if ids is not None and (ev.HasField("task") or ev.HasField("status_update")):
+            ids.append(task_id_of(ev))
+        if s is not None:
+            seen.append(s)
+            if s == until:
+                return
+
+
+async def test_the_card_resolves_with_the_stock_client(daemon):
+    worker, agent, base = await published(daemon.url, "Card worker")
+    async with httpx.AsyncClient() as http:
+        from a2a.client import A2ACardResolver
+
+        card = await A2ACardResolver(http, base).get_agent_card()
+    assert card.name == "Card worker"
+    assert [i.protocol_binding for i in card.supported_interfaces] == ["JSONRPC", "HTTP+JSON"]
+    assert card.supported_interfaces[0].url == base
+    assert card.capabilities.streaming and card.capabilities.push_notifications
+    assert card.capabilities.extensions[0].uri == EXTENSION
+    await worker.close()
+
+
+@pytest.mark.rules("R7.3-18")
+async def test_a_stream_reaches_completed_through_deadline_judging(clocked_daemon):
+    d = clocked_daemon
+    worker, _, base = await published(d.url)
+    caller, _ = await agent_client(d.url, "caller")
+    client, http = await stock(base, caller.key, via=d.a2a_urls[-1])  # the other node, on lmdb2/pg2
+    seen: list[str] = []
+    ids: list[str] = []
+
+    async def work() -> None:
+        while not ids:
+            await asyncio.sleep(0.05)
+        await take_and_deliver(worker, ids[0])
+        await asyncio.sleep(1.0)
+        d.advance_clock(30)  # past judge_within_s = [a2a] auto_adopt_s: adopted as the contract says
+
+    w = asyncio.ensure_future(work())
+    await asyncio.wait_for(_states(client.send_message(request()), "TASK_STATE_COMPLETED", seen, ids), 60)
+    await w
+    assert seen[0] == "TASK_STATE_SUBMITTED" and seen[-1] == "TASK_STATE_COMPLETED"
+    assert "TASK_STATE_WORKING" in seen and "TASK_STATE_INPUT_REQUIRED" not in seen
+    task = await client.get_task(GetTaskRequest(id=ids[0]))
+    assert task.artifacts and task.artifacts[0].parts[0].text == "three lines"
+    await client.close()
+    await http.aclose()
+    await worker.close()
+    await caller.close()
+
+
+async def test_judging_with_the_extension_reject_then_adopt(daemon):
+    worker, _, base = await published(daemon.url)
+    caller, _ = await agent_client(daemon.url, "judge")
+    client, http = await stock(base, caller.key, judges=True)
+    seen: list[str] = []
+    ids: list[str] = []
+    w = asyncio.ensure_future(_when(ids, lambda: take_and_deliver(worker, ids[0], "draft")))
+    await asyncio.wait_for(_states(client.send_message(request()), "TASK_STATE_INPUT_REQUIRED", seen, ids), 60)
+    await w
+    tid = ids[0]
+    # Reject with a reason: back to SUBMITTED, and the stream stays open through the retry.
+    seen2: list[str] = []
+    reject = request("too long, three lines please", task_id=tid, metadata={EXTENSION: {"verdict": "reject"}})
+    w = asyncio.ensure_future(_later(1.0, lambda: take_and_deliver(worker, tid, "better")))
+    await asyncio.wait_for(_states(client.send_message(reject), "TASK_STATE_INPUT_REQUIRED", seen2), 60)
+    await w
+    assert seen2[0] == "TASK_STATE_SUBMITTED" and seen2[-1] == "TASK_STATE_INPUT_REQUIRED"
+    adopt = request("good, thank you", task_id=tid, metadata={EXTENSION: {"verdict": "adopt"}})
+    seen3: list[str] = []
+    await asyncio.wait_for(_states(client.send_message(adopt), "TASK_STATE_COMPLETED", seen3), 60)
+    assert seen3[-1] == "TASK_STATE_COMPLETED"
+    task = await client.get_task(GetTaskRequest(id=tid))
+    assert [a.parts[0].text for a in task.artifacts][-1] == "better"
+    await client.close()
+    await http.aclose()
+    await worker.close()
+    await caller.close()
+
+
+async def _when(ids: list, act) -> None:
+    while not ids:
+        await asyncio.sleep(0.05)
+    await act()
+
+
+async def _later(s: float, act) -> None:
+    await asyncio.sleep(s)
+    await act()
+
+
+@pytest.mark.rules("L3-2")
+async def test_the_same_message_id_twice_is_one_task(daemon):
+    worker, _, base = await published(daemon.url)
+    caller, _ = await agent_client(daemon.url, "caller")
+    client, http = await stock(base, caller.key, streaming=False)
+    req = request(message_id="the-one-message", return_immediately=True)
+    first = [ev async for ev in client.send_message(req)][0].task
+    again = [ev async for ev in client.send_message(req)][0].task
+    assert first.id == again.id
+    assert again.metadata[EXTENSION]["receipt"]["replayed"] is True
+    await client.close()
+    await http.aclose()
+    await worker.close()
+    await caller.close()
+
+
+@pytest.mark.timeout_s(180)
+@pytest.mark.parametrize("streaming", [True, False])
+async def test_a_silent_phase_of_7_s_on_the_default_5_s_client(daemon, streaming):
+    """The worker says nothing for 7 s: comments (streams) and leading spaces
+    (blocking answers) keep the stock client's 5 s read timeout from firing."""
+    worker, _, base = await published(daemon.url)
+    caller, _ = await agent_client(daemon.url, "caller")
+    client, http = await stock(base, caller.key, judges=True, streaming=streaming)
+    assert http.timeout.read == 5.0
+    seen: list[str] = []
+    ids: list[str] = []
+
+    async def work() -> None:
+        tid = await _new_task(caller, ids)
+        await take_and_deliver(worker, tid, silent_s=7.0)
+
+    w = asyncio.ensure_future(work())
+    await asyncio.wait_for(_states(client.send_message(request()), "TASK_STATE_INPUT_REQUIRED", seen, ids), 90)
+    await w
+    assert seen[-1] == "TASK_STATE_INPUT_REQUIRED"
+    await client.close()
+    await http.aclose()
+    await worker.close()
+    await caller.close()
+
+
+async def _new_task(caller, ids: list) -> str:
+    """The Task the caller's send created (a blocking send shows it only at the end)."""
+    while True:
+        if ids:
+            return ids[0]
+        page = await caller.read("a2a.tasks", {})
+        if page["items"]:
+            return page["items"][0]["id"]
+        await asyncio.sleep(0.1)
+
+
+async def test_subscribe_after_a_disconnect_goes_on_to_the_end(daemon):
+    worker, _, base = await published(daemon.url)
+    caller, _ = await agent_client(daemon.url, "caller")
+    client, http = await stock(base, caller.key, judges=True)
+    stream = client.send_message(request())
+    first = await asyncio.wait_for(anext(stream), 30)
+    tid = task_id_of(first)
+    await stream.aclose()  # the caller goes away
+    await take_and_deliver(worker, tid)
+    seen: list[str] = []
+    await asyncio.wait_for(_states(client.subscribe(SubscribeToTaskRequest(id=tid)), "TASK_STATE_INPUT_REQUIRED", seen), 60)
+    assert seen[-1] == "TASK_STATE_INPUT_REQUIRED"
+    await client.close()
+    await http.aclose()
+    await worker.close()
+    await caller.close()
+
+
+async def test_cancel_before_a_take_is_canceled(daemon):
+    worker, _, base = await published(daemon.url)
+    caller, _ = await agent_client(daemon.url, "caller")
+    client, http = await stock(base, caller.key, streaming=False)
+    task = [ev async for ev in client.send_message(request(return_immediately=True))][0].task
+    canceled = await client.cancel_task(CancelTaskRequest(id=task.id))
+    from a2a.types import TaskState
+
+    assert TaskState.Name(canceled.status.state) == "TASK_STATE_CANCELED"
+    await client.close()
+    await http.aclose()
+    await worker.close()
+    await caller.close()
+
+
+@pytest.mark.rules("R12-9")
+async def test_another_callers_task_is_not_found(daemon):
+    worker, _, base = await published(daemon.url)
+    alice, _ = await agent_client(daemon.url, "alice")
+    bob, _ = await agent_client(daemon.url, "bob")
+    a, ha = await stock(base, alice.key, streaming=False)
+    b, hb = await stock(base, bob.key, streaming=False)
+    task = [ev async for ev in a.send_message(request(return_immediately=True))][0].task
+    with pytest.raises(TaskNotFoundError) as theirs:
+        await b.get_task(GetTaskRequest(id=task.id))
+    with pytest.raises(TaskNotFoundError) as none:
+        await b.get_task(GetTaskRequest(id="tk_" + "0" * 26))
+    assert str(theirs.value).replace(task.id, "X") == str(none.value).replace("tk_" + "0" * 26, "X")
+    assert str(theirs.value).startswith("not_found: ")
+    for c in (a, b):
+        await c.close()
+    for h in (ha, hb):
+        await h.aclose()
+    for c in (worker, alice, bob):
+        await c.close()
+
+
+async def test_raw_errors_401_404_and_version(daemon):
+    worker, agent, base = await published(daemon.url)
+    caller, _ = await agent_client(daemon.url, "caller")
+    body = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "tk_x"}}
+    async with httpx.AsyncClient() as http:
+        r = await http.post(base, json=body, headers={"A2A-Version": "1.0"})
+        assert r.status_code == 401 and r.headers["www-authenticate"].startswith("Bearer")
+        nobody = base.replace(agent, "ag_" + "0" * 26)
+        r1 = await http.post(nobody, json=body, headers={"Authorization": f"Bearer {caller.key}"})
+        await worker.act("a2a.card.clear", {})
+        r2 = await http.get(base + "/.well-known/agent-card.json")
+        assert (r1.status_code, r1.content) == (r2.status_code, r2.content) and r1.status_code == 404
+        await worker.act("a2a.card.set", {"content": {"name": "w", "description": "d"}})
+        r = await http.post(base, json=body, headers={"Authorization": f"Bearer {caller.key}"})
+        assert r.status_code == 200 and r.json()["error"]["code"] == -32009
+    await worker.close()
+    await caller.close()
