@@ -78,6 +78,16 @@ def _prefer_wait(request: Request) -> float | None:
     return None
 
 
+def _rpc_error(request: Request, f: Failure, req_id: Any) -> Response:
+    """A JSON-RPC error (HTTP 200). A request that accepts only an event
+    stream gets it as the stream's one event: an SSE client of any version
+    (a 0.3 client's streaming call: the version error) reads it as an answer."""
+    accept = ",".join(request.headers.getlist("accept"))
+    if "text/event-stream" in accept and "json" not in accept:
+        return Response(b"data: " + _enc.encode(f.rpc(req_id)) + b"\n\n", 200, f.headers(), SSE)
+    return _json(f.rpc(req_id), 200, f.headers())
+
+
 class A2AApp:
     def __init__(self, ops: Ops, settings: Settings):
         self.ops = ops
@@ -149,10 +159,10 @@ class A2AApp:
                 raise version_error(said)
             return await self._rpc(request, call, req_id, body["method"], body.get("params", {}))
         except Failure as f:
-            return _json(f.rpc(req_id), 200, f.headers())
+            return _rpc_error(request, f, req_id)
         except Exception:
             log.exception("A2A request failed")
-            return _json(_INTERNAL.rpc(req_id), 200)
+            return _rpc_error(request, _INTERNAL, req_id)
 
     async def _rpc(self, request: Request, call: Call, req_id: Any, method: str, params: Any) -> Response:
         m = self.methods

@@ -319,3 +319,27 @@ async def test_push_configs_never_show_credentials():
         assert r.json()["error"]["code"] == -32001
         r = await c.delete(f"{BASE}/tasks/tk_1/pushNotificationConfigs/pc_1", headers=V1)
         assert r.status_code == 200 and ops.calls[-1][1] == "a2a.push.clear"
+
+
+async def test_an_error_to_a_caller_that_accepts_only_a_stream_is_one_sse_event():
+    """A 0.3 client's streaming send (no A2A-Version, Accept: text/event-stream)
+    reads the version error as its stream's one event, not a content-type error."""
+    async with _client(FakeOps()) as c:
+        headers = {"Authorization": "Bearer key-alice", "Accept": "text/event-stream"}
+        r = await c.post(BASE, headers=headers, json=_rpc("message/stream", {}, rid="s"))
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+        [(_, data, _)] = _sse(r.content)
+        assert data["id"] == "s" and data["error"]["code"] == -32009
+        r = await c.post(BASE, headers={**headers, "Accept": "application/json"}, json=_rpc("message/stream", {}))
+        assert r.headers["content-type"].startswith("application/json")
+
+
+@pytest.mark.rules("L3-2")
+async def test_a_sends_task_carries_its_receipt():
+    ops = FakeOps()
+    async with _client(ops) as c:
+        params = {**_msg("m-r"), "configuration": {"returnImmediately": True}}
+        first = (await c.post(BASE, headers=V1, json=_rpc("SendMessage", params))).json()["result"]["task"]
+        again = (await c.post(BASE, headers=V1, json=_rpc("SendMessage", params))).json()["result"]["task"]
+        assert first["metadata"][EXTENSION]["receipt"] == {"key": "a2a:ag_worker:m-r", "replayed": False}
+        assert again["metadata"][EXTENSION]["receipt"] == {"key": "a2a:ag_worker:m-r", "replayed": True}
