@@ -238,3 +238,44 @@ async def test_raw_errors_401_404_and_version(daemon):
         assert r.status_code == 200 and r.json()["error"]["code"] == -32009
     await worker.close()
     await caller.close()
+
+
+@pytest.mark.timeout_s(180)
+async def test_kill_9_mid_task_the_task_and_its_stream_go_on(make_daemon):
+    """kill -9 of every daemon process while the worker holds the Task: after
+    the restart the engagement is still the worker's, it delivers, and the
+    caller's stream, reconnected with SubscribeToTask, goes on to the end."""
+    from kungfud.client import Client
+
+    d = make_daemon()
+    worker, agent, base = await published(d.url)
+    worker_key = worker.key
+    caller, _ = await agent_client(d.url, "caller")
+    client, http = await stock(base, caller.key, judges=True)
+    stream = client.send_message(request())
+    tid = task_id_of(await asyncio.wait_for(anext(stream), 30))
+    took = await worker.act("task.take", {"task": tid})
+    seen: list[str] = []
+    d.kill()
+    try:  # the daemon died under the open stream: it ends with an error, not a hang
+        await asyncio.wait_for(_states(stream, "TASK_STATE_INPUT_REQUIRED", seen), 20)
+    except Exception as e:
+        assert not isinstance(e, asyncio.TimeoutError), "the stream of a killed daemon hung"
+    else:
+        raise AssertionError(f"the stream went on without its daemon: {seen}")
+    for c in (client, worker, caller):
+        await c.close()
+    await http.aclose()
+    d.start()
+    base = d.a2a_url + f"/a2a/agents/{agent}"  # a restart listens on new free ports
+    async with await Client.connect(d.url, worker_key) as w:
+        client, http = await stock(base, caller.key, judges=True)
+        again = client.subscribe(SubscribeToTaskRequest(id=tid))
+        first = await asyncio.wait_for(anext(again), 30)
+        assert state_of(first) == "TASK_STATE_WORKING"  # taken before the crash, still the worker's
+        await w.act("task.deliver", {"engagement": took["engagement"], "content": {"text": "after the crash"}})
+        await asyncio.wait_for(_states(again, "TASK_STATE_INPUT_REQUIRED", seen), 60)
+        task = await client.get_task(GetTaskRequest(id=tid))
+        assert task.artifacts[-1].parts[0].text == "after the crash"
+    await client.close()
+    await http.aclose()
