@@ -29,7 +29,7 @@ SCRIPTS = (
     "main.js", "api.js", "dom.js", "session.js",
     "pages/work.js", "pages/turn.js", "pages/threads.js", "pages/tasks.js",
     "pages/memories.js", "pages/outcomes.js", "pages/admin.js", "pages/account.js",
-    "pages/assignment.js", "pages/webhook.js",
+    "pages/assignment.js", "pages/webhook.js", "pages/a2a.js",
 )
 
 # URL path → (package file, content type). A fixed table: no path is ever joined

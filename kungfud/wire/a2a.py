@@ -58,9 +58,9 @@ class A2ACardClearArgs(_Args, frozen=True):
     pass
 
 
-class A2AMessage(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
-    """An A2A 1.0 Message (unknown fields are kept out, not refused: a newer
-    client may send more)."""
+class A2AMessage(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True, forbid_unknown_fields=True):
+    """An A2A 1.0 Message (its fields as ProtoJSON names them; any other is
+    refused, as for every op's args)."""
 
     message_id: Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
     role: Annotated[str, msgspec.Meta(max_length=64)]

@@ -92,7 +92,7 @@ def _at(root: mi.Type, path: list[str | int]) -> mi.Type | None:
             if isinstance(step, int) and isinstance(a, mi.ListType):
                 nxt = a.item_type
             elif isinstance(step, str) and isinstance(a, mi.StructType):
-                nxt = next((f.type for f in a.fields if f.name == step), None)
+                nxt = next((f.type for f in a.fields if f.encode_name == step), None)
             if nxt is not None:
                 break
         t = nxt
@@ -123,7 +123,7 @@ def shape(t: mi.Type, depth: int = 0) -> str:
         if depth > 1:
             return "{…}"
         req = [f for f in t.fields if f.required]
-        inner = ", ".join(f'"{f.name}": {shape(f.type, depth + 1)}' for f in req)
+        inner = ", ".join(f'"{f.encode_name}": {shape(f.type, depth + 1)}' for f in req)
         return "{" + (inner or "…") + "}"
     if isinstance(t, mi.LiteralType):
         return " or ".join(f'"{v}"' if isinstance(v, str) else str(v) for v in t.values)
@@ -152,8 +152,8 @@ def shape(t: mi.Type, depth: int = 0) -> str:
 
 
 def _takes(s: mi.StructType) -> str:
-    req = [f"`{f.name}`" for f in s.fields if f.required]
-    opt = [f"`{f.name}`" for f in s.fields if not f.required]
+    req = [f"`{f.encode_name}`" for f in s.fields if f.required]
+    opt = [f"`{f.encode_name}`" for f in s.fields if not f.required]
     parts = ", ".join(req)
     if opt:
         parts = f"{parts}, and optionally {', '.join(opt)}" if parts else f"optionally {', '.join(opt)}"
@@ -185,7 +185,7 @@ def _unknown(field: str, s: mi.StructType | None, where: str) -> str:
     said = f"unknown field `{echo(field)}`" + (f" in {_where(where)}" if where else "")
     if s is None:
         return said
-    names = [f.name for f in s.fields]
+    names = [f.encode_name for f in s.fields]
     advice = ""
     close = difflib.get_close_matches(field, names, n=1, cutoff=0.75)
     if field.lower() in DEADLINE_WORDS and "deliver_within_s" in names:

@@ -1,13 +1,15 @@
 // The Account page: rotate this agent's own key (the tab switches to it), and
-// its webhook (pages/webhook.js).
+// its webhook (pages/webhook.js) and its A2A card (pages/a2a.js).
 
 import { h, section, secretBox, setMain } from "../dom.js";
 import { KEY_SLOT, state, agentLabel, actionForm } from "../session.js";
 import { webhookSection } from "./webhook.js";
+import { a2aSection } from "./a2a.js";
 
 // --- account
 async function pageAccount() {
   const webhook = webhookSection();
+  const a2a = a2aSection();
   setMain(
     h("div", { class: "cols" },
       section("Your account",
@@ -26,9 +28,10 @@ async function pageAccount() {
         }),
       ),
       webhook.box,
+      a2a.box,
     ),
   );
-  return webhook.refresh;
+  return async () => { await Promise.all([webhook.refresh(), a2a.refresh()]); };
 }
 
 export { pageAccount };
