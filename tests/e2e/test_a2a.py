@@ -279,3 +279,34 @@ async def test_kill_9_mid_task_the_task_and_its_stream_go_on(make_daemon):
         assert task.artifacts[-1].parts[0].text == "after the crash"
     await client.close()
     await http.aclose()
+
+
+async def test_a_caller_flooding_an_agent_is_rate_limited_with_retry_after(make_daemon):
+    """The /v1 action rate limit is the A2A caller's too (Intake admission):
+    -32000 over JSON-RPC, 429 with Retry-After over HTTP+JSON; another caller
+    is served meanwhile."""
+    d = make_daemon("[limits]\nactions_per_minute = 3\n")
+    worker, _, base = await published(d.url)
+    flood, _ = await agent_client(d.url, "flood")
+    other, _ = await agent_client(d.url, "other")
+    v1 = {"A2A-Version": "1.0"}
+
+    def msg(i: int) -> dict:
+        return {"message": {"messageId": f"m{i}", "role": "ROLE_USER", "parts": [{"text": "work"}]},
+                "configuration": {"returnImmediately": True}}
+
+    async with httpx.AsyncClient(headers={**v1, "Authorization": f"Bearer {flood.key}"}) as http:
+        codes = []
+        for i in range(6):
+            r = await http.post(base, json={"jsonrpc": "2.0", "id": i, "method": "SendMessage", "params": msg(i)})
+            codes.append(r.json().get("error", {}).get("code"))
+        assert codes[0] is None and -32000 in codes, codes
+        r = await http.post(base + "/message:send", json=msg(99))
+        assert r.status_code == 429 and int(r.headers["retry-after"]) >= 1
+        assert r.json()["error"]["details"][0]["reason"] == "RATE_LIMITED"
+        assert r.json()["error"]["message"].startswith("rate_limited: ")
+    async with httpx.AsyncClient(headers={**v1, "Authorization": f"Bearer {other.key}"}) as http:
+        r = await http.post(base + "/message:send", json=msg(1))
+        assert r.status_code == 200 and r.json()["task"]["id"].startswith("tk_")
+    for c in (worker, flood, other):
+        await c.close()
