@@ -320,11 +320,12 @@ ACTIONS: dict[str, Action] = {
     ),
     "task.pause": Action(lambda a: task.SetAccepting(a.task, False), _task, task.decide_set_accepting),
     "task.resume": Action(lambda a: task.SetAccepting(a.task, True), _task, task.decide_set_accepting),
-    "task.take": Action(_task_take, _offered, engagement.decide_take),
-    "task.deliver": Action(_deliver_task, _engagement, engagement.decide_deliver),
-    "task.drop": Action(lambda a: work.Drop(a.engagement), _engagement, engagement.decide_drop),
-    "task.judge": Action(_task_judge, _engagement, engagement.decide_judge),
-    DEADLINE_TASK: Action(None, _owner, engagement.decide_expire),
+    "task.take": Action(_task_take, _offered, a2a.progressing(engagement.decide_take)),
+    "task.deliver": Action(_deliver_task, _engagement, a2a.progressing(engagement.decide_deliver)),
+    "task.drop": Action(lambda a: work.Drop(a.engagement), _engagement, a2a.progressing(engagement.decide_drop)),
+    "task.judge": Action(_task_judge, _engagement, a2a.progressing(engagement.decide_judge)),
+    # A Task's engagements moving may move its A2A state (WIRE.md 1.3): a2a.progressing
+    DEADLINE_TASK: Action(None, _owner, a2a.progressing(engagement.decide_expire)),
     # A2A (WIRE.md 1.3): a card on the caller's actor, the rest on the Task's
     "a2a.card.set": Action(a2a_ops.card_set, _caller, a2a_card.decide_set),
     "a2a.card.clear": Action(lambda a: a2a_card.ClearCard(), _caller, a2a_card.decide_clear),

@@ -28,11 +28,18 @@ from ..errors import Hint, Refused, Rejection, rejects
 from .a2a_card import card_obj, no_card, published
 from .a2a_view import CANCELED, COMPLETED, INPUT_REQUIRED, SUBMITTED, TERMINAL, E, state_of
 from .context import acting, fits
-from .decision import make
+from .decision import fold_into, make
 from .engagement import decide_judge, effective
 from .facts import Decision, Fact
 from .task import ContractSpec, CreateTask, TaskState, decide_create
-from .task_facts import TaskAcceptingSet
+from .task_facts import (
+    EngagementConfirmed,
+    EngagementDelivered,
+    EngagementDropped,
+    EngagementExpired,
+    EngagementJudged,
+    TaskAcceptingSet,
+)
 from .work import Judge
 
 if TYPE_CHECKING:
@@ -41,7 +48,7 @@ if TYPE_CHECKING:
 __all__ = [
     "A2ATaskState", "ContextState", "TaskOpened", "ContextOpened", "MessageAdded", "Canceled", "Send", "Cancel",
     "a2a_obj", "is_a2a_obj", "decide_send", "decide_cancel", "apply", "apply_context", "unsupported",
-    "not_cancelable", "UNSUPPORTED", "NOT_CANCELABLE", "current", "mine",
+    "not_cancelable", "UNSUPPORTED", "NOT_CANCELABLE", "current", "mine", "Progressed", "progressing",
 ]
 
 #: The reason prefixes a2a-http maps to UnsupportedOperationError (-32004) and
@@ -99,6 +106,19 @@ class Canceled(Fact, frozen=True, tag="a2a.canceled"):
         return (a2a_obj(self.task),)
 
 
+class Progressed(Fact, frozen=True, tag="a2a.progressed"):
+    """An A2A-visible change of the Task (WIRE.md 1.3 "A2A": State, the
+    ``a2a_task`` event): its A2A state and generation after the action,
+    recorded in the same action as the facts that changed it."""
+
+    task: str
+    state: str
+    generation: int
+
+    def objects(self) -> tuple[str, ...]:
+        return (a2a_obj(self.task),)
+
+
 class ContextState(msgspec.Struct, frozen=True):
     context: str
     owner: str
@@ -114,6 +134,8 @@ class A2ATaskState(msgspec.Struct, frozen=True):
     created_at: int
     messages: list[bytes]
     canceled_at: int | None = None
+    state: str = SUBMITTED  # as of its last recorded change (a deadline not yet recorded aside)
+    generation: int = 1
 
 
 class Send(msgspec.Struct, frozen=True):
@@ -249,7 +271,9 @@ def _verdict(cmd: Send, me: str, ctx: "Ctx") -> Decision:
         raise Refused(judged)
     facts = [*judged.facts, MessageAdded(at=ctx.now, by=me, task=cmd.task, message=cmd.message)]
     after = COMPLETED if cmd.verdict == "adopt" else state_of(False, None, True, a.canceled_at is not None)
-    return make(facts, {"task": cmd.task, "engagement": open_e, "verdict": cmd.verdict, "state": after}, ctx)
+    d = make(facts, {"task": cmd.task, "engagement": open_e, "verdict": cmd.verdict, "state": after}, ctx)
+    more = progressed(d, ctx)
+    return Decision([*d.facts, *more], d.result, fold_into(dict(d.states), more, ctx.get))
 
 
 
@@ -273,8 +297,52 @@ def decide_cancel(cmd: Cancel, ctx: "Ctx") -> Decision:
     facts: list[Fact] = [Canceled(at=ctx.now, by=me, task=cmd.task)]
     if t.accepting:
         facts.append(TaskAcceptingSet(at=ctx.now, by=me, task=cmd.task, accepting=False))
-    after = state_of(False, eff, a.client_judges, True)
-    return make(facts, {"task": cmd.task, "state": after if open_e else CANCELED}, ctx)
+    after = state_of(False, eff, a.client_judges, True) if open_e else CANCELED
+    facts.append(Progressed(at=ctx.now, by=me, task=cmd.task, state=after, generation=a.generation + 1))
+    return make(facts, {"task": cmd.task, "state": after}, ctx)
+
+
+#: The engagement facts that are A2A-visible changes (one each).
+_CHANGES = (EngagementConfirmed, EngagementDelivered, EngagementJudged, EngagementExpired, EngagementDropped)
+
+
+def progressed(d: Decision, ctx: "Ctx") -> list[Fact]:
+    """The :class:`Progressed` fact of each A2A Task whose engagements ``d``
+    changed: its state after ``d`` and its generation one higher per change.
+    A Task's engagements follow one another (one taker, one open engagement
+    at a time, R7.3-8), so the last one ``d`` touched is its latest."""
+    out: list[Fact] = []
+    counted: dict[str, tuple[int, str]] = {}
+    for f in d.facts:
+        if isinstance(f, _CHANGES):
+            n, _ = counted.get(f.task, (0, ""))
+            counted[f.task] = (n + 1, f.engagement)
+    for task, (n, en) in counted.items():
+        a: A2ATaskState | None = d.states.get(a2a_obj(task)) or ctx.get(a2a_obj(task))
+        if a is None:
+            continue
+        t: TaskState = d.states.get(task) or ctx.get(task)
+        e = d.states.get(en) or ctx.get(en)
+        after = state_of(t.adoptions > 0, e.state, a.client_judges, a.canceled_at is not None)
+        out.append(Progressed(at=ctx.now, by=ctx.caller.agent if ctx.caller else None, task=task, state=after,
+                              generation=a.generation + n))
+    return out
+
+
+def progressing(decide: Any) -> Any:
+    """``decide`` followed by :func:`progressed`: for every action that can move
+    an engagement of an A2A Task (take, deliver, drop, judge, a deadline)."""
+
+    def run(cmd: Any, ctx: "Ctx") -> Any:
+        d = decide(cmd, ctx)
+        if isinstance(d, Rejection):
+            return d
+        more = progressed(d, ctx)
+        if not more:
+            return d
+        return Decision([*d.facts, *more], d.result, fold_into(dict(d.states), more, ctx.get))
+
+    return run
 
 
 def apply(state: A2ATaskState | None, fact: Fact) -> A2ATaskState:
@@ -290,6 +358,8 @@ def apply(state: A2ATaskState | None, fact: Fact) -> A2ATaskState:
             return rep(state, messages=[*state.messages, message])
         case Canceled():
             return rep(state, canceled_at=fact.at)
+        case Progressed():
+            return rep(state, state=fact.state, generation=fact.generation)
     raise TypeError(f"a2a task cannot apply {type(fact).__name__}")
 
 

@@ -37,7 +37,7 @@ AnyFact = Union[
     task_facts.TaskAcceptingSet, task_facts.EngagementConfirmed, task_facts.EngagementDelivered,
     task_facts.EngagementJudged, task_facts.EngagementDropped, task_facts.EngagementExpired,
     webhook.WebhookSet, webhook.WebhookCleared, a2a_card.CardSet, a2a_card.CardCleared, a2a.ContextOpened,
-    a2a.TaskOpened, a2a.MessageAdded, a2a.Canceled, a2a_push.PushSet, a2a_push.PushCleared,
+    a2a.TaskOpened, a2a.MessageAdded, a2a.Canceled, a2a.Progressed, a2a_push.PushSet, a2a_push.PushCleared,
 ]
 
 

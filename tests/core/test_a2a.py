@@ -198,3 +198,42 @@ def test_only_the_callers_a2a_tasks_are_found(w):
     for who, t in [(w.other, task), (w.worker, task), (w.client, "tk_nothing"), (w.client, task + ".v1"), (w.client, "x")]:
         r = w.refuse("not_found", lambda: w.act(who, a2a.decide_cancel, a2a.Cancel(t)))
         assert r == well_formed(r) and r.reason == f"task {t} was not found, or you may not read it"
+
+
+@pytest.mark.rules("R7.3-18", "L1-1")
+def test_every_visible_change_records_the_state_and_one_more_generation(w):
+    """The Task's A2A marker follows each change in the same action (the
+    a2a_task event's source): take, deliver, verdicts, deadlines, cancel."""
+    take = a2a.progressing(engagement.decide_take)
+    deliver_ = a2a.progressing(engagement.decide_deliver)
+    expire = a2a.progressing(engagement.decide_expire)
+
+    def marker(task: str) -> tuple[str, int]:
+        m = w.states[a2a.a2a_obj(task)]
+        assert m == w.fold(a2a.a2a_obj(task))
+        return m.state, m.generation
+
+    task = ok(w.act(w.client, a2a.decide_send, send(w.worker, client=True))).result["task"]
+    assert marker(task) == (SUBMITTED, 1)
+    e = ok(w.act(w.worker, take, work.Take(task))).result["engagement"]
+    assert marker(task) == (WORKING, 2)
+    ok(w.act(w.worker, deliver_, work.Deliver(e, Pin(content=b'{"text": "x"}'))))
+    assert marker(task) == (INPUT_REQUIRED, 3)
+    ok(w.act(w.client, a2a.decide_send, send(w.worker, "again", task=task, verdict="reject")))
+    assert marker(task) == (SUBMITTED, 4)
+    ok(w.act(w.worker, take, work.Take(task, Pin(content=b'{"text": "y"}'))))  # taken and delivered at once
+    assert marker(task) == (INPUT_REQUIRED, 6)
+    ok(w.act(w.client, a2a.decide_send, send(w.worker, task=task, verdict="adopt")))
+    assert marker(task) == (COMPLETED, 7)
+    # Deadline judging: the expiry records COMPLETED.
+    t2 = ok(w.act(w.client, a2a.decide_send, send(w.worker))).result["task"]
+    e2 = ok(w.act(w.worker, take, work.Take(t2))).result["engagement"]
+    ok(w.act(w.worker, deliver_, work.Deliver(e2, Pin(content=b'{"text": "z"}'))))
+    assert marker(t2) == (WORKING, 3)
+    w.advance(6)
+    ok(w.act(None, expire, work.Expire(t2)))
+    assert marker(t2) == (COMPLETED, 4)
+    # Cancel with nothing open: CANCELED, one more.
+    t3 = ok(w.act(w.client, a2a.decide_send, send(w.worker))).result["task"]
+    ok(w.act(w.client, a2a.decide_cancel, a2a.Cancel(t3)))
+    assert marker(t3) == (CANCELED, 2)
