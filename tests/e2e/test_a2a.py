@@ -310,3 +310,35 @@ async def test_a_caller_flooding_an_agent_is_rate_limited_with_retry_after(make_
         assert r.status_code == 200 and r.json()["task"]["id"].startswith("tk_")
     for c in (worker, flood, other):
         await c.close()
+
+
+async def test_push_configs_through_the_stock_client_never_show_credentials(make_daemon):
+    from a2a.types import (
+        AuthenticationInfo, DeleteTaskPushNotificationConfigRequest, GetTaskPushNotificationConfigRequest,
+        ListTaskPushNotificationConfigsRequest, TaskPushNotificationConfig,
+    )
+
+    d = make_daemon('[webhooks]\nallow_hosts = ["127.0.0.1"]\n')
+    worker, _, base = await published(d.url)
+    caller, _ = await agent_client(d.url, "caller")
+    client, http = await stock(base, caller.key, streaming=False)
+    task = [ev async for ev in client.send_message(request(return_immediately=True))][0].task
+    made = await client.create_task_push_notification_config(TaskPushNotificationConfig(
+        task_id=task.id, url="http://127.0.0.1:9/hook", token="tok-1",
+        authentication=AuthenticationInfo(scheme="Bearer", credentials="s3cret-push"),
+    ))
+    assert made.id and made.task_id == task.id and made.authentication.scheme == "Bearer"
+    assert made.authentication.credentials == "" and made.token == "tok-1"
+    listed = await client.list_task_push_notification_configs(ListTaskPushNotificationConfigsRequest(task_id=task.id))
+    assert [c.id for c in listed.configs] == [made.id]
+    got = await client.get_task_push_notification_config(GetTaskPushNotificationConfigRequest(task_id=task.id, id=made.id))
+    assert got.url == "http://127.0.0.1:9/hook" and got.authentication.credentials == ""
+    raw = await http.get(f"{base}/tasks/{task.id}/pushNotificationConfigs", headers={"A2A-Version": "1.0"})
+    assert raw.status_code == 200 and "s3cret-push" not in raw.text
+    await client.delete_task_push_notification_config(DeleteTaskPushNotificationConfigRequest(task_id=task.id, id=made.id))
+    listed = await client.list_task_push_notification_configs(ListTaskPushNotificationConfigsRequest(task_id=task.id))
+    assert list(listed.configs) == []
+    await client.close()
+    await http.aclose()
+    for c in (worker, caller):
+        await c.close()
