@@ -8,6 +8,7 @@ Unit tests put a fake with the same four methods in its place.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -41,6 +42,10 @@ class Ops(Protocol):
 
     def head(self, agent: str) -> int: ...
 
+    def watch(self, agent: str) -> asyncio.Event: ...
+
+    def unwatch(self, agent: str, woken: asyncio.Event) -> None: ...
+
     def events(self, agent: str, after: int, limit: int = 100) -> tuple[list[tuple[int, dict]], int, bool]: ...
 
 
@@ -51,6 +56,27 @@ class ServerOps:
         self.server = server
         self.rt = server.rt
         self._ids = itertools.count(1)
+        self._watching: dict[str, set[asyncio.Event]] = {}
+        server.on_events.append(self._woken)
+
+    def watch(self, agent: str) -> asyncio.Event:
+        """An event set whenever ``agent`` may have new events (this node's
+        commits, and other nodes' as the feed hears of them)."""
+        woken = asyncio.Event()
+        self._watching.setdefault(agent, set()).add(woken)
+        return woken
+
+    def unwatch(self, agent: str, woken: asyncio.Event) -> None:
+        left = self._watching.get(agent)
+        if left is not None:
+            left.discard(woken)
+            if not left:
+                del self._watching[agent]
+
+    def _woken(self, agents: list[str] | None) -> None:
+        for agent in self._watching if agents is None else agents:
+            for woken in self._watching.get(agent, ()):
+                woken.set()
 
     def authenticate(self, key: str) -> tuple[str, bytes] | None:
         who = self.rt.authenticate(key)

@@ -22,10 +22,9 @@ from .card import EXTENSION
 from .errors import Failure, from_rejection
 from .methods import DONE, Call, Methods
 
-__all__ = ["Follower", "sse_events", "blocking_body", "error_frame", "KEEPALIVE_S", "POLL_S"]
+__all__ = ["Follower", "sse_events", "blocking_body", "error_frame", "KEEPALIVE_S", "STANDIN_S"]
 
 KEEPALIVE_S = 2.0  # an SSE comment or a blocking space at least this often while quiet (WIRE.md: every ≤ 3 s)
-POLL_S = 0.2  # how often the caller's events are read while a stream waits
 STANDIN_S = 0.5  # (until the a2a_task event lands) how often a quiet Task is read
 
 _enc = msgspec.json.Encoder()
@@ -55,8 +54,25 @@ class Follower:
         self.real = False
         self.generation: int | None = None
         self._read_at = 0.0
+        self._woken = self.ops.watch(call.agent)
+
+    async def wait(self, timeout: float) -> None:
+        """Until the caller may have new events (or ``timeout``)."""
+        try:
+            await asyncio.wait_for(self._woken.wait(), timeout)
+        except asyncio.TimeoutError:
+            pass
+
+    def timeout(self, until_keepalive: float) -> float:
+        """How long to wait for a wake-up before reading again: until the next
+        keep-alive is due, and at most STANDIN_S while the stand-in reads."""
+        return max(0.01, min(until_keepalive, STANDIN_S if not self.real else until_keepalive))
+
+    def close(self) -> None:
+        self.ops.unwatch(self.call.agent, self._woken)
 
     async def poll(self) -> list[tuple[int, dict]]:
+        self._woken.clear()  # a wake-up from here on is not missed: wait() returns at once
         out: list[tuple[int, dict]] = []
         while True:
             items, self.after, more = self.ops.events(self.call.agent, self.after)
@@ -105,6 +121,17 @@ async def sse_events(
     with the events after ``first_seq``), then an ``artifactUpdate`` per new
     delivery and a ``statusUpdate`` per change, an SSE comment every
     KEEPALIVE_S while quiet; ends after INPUT_REQUIRED or a terminal state."""
+    try:
+        async for chunk in _sse_events(follower, first, first_seq, req_id, rpc, gone, replay):
+            yield chunk
+    finally:
+        follower.close()
+
+
+async def _sse_events(
+    follower: Follower, first: dict, first_seq: int, req_id: Any, rpc: bool, gone: Callable[[], Awaitable[bool]],
+    replay: bool,
+) -> AsyncIterator[bytes]:
     loop = asyncio.get_running_loop()
     done_now = (first.get("status") or {}).get("state") in DONE
     seen_artifacts: set = set()
@@ -119,7 +146,7 @@ async def sse_events(
     polls = 0
     while True:
         if polls:
-            await asyncio.sleep(POLL_S)
+            await follower.wait(follower.timeout(quiet_since + KEEPALIVE_S - loop.time()))
         polls += 1
         events = await follower.poll()
         if replay and polls == 1 and done_now and not any(e.get("state") in DONE for _, e in events):
@@ -173,7 +200,7 @@ async def blocking_body(
         follower.generation = _generation(task)
         spaced = loop.time()
         while (task.get("status") or {}).get("state") not in DONE and loop.time() < until:
-            await asyncio.sleep(min(POLL_S, max(0.0, until - loop.time())))
+            await follower.wait(min(follower.timeout(spaced + KEEPALIVE_S - loop.time()), max(0.0, until - loop.time())))
             if await follower.poll():
                 task = await methods.task(call, task_id)
             if loop.time() - spaced >= KEEPALIVE_S:
@@ -182,6 +209,8 @@ async def blocking_body(
     except Failure as e:
         yield fail(e)
         return
+    finally:
+        follower.close()
     if history is not None:
         try:
             task = await methods.task(call, task_id, history)

@@ -22,7 +22,7 @@ import functools
 import logging
 import socket
 import time
-from typing import Any
+from typing import Any, Callable
 
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
@@ -111,6 +111,8 @@ class Server:
         # with requests in flight goes: stop() waits on it instead of polling.
         self._settled = asyncio.Event()
         self._resolving = asyncio.Semaphore(4)  # webhook.set host lookups at once (D216)
+        # Told the agents with new events (None: maybe anyone), as the feed is: A2A streams (kungfud/a2a).
+        self.on_events: list[Callable[[list[str] | None], None]] = []
 
     # --- lifecycle ---------------------------------------------------------
 
@@ -434,7 +436,10 @@ class Server:
     def _published(self, events: list[tuple[str, int, bytes]]) -> None:
         """One commit's events, on the event loop: to subscribers and webhooks."""
         self.feed.publish(events)
-        self.webhooks.wake(list({agent: None for agent, _, _ in events}))
+        agents = list({agent: None for agent, _, _ in events})
+        self.webhooks.wake(agents)
+        for listener in self.on_events:
+            listener(agents)
 
     def _woken(self, agents: list[str] | None) -> None:
         """Another node committed for ``agents`` (None: maybe anyone): new
@@ -449,6 +454,8 @@ class Server:
         self.feed.wake(agents)
         self.webhooks.wake(agents)
         self.revocation.recheck(agents)
+        for listener in self.on_events:
+            listener(agents)
 
     # --- answers -----------------------------------------------------------------------
 

@@ -23,6 +23,7 @@ class FakeOps:
         self.calls: list[tuple[str, str, dict, str]] = []  # (agent, op, args, key)
         self.refuse: dict[str, dict] = {}  # op -> rejection
         self.receipts: dict[str, Any] = {}
+        self.watching: dict[str, set] = {}  # agent -> the streams' wake-ups (Ops.watch)
         self._seq = itertools.count(1)
         self._ids = itertools.count(1)
 
@@ -37,6 +38,16 @@ class FakeOps:
         if c is None:
             return None
         return {"agent": agent, "content": c, "accept": "any", "card_url": f"http://x/a2a/agents/{agent}/.well-known/agent-card.json"}
+
+    def watch(self, agent: str):
+        import asyncio
+
+        woken = asyncio.Event()
+        self.watching.setdefault(agent, set()).add(woken)
+        return woken
+
+    def unwatch(self, agent: str, woken) -> None:
+        self.watching[agent].discard(woken)
 
     def head(self, agent: str) -> int:
         return max((s for s, _, _ in self.log), default=0)
@@ -119,4 +130,6 @@ class FakeOps:
             t.setdefault("artifacts", []).append(artifact)
         seq = next(self._seq)
         self.log.append((seq, self.owner[tid], {"task": tid, "state": state, "generation": gen, "at": 1767225601000}))
+        for woken in self.watching.get(self.owner[tid], ()):
+            woken.set()
         return seq

@@ -37,7 +37,6 @@ def _msg(mid: str = "m1", text: str = "summarise this", **extra) -> dict:
 @pytest.fixture(autouse=True)
 def quick_keepalive(monkeypatch):
     monkeypatch.setattr(streams, "KEEPALIVE_S", 0.3)
-    monkeypatch.setattr(streams, "POLL_S", 0.05)
 
 
 async def test_the_card_has_what_a_stock_client_needs_and_an_etag():
@@ -231,6 +230,7 @@ async def test_a_blocking_answer_writes_a_space_while_it_waits_and_is_valid_json
         assert r.content.startswith(b" ") and r.content.strip().startswith(b"{")
         body = json.loads(r.content)
         assert body["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+        assert ops.watching["ag_alice"] == set()
 
 
 async def test_a_blocking_answer_ends_at_prefer_wait_with_the_current_task():
@@ -280,6 +280,7 @@ async def test_a_stream_is_the_task_then_changes_with_event_ids_and_comments_whi
         assert seqs[1:] == [2, 3, 3] and seqs[0] < 2
         assert data[2][1]["result"]["artifactUpdate"]["lastChunk"] is True
         assert data[3][1]["result"]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+        assert ops.watching["ag_alice"] == set()  # the ended stream no longer waits for wake-ups
 
 
 async def test_last_event_id_replays_the_later_events_of_that_task():
