@@ -342,3 +342,33 @@ async def test_push_configs_through_the_stock_client_never_show_credentials(make
     await http.aclose()
     for c in (worker, caller):
         await c.close()
+
+
+async def test_sigterm_with_open_a2a_streams_exits_0_promptly(make_daemon):
+    """A stream no one will end (no worker) does not hold the daemon up: SIGTERM
+    stops it with status 0 well within its stop budget, the stream ended."""
+    import signal
+    import time
+
+    d = make_daemon()
+    worker, _, base = await published(d.url)
+    caller, _ = await agent_client(d.url, "caller")
+    client, http = await stock(base, caller.key)
+    stream = client.send_message(request())
+    await asyncio.wait_for(anext(stream), 30)
+    started = time.monotonic()
+    d.send_signal(signal.SIGTERM)
+    assert await asyncio.to_thread(d.wait, 30) == 0
+    assert time.monotonic() - started < 20
+    try:  # the stream ended with its daemon: an error or its end, not a hang
+        await asyncio.wait_for(anext(stream), 10)
+    except asyncio.TimeoutError:
+        raise AssertionError("the stream of a stopped daemon hung") from None
+    except (StopAsyncIteration, Exception):
+        pass
+    else:
+        raise AssertionError("an event after the daemon stopped")
+    await client.close()
+    await http.aclose()
+    for c in (worker, caller):
+        await c.close()
