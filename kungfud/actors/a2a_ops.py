@@ -42,6 +42,27 @@ def _within(meta: dict, name: str) -> int | None:
     return v
 
 
+def _push(configuration: dict | None) -> a2a_push.SetPush | None:
+    """``configuration.taskPushNotificationConfig`` (flat, or holding
+    ``pushNotificationConfig`` as older clients nest it), as ``a2a.push.set``
+    would take it; the Task is filled in when it is made."""
+    if not configuration:
+        return None
+    pc = configuration.get("taskPushNotificationConfig") or configuration.get("pushNotificationConfig")
+    if pc is None:
+        return None
+    if isinstance(pc, dict) and isinstance(pc.get("pushNotificationConfig"), dict):
+        pc = pc["pushNotificationConfig"]
+    try:
+        c = msgspec.convert(
+            {k: v for k, v in pc.items() if k in ("id", "url", "token", "authentication")}, wire.A2APushConfig
+        )
+    except (msgspec.ValidationError, AttributeError) as e:
+        raise _bad(f"configuration.taskPushNotificationConfig: {e}") from None
+    auth = c.authentication
+    return a2a_push.SetPush("", c.id, c.url, c.token, auth.scheme if auth else None, auth.credentials if auth else None)
+
+
 def send(a: wire.A2ASendArgs) -> a2a.Send:
     m = a.message
     texts: list[str] = []
@@ -73,6 +94,7 @@ def send(a: wire.A2ASendArgs) -> a2a.Send:
         reason=_enc.encode({"reason": text}) if text.strip() else None,
         deliver_within_s=_within(meta, "deliver_within_s"),
         judge_within_s=_within(meta, "judge_within_s"),
+        push=_push(a.configuration) if m.task_id is None else None,
     )
 
 

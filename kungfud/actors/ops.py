@@ -30,7 +30,7 @@ import msgspec
 
 from .. import wire
 from . import a2a_ops
-from ..core import a2a, a2a_card, a2a_push, agent, assignment, deactivation, engagement, entry, memory, task, thread, webhook, work
+from ..core import a2a, a2a_card, agent, assignment, deactivation, engagement, entry, memory, task, thread, webhook, work
 from ..core.context import Ctx
 from ..core.facts import Decision
 from ..core.pins import Pin
@@ -331,8 +331,8 @@ ACTIONS: dict[str, Action] = {
     "a2a.card.clear": Action(lambda a: a2a_card.ClearCard(), _caller, a2a_card.decide_clear),
     "a2a.send": Action(a2a_ops.send, _a2a_task, a2a.decide_send),
     "a2a.cancel": Action(a2a_ops.cancel, _a2a_task, a2a.decide_cancel),
-    "a2a.push.set": Action(a2a_ops.push_set, _a2a_task, a2a_push.decide_set),
-    "a2a.push.clear": Action(a2a_ops.push_clear, _a2a_task, a2a_push.decide_clear),
+    "a2a.push.set": Action(a2a_ops.push_set, _a2a_task, a2a.decide_push_set),
+    "a2a.push.clear": Action(a2a_ops.push_clear, _a2a_task, a2a.decide_push_clear),
 }
 
 # Ops whose route reads the store (to find the owning Thread or Task, or the

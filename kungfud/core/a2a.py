@@ -26,6 +26,7 @@ import msgspec
 
 from ..errors import Hint, Refused, Rejection, rejects
 from .a2a_card import card_obj, no_card, published
+from .a2a_push import ClearPush, PushCleared, PushState, SetPush, configured, push_obj, set_result
 from .a2a_view import CANCELED, COMPLETED, INPUT_REQUIRED, SUBMITTED, TERMINAL, E, state_of
 from .context import acting, fits
 from .decision import fold_into, make
@@ -49,6 +50,7 @@ __all__ = [
     "A2ATaskState", "ContextState", "TaskOpened", "ContextOpened", "MessageAdded", "Canceled", "Send", "Cancel",
     "a2a_obj", "is_a2a_obj", "decide_send", "decide_cancel", "apply", "apply_context", "unsupported",
     "not_cancelable", "UNSUPPORTED", "NOT_CANCELABLE", "current", "mine", "Progressed", "progressing",
+    "decide_push_set", "decide_push_clear",
 ]
 
 #: The reason prefixes a2a-http maps to UnsupportedOperationError (-32004) and
@@ -152,6 +154,7 @@ class Send(msgspec.Struct, frozen=True):
     reason: bytes | None = None  # {"reason": the text parts joined}; None without text
     deliver_within_s: int | None = None
     judge_within_s: int | None = None
+    push: SetPush | None = None  # configuration's push config, set in the same action (task "")
 
 
 class Cancel(msgspec.Struct, frozen=True):
@@ -235,6 +238,8 @@ def _create(cmd: Send, me: str, ctx: "Ctx") -> Decision:
         at=ctx.now, by=me, task=task, author=me, to=cmd.to, context=context, client_judges=cmd.client_judges,
         message=cmd.message,
     ))
+    if cmd.push is not None:  # configuration.taskPushNotificationConfig: in the same action
+        facts.append(configured(msgspec.structs.replace(cmd.push, task=task), ctx, me))
     return make(facts, {"task": task, "context": context, "state": SUBMITTED}, ctx)
 
 
@@ -300,6 +305,28 @@ def decide_cancel(cmd: Cancel, ctx: "Ctx") -> Decision:
     after = state_of(False, eff, a.client_judges, True) if open_e else CANCELED
     facts.append(Progressed(at=ctx.now, by=me, task=cmd.task, state=after, generation=a.generation + 1))
     return make(facts, {"task": cmd.task, "state": after}, ctx)
+
+
+@rejects
+def decide_push_set(cmd: SetPush, ctx: "Ctx") -> Decision:
+    """``a2a.push.set``: the author adds (or, by id, replaces) a push config."""
+    me = acting(ctx)
+    a = mine(cmd.task, me, ctx, cmd.to)
+    state, _, _ = current(a, ctx.get(cmd.task), ctx)
+    if state in TERMINAL:
+        raise Refused(Rejection.conflict(f"task {cmd.task} is {state}: it sends no more notifications"))
+    fact = configured(cmd, ctx, me)
+    return make([fact], set_result(fact), ctx)
+
+
+@rejects
+def decide_push_clear(cmd: ClearPush, ctx: "Ctx") -> Decision:
+    me = acting(ctx)
+    mine(cmd.task, me, ctx, cmd.to)
+    before: PushState | None = ctx.get(push_obj(cmd.task))
+    if before is None or not any(c.id == cmd.id for c in before.configs):
+        raise Refused(Rejection.not_found("push config", cmd.id))
+    return make([PushCleared(at=ctx.now, by=me, task=cmd.task, id=cmd.id)], {"cleared": True}, ctx)
 
 
 #: The engagement facts that are A2A-visible changes (one each).

@@ -3,7 +3,8 @@ notifications): at most ``[a2a] push_configs_per_task``, set and cleared by the
 Task's author, kept in the sub-object ``tk_….push``. A URL passes the webhook
 rules (:func:`kungfud.core.webhook.url_refusal`) at set, and again at each
 delivery. Credentials and tokens are kept to send, never shown back
-(:func:`shown`).
+(:func:`shown`). The decisions are :func:`kungfud.core.a2a.decide_push_set`
+and ``decide_push_clear``.
 """
 
 from __future__ import annotations
@@ -12,12 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from ..errors import Refused, Rejection, rejects
-from .a2a import current, mine
-from .a2a_view import TERMINAL
-from .context import acting
-from .decision import make
-from .facts import Decision, Fact
+from ..errors import Refused, Rejection
+from .facts import Fact
 from .webhook import url_refusal
 
 if TYPE_CHECKING:
@@ -25,7 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PushConfig", "PushState", "PushSet", "PushCleared", "SetPush", "ClearPush", "push_obj", "is_push_obj",
-    "shown", "decide_set", "decide_clear", "apply",
+    "shown", "configured", "set_result", "apply",
 ]
 
 _SUB = ".push"
@@ -94,13 +91,10 @@ def shown(c: PushConfig) -> dict[str, Any]:
     return out
 
 
-@rejects
-def decide_set(cmd: SetPush, ctx: "Ctx") -> Decision:
-    me = acting(ctx)
-    a = mine(cmd.task, me, ctx, cmd.to)
-    state, _, _ = current(a, ctx.get(cmd.task), ctx)
-    if state in TERMINAL:
-        raise Refused(Rejection.conflict(f"task {cmd.task} is {state}: it sends no more notifications"))
+def configured(cmd: SetPush, ctx: "Ctx", me: str) -> PushSet:
+    """The fact that sets ``cmd``'s config on its Task (the author acting),
+    or :class:`~kungfud.errors.Refused`: a URL the webhook rules refuse, or
+    one config more than ``[a2a] push_configs_per_task``."""
     reason = url_refusal(cmd.url, ctx.limits.webhook_allow_hosts)
     if reason is not None:
         raise Refused(Rejection("bad_request", reason + " (in `config.url`)", "revise"))
@@ -111,25 +105,15 @@ def decide_set(cmd: SetPush, ctx: "Ctx") -> Decision:
         raise Refused(Rejection.conflict(
             f"task {cmd.task} has {len(configs)} push configs, the most it may have; clear one first"
         ))
-    config = PushConfig(
-        cmd.id or ctx.new_id("pc_"), cmd.url, cmd.token, cmd.scheme, cmd.credentials, ctx.now,
-    )
-    fact = PushSet(at=ctx.now, by=me, task=cmd.task, config=config)
-    result = shown(config)
-    if config.token is not None:
-        result["token"] = config.token
-    return make([fact], {"task": cmd.task, "config": result}, ctx)
+    config = PushConfig(cmd.id or ctx.new_id("pc_"), cmd.url, cmd.token, cmd.scheme, cmd.credentials, ctx.now)
+    return PushSet(at=ctx.now, by=me, task=cmd.task, config=config)
 
 
-@rejects
-def decide_clear(cmd: ClearPush, ctx: "Ctx") -> Decision:
-    me = acting(ctx)
-    mine(cmd.task, me, ctx, cmd.to)
-    before: PushState | None = ctx.get(push_obj(cmd.task))
-    if before is None or not any(c.id == cmd.id for c in before.configs):
-        raise Refused(Rejection.not_found("push config", cmd.id))
-    fact = PushCleared(at=ctx.now, by=me, task=cmd.task, id=cmd.id)
-    return make([fact], {"cleared": True}, ctx)
+def set_result(fact: PushSet) -> dict[str, Any]:
+    result = shown(fact.config)
+    if fact.config.token is not None:
+        result["token"] = fact.config.token
+    return {"task": fact.task, "config": result}
 
 
 def apply(state: PushState | None, fact: Fact) -> PushState:

@@ -40,7 +40,9 @@ def card_get(view: View, me: str, agent: str | None, base: str) -> dict | Reject
     an agent without a card and one that does not exist."""
     who = agent or me
     card: a2a_card.CardState | None = view.state(a2a_card.card_obj(who))
-    if not a2a_card.published(card):
+    agent_state = view.state(who) if who.startswith("ag_") and "." not in who else None
+    if not a2a_card.published(card) or agent_state is None or not agent_state.active:
+        # A deactivated agent is served nothing: it looks like one without a card.
         return a2a_card.no_card(who)
     assert card is not None and card.content is not None
     return {

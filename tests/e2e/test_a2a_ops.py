@@ -248,3 +248,17 @@ async def test_push_configs_never_show_credentials(make_daemon):
     await failure(client, "a2a.push.set", {"task": task, "config": {"url": "http://10.0.0.1/x"}}, "bad_request")
     assert await client.act("a2a.push.clear", {"task": task, "config": "two"}) == {"cleared": True}
     assert len((await client.read("a2a.push.list", {"task": task}))["items"]) == 1
+
+
+async def test_push_config_set_with_the_send_in_the_same_action(make_daemon):
+    d = make_daemon('[webhooks]\nallow_hosts = ["127.0.0.1"]\n')
+    client, c, worker, w = await pair(d.url)
+    conf = {"taskPushNotificationConfig": {"id": "cfg-1", "url": "http://127.0.0.1:9/p",
+                                           "authentication": {"scheme": "Bearer", "credentials": "hidden"}}}
+    task = (await client.act("a2a.send", {"to": w, "message": msg("p", "ps-1"), "configuration": conf}))["task"]
+    listed = await client.read("a2a.push.list", {"task": task})
+    assert listed["items"] == [{"id": "cfg-1", "url": "http://127.0.0.1:9/p", "authentication": {"scheme": "Bearer"}}]
+    # A refused URL refuses the whole send: nothing is made.
+    bad = {"taskPushNotificationConfig": {"url": "http://10.1.2.3/p"}}
+    await failure(client, "a2a.send", {"to": w, "message": msg("q", "ps-2"), "configuration": bad}, "bad_request")
+    assert len((await client.read("a2a.tasks", {}))["items"]) == 1
