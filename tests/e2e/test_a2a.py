@@ -372,3 +372,21 @@ async def test_sigterm_with_open_a2a_streams_exits_0_promptly(make_daemon):
     await http.aclose()
     for c in (worker, caller):
         await c.close()
+
+
+async def test_a_push_config_in_the_send_is_set_on_the_new_task(make_daemon):
+    from a2a.types import ListTaskPushNotificationConfigsRequest, TaskPushNotificationConfig
+
+    d = make_daemon('[webhooks]\nallow_hosts = ["127.0.0.1"]\n')
+    worker, _, base = await published(d.url)
+    caller, _ = await agent_client(d.url, "caller")
+    client, http = await stock(base, caller.key, streaming=False)
+    req = request(return_immediately=True)
+    req.configuration.task_push_notification_config.CopyFrom(TaskPushNotificationConfig(url="http://127.0.0.1:9/in-send"))
+    task = [ev async for ev in client.send_message(req)][0].task
+    listed = await client.list_task_push_notification_configs(ListTaskPushNotificationConfigsRequest(task_id=task.id))
+    assert [c.url for c in listed.configs] == ["http://127.0.0.1:9/in-send"]
+    await client.close()
+    await http.aclose()
+    for c in (worker, caller):
+        await c.close()
