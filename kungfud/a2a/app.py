@@ -26,7 +26,7 @@ from starlette.routing import Route
 
 from . import card as cards
 from .errors import Failure, from_rejection, invalid_request, method_not_found, parse_error, unsupported, version_error
-from .methods import Call, Methods, with_receipt
+from .methods import Call, Methods, NoAgent, with_receipt
 from .ops import Ops
 from .streams import Follower, blocking_body, sse_events
 
@@ -160,6 +160,8 @@ class A2AApp:
             return await self._rpc(request, call, req_id, body["method"], body.get("params", {}))
         except Failure as f:
             return _rpc_error(request, f, req_id)
+        except NoAgent:
+            return _not_found()
         except Exception:
             log.exception("A2A request failed")
             return _rpc_error(request, _INTERNAL, req_id)
@@ -195,6 +197,8 @@ class A2AApp:
             return await self._rest(request, call, "/" + request.path_params.get("rest", ""), request.method)
         except Failure as f:
             return _json(f.rest(), f.http_status, f.headers())
+        except NoAgent:
+            return _not_found()
         except Exception:
             log.exception("A2A request failed")
             return _json(_INTERNAL.rest(), 500)

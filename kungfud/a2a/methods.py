@@ -20,7 +20,7 @@ from .card import EXTENSION
 from .errors import Failure, from_rejection, invalid_params
 from .ops import Answer, Ops
 
-__all__ = ["Call", "Methods", "TERMINAL", "DONE", "with_receipt"]
+__all__ = ["Call", "Methods", "NoAgent", "TERMINAL", "DONE", "with_receipt"]
 
 TERMINAL = frozenset({"TASK_STATE_COMPLETED", "TASK_STATE_CANCELED"})
 #: A blocking answer and a stream end at these (a stream carrying a rejection goes on: it starts at SUBMITTED).
@@ -50,9 +50,16 @@ def as_json(msg: Any) -> dict[str, Any]:
     return MessageToDict(msg, preserving_proto_field_name=False)
 
 
+class NoAgent(Exception):
+    """The called agent has no card (any more): the one 404, as before the key."""
+
+
 def _checked(answer: Answer) -> Any:
     if not answer.ok:
-        raise from_rejection(answer.error or {})
+        err = answer.error or {}
+        if err.get("code") == "not_found" and str(err.get("reason", "")).startswith("a2a agent "):
+            raise NoAgent()
+        raise from_rejection(err)
     return answer.result
 
 
@@ -91,7 +98,7 @@ class Methods:
     # --- reads ------------------------------------------------------------------------
 
     async def task(self, call: Call, task: str, history_length: int | None = None) -> dict:
-        args: dict[str, Any] = {"task": task}
+        args: dict[str, Any] = {"task": task, "to": call.to}
         if history_length is not None:
             args["history_length"] = history_length
         return await self._op(call, "a2a.task", args)
@@ -121,7 +128,7 @@ class Methods:
 
     async def cancel(self, call: Call, params: Any) -> dict:
         req = parse(params, pb.CancelTaskRequest)
-        await self._op(call, "a2a.cancel", {"task": req.id}, f"a2a:{call.to}:cancel:{req.id}")
+        await self._op(call, "a2a.cancel", {"task": req.id, "to": call.to}, f"a2a:{call.to}:cancel:{req.id}")
         return await self.task(call, req.id)
 
     # --- push configs -------------------------------------------------------------------
@@ -136,11 +143,12 @@ class Methods:
         if req.HasField("authentication"):
             config["authentication"] = {"scheme": req.authentication.scheme, "credentials": req.authentication.credentials}
         digest = hashlib.sha256(req.SerializeToString(deterministic=True)).hexdigest()[:32]
-        got = await self._op(call, "a2a.push.set", {"task": req.task_id, "config": config}, f"a2a:{call.to}:push:{digest}")
+        args = {"task": req.task_id, "config": config, "to": call.to}
+        got = await self._op(call, "a2a.push.set", args, f"a2a:{call.to}:push:{digest}")
         return _push_json(got["task"], got["config"])
 
     async def _configs(self, call: Call, task: str) -> list[dict]:
-        got = await self._op(call, "a2a.push.list", {"task": task})
+        got = await self._op(call, "a2a.push.list", {"task": task, "to": call.to})
         return [_push_json(task, c) for c in got.get("items", [])]
 
     async def push_get(self, call: Call, params: Any) -> dict:
@@ -158,7 +166,8 @@ class Methods:
 
     async def push_delete(self, call: Call, params: Any) -> None:
         req = parse(params, pb.DeleteTaskPushNotificationConfigRequest)
-        await self._op(call, "a2a.push.clear", {"task": req.task_id, "config": req.id}, f"a2a:{call.to}:unpush:{req.task_id}:{req.id}")
+        args = {"task": req.task_id, "config": req.id, "to": call.to}
+        await self._op(call, "a2a.push.clear", args, f"a2a:{call.to}:unpush:{req.task_id}:{req.id}")
         return None
 
 

@@ -19,6 +19,7 @@ class FakeOps:
         self.cards = {"ag_worker": {"name": "Worker", "description": "does work"}}
         self.tasks: dict[str, dict] = {}
         self.owner: dict[str, str] = {}
+        self.to: dict[str, str] = {}  # the agent each Task was sent to
         self.log: list[tuple[int, str, dict]] = []  # the a2a_task events: (seq, agent, data)
         self.calls: list[tuple[str, str, dict, str]] = []  # (agent, op, args, key)
         self.refuse: dict[str, dict] = {}  # op -> rejection
@@ -85,6 +86,7 @@ class FakeOps:
             "history": [msg], "metadata": {EXTENSION: {"state": "offered", "generation": 1}},
         }
         self.owner[tid] = agent
+        self.to[tid] = args["to"]
         self.move(tid, "TASK_STATE_SUBMITTED")
         return {"task": tid, "context": "cx_1", "state": "TASK_STATE_SUBMITTED"}
 
@@ -93,7 +95,7 @@ class FakeOps:
 
     def _a2a_task(self, agent, args):
         t = self.tasks.get(args["task"])
-        if t is None or self.owner[args["task"]] != agent:
+        if t is None or self.owner[args["task"]] != agent or self.to[args["task"]] != args.get("to"):
             return self._not_found(args["task"])
         return t
 

@@ -344,3 +344,20 @@ async def test_a_sends_task_carries_its_receipt():
         again = (await c.post(BASE, headers=V1, json=_rpc("SendMessage", params))).json()["result"]["task"]
         assert first["metadata"][EXTENSION]["receipt"] == {"key": "a2a:ag_worker:m-r", "replayed": False}
         assert again["metadata"][EXTENSION]["receipt"] == {"key": "a2a:ag_worker:m-r", "replayed": True}
+
+
+@pytest.mark.rules("R12-9")
+async def test_a_card_cleared_under_a_request_is_the_one_404_and_tasks_are_read_through_their_agent():
+    ops = FakeOps()
+    ops.cards["ag_other"] = {"name": "Other", "description": "another agent"}
+    async with _client(ops) as c:
+        r = await c.post(BASE, headers=V1, json=_rpc("SendMessage", {**_msg(), "configuration": {"returnImmediately": True}}))
+        tid = r.json()["result"]["task"]["id"]
+        # The same caller asks another agent's endpoint for it: not found there (the op's `to`).
+        r = await c.post("/a2a/agents/ag_other", headers=V1, json=_rpc("GetTask", {"id": tid}))
+        assert r.json()["error"]["code"] == -32001 and ops.calls[-1][2]["to"] == "ag_other"
+        nobody = await c.get("/a2a/agents/ag_nobody/.well-known/agent-card.json")
+        ops.refuse["a2a.send"] = {"code": "not_found", "reason": "a2a agent ag_worker was not found, or you may not read it", "next": "stop"}
+        for path in ("", "/message:send"):
+            r = await c.post(BASE + path, headers=V1, json=_rpc("SendMessage", _msg()) if not path else _msg())
+            assert (r.status_code, r.content) == (404, nobody.content)
