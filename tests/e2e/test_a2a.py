@@ -14,6 +14,7 @@ from a2a.utils.errors import TaskNotFoundError
 
 from kungfud.a2a.card import EXTENSION
 from tests.e2e.a2a_kit import published, request, state_of, stock, take_and_deliver, task_id_of
+from kungfud.client.core import Rejected
 from tests.e2e.helpers import agent_client
 
 DONE = ("TASK_STATE_COMPLETED", "TASK_STATE_CANCELED", "TASK_STATE_INPUT_REQUIRED")
@@ -189,10 +190,17 @@ async def test_cancel_before_a_take_is_canceled(daemon):
     caller, _ = await agent_client(daemon.url, "caller")
     client, http = await stock(base, caller.key, streaming=False)
     task = [ev async for ev in client.send_message(request(return_immediately=True))][0].task
-    canceled = await client.cancel_task(CancelTaskRequest(id=task.id))
+    other, other_http = await stock(base, caller.key, streaming=False, via=daemon.a2a_urls[-1])  # lmdb2/pg2: another node
+    canceled = await other.cancel_task(CancelTaskRequest(id=task.id))
     from a2a.types import TaskState
 
     assert TaskState.Name(canceled.status.state) == "TASK_STATE_CANCELED"
+    assert TaskState.Name((await client.get_task(GetTaskRequest(id=task.id))).status.state) == "TASK_STATE_CANCELED"
+    with pytest.raises(Rejected) as refused:  # no new engagement, for good
+        await worker.act("task.take", {"task": task.id})
+    assert refused.value.code == "conflict"
+    await other.close()
+    await other_http.aclose()
     await client.close()
     await http.aclose()
     await worker.close()
