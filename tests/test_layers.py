@@ -101,6 +101,13 @@ def test_the_websocket_daemon_imports_the_a2a_endpoint_only_when_it_serves_it():
     assert {"a2a", "uvicorn", "starlette"}.isdisjoint(m.split(".")[0] for m in _imports(PKG / "a2a" / "card.py"))
 
 
+def test_the_event_kinds_are_a_leaf():
+    """kungfud/event_kinds.py (the one definition of the event kinds, D285)
+    imports nothing of kungfud's, so every layer may import it: the wire and
+    the clients too."""
+    assert _offenders(_files("event_kinds"), ("kungfud",)) == {}
+
+
 def test_clients_know_only_the_wire():
     """The CLI and the MCP bridge talk to a daemon over the wire; they import
     none of its insides (so they run where no daemon is installed)."""

@@ -12,6 +12,7 @@ from typing import Callable
 
 from .. import __version__
 from ..handshake import DEFAULT_URL
+from ..event_kinds import DEFAULT_KINDS, KINDS
 from .wake import add_wake_args
 from .builders import (
     Call,
@@ -342,7 +343,7 @@ def parser() -> argparse.ArgumentParser:
     w = s.group("webhook", "webhook: set, get, clear (your events POSTed to a URL, signed; docs/webhooks.md)")
     p = w.add("set", _b_webhook_set, "POST your events to URL (replaces any); prints the signing secret once", action=True)
     p.add_argument("url", metavar="URL")
-    p.add_argument("--events", metavar="KIND,…", help="turn,opportunity,outcome,task_offered (default: the first three)")
+    p.add_argument("--events", metavar="KIND,…", help=f"{','.join(KINDS)} (default: {','.join(DEFAULT_KINDS)})")
     w.add("get", _b_webhook("webhook.get"), "your webhook: state, delivered seq, pending, last error", action=False)
     w.add("clear", _b_webhook("webhook.clear"), "stop POSTing your events", action=True)
 

@@ -43,6 +43,7 @@ class PushConfig(msgspec.Struct, frozen=True):
     scheme: str | None = None
     credentials: str | None = None
     set_at: int = 0
+    since: int = 0  # the event feed's newest seq when set: deliveries are of the author's later events
 
 
 class PushSet(Fact, frozen=True, tag="a2a.push_set"):
@@ -64,6 +65,7 @@ class PushCleared(Fact, frozen=True, tag="a2a.push_cleared"):
 class PushState(msgspec.Struct, frozen=True):
     task: str
     configs: list[PushConfig] = []
+    author: str = ""
 
 
 class SetPush(msgspec.Struct, frozen=True):
@@ -105,7 +107,9 @@ def configured(cmd: SetPush, ctx: "Ctx", me: str) -> PushSet:
         raise Refused(Rejection.conflict(
             f"task {cmd.task} has {len(configs)} push configs, the most it may have; clear one first"
         ))
-    config = PushConfig(cmd.id or ctx.new_id("pc_"), cmd.url, cmd.token, cmd.scheme, cmd.credentials, ctx.now)
+    config = PushConfig(
+        cmd.id or ctx.new_id("pc_"), cmd.url, cmd.token, cmd.scheme, cmd.credentials, ctx.now, ctx.feed_seq()
+    )
     return PushSet(at=ctx.now, by=me, task=cmd.task, config=config)
 
 
@@ -120,7 +124,7 @@ def apply(state: PushState | None, fact: Fact) -> PushState:
     match fact:
         case PushSet(task=task, config=config):
             kept = [c for c in (state.configs if state else []) if c.id != config.id]
-            return PushState(task, [*kept, config])
+            return PushState(task, [*kept, config], fact.by or "")
         case PushCleared(task=task, id=id):
-            return PushState(task, [c for c in (state.configs if state else []) if c.id != id])
+            return PushState(task, [c for c in (state.configs if state else []) if c.id != id], fact.by or "")
     raise TypeError(f"a2a push cannot apply {type(fact).__name__}")

@@ -44,6 +44,7 @@ from .seen import LastSeen
 from .upgrade import process_request
 from ..actors.hooks import split_registrations
 from ..webhooks import Deliveries
+from ..webhooks.push import Pushes
 from ..webhooks.guard import set_refusal
 
 __all__ = ["Server", "Conn"]
@@ -104,6 +105,8 @@ class Server:
         self.revocation = Revocation(runtime, self.connections, self.feed)
         # WIRE.md 1.2: each agent's events POSTed to its webhook (kungfud/webhooks/).
         self.webhooks = Deliveries(runtime, config.webhooks)
+        # WIRE.md 1.3: A2A push configs, on the same engine (kungfud/webhooks/push.py).
+        self.pushes = Pushes(runtime, config.webhooks) if config.a2a.enabled else None
         # When this deployment last saw each agent (ms): in memory only, not a
         # fact; shared with the other nodes when there are any (D32, D175).
         self.last_seen = LastSeen()
@@ -124,6 +127,8 @@ class Server:
             self.last_seen.start_sharing(self.rt.share_seen, self.loop.call_later, self.loop.time)
         self.bridge.start(self.loop, self._published, self._woken, self.last_seen.merge, self.webhooks.changed)
         self.webhooks.start()
+        if self.pushes is not None:
+            self.pushes.start()
         host, port = (None, None) if sock is not None else self.cfg.listen_addr()
         self._server = await self._listen(host, port, sock)
         if private is not None:
@@ -200,6 +205,8 @@ class Server:
                 log.warning("stopping: connection handlers still running; exiting anyway")
         self.last_seen.flush()  # what this node saw, to the others before it goes
         await self.webhooks.stop()
+        if self.pushes is not None:
+            await self.pushes.stop()
 
     # --- connection ----------------------------------------------------------
 

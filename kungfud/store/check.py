@@ -21,7 +21,9 @@ from typing import Any
 from ..core.facts import member_obj
 from ..core.kinds import apply_to
 from ..core.members import current
-from .events import Feed, number
+from ..core.events import FactEvents
+from .events import KINDS_KEY, enabled, kinds_since, number, rendered
+from .events import rows as event_rows
 from .indexes import fact_rows, state_rows
 from .integrity import StoreDamaged
 from .layout import DERIVED, DERIVED_META, FORMAT, PUBLIC, RETIRED, decode_fact, encode_object, from_u64, u64
@@ -61,6 +63,8 @@ def expected_indexes(
     versions: dict[str, int] = {}
     usage: dict[bytes, int] = {}
     event_seq = 0
+    # D285: a kind recorded after the store began is made from its first fact on.
+    since = kinds_since(kv.get("meta", KINDS_KEY))
     indexes = any(t not in ("events", "outcomes") for t in tables)
     for k, v in kv.scan("log"):
         if len(k) != 8:
@@ -80,16 +84,16 @@ def expected_indexes(
                 raise
             errors.append(f"log: the fact at seq {seq} does not decode or apply: {type(e).__name__}: {e}")
             continue
-        feed = Feed(lambda th, ag: current(states.get(member_obj(th, ag))) is not None, states.get)
+        feed = FactEvents(lambda th, ag: current(states.get(member_obj(th, ag))) is not None, states.get)
         for obj in objs:
             before = states.get(obj)
             states[obj] = folded[obj]
             feed.observe(obj, before, states[obj], fact)
             versions[obj] = versions.get(obj, 0) + 1
-        numbered = number(feed.rendered(), event_seq, seq)
+        numbered = number(rendered(feed, enabled(since, seq)), event_seq, seq)
         if numbered:
             event_seq = numbered[-1][1]
-        for db, key, value in feed.rows(seq, numbered):
+        for db, key, value in event_rows(feed, seq, numbered):
             if db in out:
                 out[db][key] = value
         if indexes:

@@ -33,9 +33,12 @@ def new_client(concurrency: int) -> httpx.AsyncClient:
 
 
 async def post(
-    client: httpx.AsyncClient, url: str, allow: tuple[str, ...], key: bytes, msg_id: str, timestamp: int, body: bytes
+    client: httpx.AsyncClient, url: str, allow: tuple[str, ...], key: bytes, msg_id: str, timestamp: int, body: bytes,
+    extra: dict[str, str] | None = None,
 ) -> str | None:
-    """None when the receiver answered 2xx within the timeout; else why not."""
+    """None when the receiver answered 2xx within the timeout; else why not.
+    ``key`` empty: no signature (an A2A push config has no secret); ``extra``:
+    headers of its own (its content type, ``Authorization``)."""
     parts = urlsplit(url)
     host = (parts.hostname or "").lower()
     port = parts.port or (443 if parts.scheme == "https" else 80)
@@ -45,7 +48,8 @@ async def post(
         return str(e)
     shown = f"[{addr}]" if ":" in addr else addr
     pinned = urlunsplit((parts.scheme, f"{shown}:{port}", parts.path or "/", parts.query, ""))
-    hdrs = headers(key, msg_id, timestamp, body)
+    hdrs = headers(key, msg_id, timestamp, body) if key else {"webhook-id": msg_id, "webhook-timestamp": str(timestamp)}
+    hdrs.update(extra or {})
     hdrs["host"] = parts.netloc.rsplit("@", 1)[-1]
     extensions = {"sni_hostname": host} if parts.scheme == "https" else {}
     try:
