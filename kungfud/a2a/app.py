@@ -38,7 +38,7 @@ _INTERNAL = from_rejection({"code": "internal", "reason": "the daemon failed on 
 JSON = "application/json"
 SSE = "text/event-stream"
 NOT_FOUND = b'{"error":{"code":404,"status":"NOT_FOUND","message":"not_found: no A2A agent here"}}'
-MAX_BODY = 2 * 1024 * 1024
+MAX_BODY = 2 * 1024 * 1024  # a request body; an op's own args limits (wire/limits.py) apply within it
 
 
 class Settings(msgspec.Struct):
@@ -132,9 +132,13 @@ class A2AApp:
         return Call(who[0], who[1], to, judges, peer), None
 
     async def _body(self, request: Request) -> Any:
-        raw = await request.body()
-        if len(raw) > MAX_BODY:
-            raise invalid_request(f"the request body is {len(raw)} bytes; the limit is {MAX_BODY}")
+        chunks, size = [], 0
+        async for chunk in request.stream():  # read no further than the limit
+            size += len(chunk)
+            if size > MAX_BODY:
+                raise invalid_request(f"the request body is over {MAX_BODY} bytes, the limit")
+            chunks.append(chunk)
+        raw = b"".join(chunks)
         try:
             return json.loads(raw) if raw.strip() else {}
         except (ValueError, UnicodeDecodeError) as e:

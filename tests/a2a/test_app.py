@@ -361,3 +361,11 @@ async def test_a_card_cleared_under_a_request_is_the_one_404_and_tasks_are_read_
         for path in ("", "/message:send"):
             r = await c.post(BASE + path, headers=V1, json=_rpc("SendMessage", _msg()) if not path else _msg())
             assert (r.status_code, r.content) == (404, nobody.content)
+
+
+async def test_a_body_over_the_limit_is_refused_unread():
+    from kungfud.a2a.app import MAX_BODY
+
+    async with _client(FakeOps()) as c:
+        r = await c.post(BASE, headers=V1, content=b" " * (MAX_BODY + 1))
+        assert r.json()["error"]["code"] == -32600 and "limit" in r.json()["error"]["message"]
