@@ -74,6 +74,7 @@ class Pushes:
         self.schedule = Schedule(tuple(cfg.retry_pauses_s), cfg.disable_after_s)
         self.leases = [runtime.nodes.lease_for("a2a_push", n) for n in range(SHARDS)]
         self.running: dict[str, asyncio.Task] = {}
+        self.done: set[str] = set()  # Tasks whose every config ended (no config is set on an ended Task)
         self.delivered_total = 0
         self._client: Any = None
         self._loop_task: asyncio.Task | None = None
@@ -102,7 +103,7 @@ class Pushes:
             try:
                 held = [await self._call(lease.try_acquire) for lease in self.leases]
                 for author, task in await self._call(self.hooks.push_tasks):
-                    if held[zlib.crc32(task.encode()) % SHARDS]:
+                    if task not in self.done and held[zlib.crc32(task.encode()) % SHARDS]:
                         t = self.running.get(task)
                         if t is None or t.done():
                             self.running[task] = asyncio.ensure_future(self._serve(author, task))
@@ -117,6 +118,9 @@ class Pushes:
         try:
             push, marker, cursors = await self._call(self.hooks.push_state, task, push_cursor)
             if push is None or marker is None:
+                return
+            if push.configs and all(c is not None and c.delivered < 0 for c in cursors.values()):
+                self.done.add(task)
                 return
             for c in push.configs:
                 await self._config(author, task, marker.context, c, cursors.get(c.id))
