@@ -22,10 +22,9 @@ from .card import EXTENSION
 from .errors import Failure, from_rejection
 from .methods import DONE, Call, Methods
 
-__all__ = ["Follower", "sse_events", "blocking_body", "error_frame", "KEEPALIVE_S", "STANDIN_S"]
+__all__ = ["Follower", "sse_events", "blocking_body", "error_frame", "KEEPALIVE_S"]
 
 KEEPALIVE_S = 2.0  # an SSE comment or a blocking space at least this often while quiet (WIRE.md: every ≤ 3 s)
-STANDIN_S = 0.5  # (until the a2a_task event lands) how often a quiet Task is read
 
 _enc = msgspec.json.Encoder()
 
@@ -38,12 +37,8 @@ def _iso(ms: Any) -> str | None:
 
 
 class Follower:
-    """The ``a2a_task`` events of one Task, after a seq.
-
-    Stand-in until the durable ``a2a_task`` event is on main (a2a-core, after
-    the events branch): while no event of this Task has been seen, the Task is
-    also read every STANDIN_S and a change of its ``generation`` is taken as an
-    event at the seq read up to. Its first real event turns the stand-in off."""
+    """The ``a2a_task`` events of one Task after a seq, and a wake-up when the
+    caller may have new ones (Ops.watch)."""
 
     def __init__(self, methods: Methods, call: Call, task: str, after: int):
         self.methods = methods
@@ -51,51 +46,36 @@ class Follower:
         self.call = call
         self.task = task
         self.after = after
-        self.real = False
-        self.generation: int | None = None
-        self._read_at = 0.0
         self._woken = self.ops.watch(call.agent)
 
     async def wait(self, timeout: float) -> None:
         """Until the caller may have new events (or ``timeout``)."""
         try:
-            await asyncio.wait_for(self._woken.wait(), timeout)
+            await asyncio.wait_for(self._woken.wait(), max(0.01, timeout))
         except asyncio.TimeoutError:
             pass
-
-    def timeout(self, until_keepalive: float) -> float:
-        """How long to wait for a wake-up before reading again: until the next
-        keep-alive is due, and at most STANDIN_S while the stand-in reads."""
-        return max(0.01, min(until_keepalive, STANDIN_S if not self.real else until_keepalive))
 
     def close(self) -> None:
         self.ops.unwatch(self.call.agent, self._woken)
 
-    async def poll(self) -> list[tuple[int, dict]]:
+    def poll(self) -> list[tuple[int, dict]]:
         self._woken.clear()  # a wake-up from here on is not missed: wait() returns at once
         out: list[tuple[int, dict]] = []
         while True:
             items, self.after, more = self.ops.events(self.call.agent, self.after)
             out.extend((seq, d) for seq, d in items if d.get("task") == self.task)
             if not more:
-                break
-        self.real = self.real or bool(out)
-        now = asyncio.get_running_loop().time()
-        if not self.real and now - self._read_at >= STANDIN_S:
-            self._read_at = now
-            task = await self.methods.task(self.call, self.task)
-            gen = _generation(task)
-            if self.generation is not None and gen > self.generation:
-                at = (task.get("status") or {}).get("timestamp")
-                out.append((self.after, {"task": self.task, "state": task["status"]["state"], "generation": gen, "at": at}))
-            self.generation = gen if self.generation is None else max(self.generation, gen)
-        return out
+                return out
 
 
 def _frame(seq: int | None, req_id: Any, body: dict, rpc: bool) -> bytes:
     data = {"jsonrpc": "2.0", "id": req_id, "result": body} if rpc else body
     head_ = f"id: {seq}\n" if seq is not None else ""
     return (head_ + "data: ").encode() + _enc.encode(data) + b"\n\n"
+
+
+def _shown(event: dict, generation: int) -> bool:
+    return isinstance(event.get("generation"), int) and event["generation"] <= generation
 
 
 def _generation(task: dict) -> int:
@@ -136,9 +116,13 @@ async def _sse_events(
     done_now = (first.get("status") or {}).get("state") in DONE
     seen_artifacts: set = set()
     shown = -1  # the generation the stream has shown: events up to it are in the snapshot already
+    pending: list[tuple[int, dict]] = []
     if not replay:
-        shown = follower.generation = _generation(first)
+        shown = _generation(first)
         seen_artifacts = {a.get("artifactId") for a in first.get("artifacts", [])}
+        # The snapshot's id: the last event it already shows (so Last-Event-ID = it replays what came after).
+        pending = follower.poll()
+        first_seq = max([seq for seq, e in pending if _shown(e, shown)], default=first_seq)
         yield _frame(first_seq, req_id, {"task": first}, rpc)
         if done_now:
             return
@@ -146,13 +130,13 @@ async def _sse_events(
     polls = 0
     while True:
         if polls:
-            await follower.wait(follower.timeout(quiet_since + KEEPALIVE_S - loop.time()))
+            await follower.wait(quiet_since + KEEPALIVE_S - loop.time())
         polls += 1
-        events = await follower.poll()
+        events, pending = pending + follower.poll(), []
         if replay and polls == 1 and done_now and not any(e.get("state") in DONE for _, e in events):
             events.append((first_seq, {"task": first["id"], "state": first["status"]["state"], "generation": _generation(first)}))
         for seq, event in events:
-            if isinstance(event.get("generation"), int) and event["generation"] <= shown:
+            if _shown(event, shown):
                 continue
             try:
                 task = await follower.methods.task(follower.call, follower.task)
@@ -197,11 +181,10 @@ async def blocking_body(
     follower = Follower(methods, call, task_id, after)
     try:
         task = await methods.task(call, task_id)
-        follower.generation = _generation(task)
         spaced = loop.time()
         while (task.get("status") or {}).get("state") not in DONE and loop.time() < until:
-            await follower.wait(min(follower.timeout(spaced + KEEPALIVE_S - loop.time()), max(0.0, until - loop.time())))
-            if await follower.poll():
+            await follower.wait(min(spaced + KEEPALIVE_S - loop.time(), until - loop.time()))
+            if follower.poll():
                 task = await methods.task(call, task_id)
             if loop.time() - spaced >= KEEPALIVE_S:
                 yield b" "

@@ -6,6 +6,7 @@ pg2 the A2A calls of one test go to different nodes."""
 from __future__ import annotations
 
 import asyncio
+import json
 
 import httpx
 import pytest
@@ -396,5 +397,46 @@ async def test_a_push_config_in_the_send_is_set_on_the_new_task(make_daemon):
     assert [c.url for c in listed.configs] == ["http://127.0.0.1:9/in-send"]
     await client.close()
     await http.aclose()
+    for c in (worker, caller):
+        await c.close()
+
+
+async def _sse_events(response) -> list[tuple[int, dict]]:
+    """(id, data) of each SSE event until the stream ends (comments skipped)."""
+    out, fields = [], {}
+    async for line in response.aiter_lines():
+        if not line:
+            if "data" in fields:
+                out.append((int(fields["id"]), json.loads(fields["data"])))
+            fields = {}
+        elif not line.startswith(":"):
+            name, _, value = line.partition(": ")
+            fields[name] = value
+    return out
+
+
+async def test_last_event_id_replays_every_later_change_of_the_task(daemon):
+    worker, _, base = await published(daemon.url)
+    caller, _ = await agent_client(daemon.url, "caller")
+    headers = {"Authorization": f"Bearer {caller.key}", "A2A-Version": "1.0", "A2A-Extensions": EXTENSION}
+    body = {"message": {"messageId": "replay-1", "role": "ROLE_USER", "parts": [{"text": "work"}]}}
+    async with httpx.AsyncClient(headers=headers, timeout=30) as http:
+        async with http.stream("POST", base + "/message:stream", json=body) as r:
+            lines = r.aiter_lines()
+            first = [await anext(lines) for _ in range(2)]  # id:, data: of the snapshot
+        snapshot_id = int(first[0].removeprefix("id: "))
+        task = json.loads(first[1].removeprefix("data: "))["task"]
+        await take_and_deliver(worker, task["id"], "replayed work")
+        async with http.stream("GET", f"{base}/tasks/{task['id']}:subscribe",
+                               headers={"Last-Event-ID": str(snapshot_id)}) as r:
+            events = await asyncio.wait_for(_sse_events(r), 60)
+    ids = [i for i, _ in events]
+    assert ids == sorted(ids) and ids[0] > snapshot_id
+    kinds = [next(iter(d)) for _, d in events]
+    assert "task" not in kinds  # a replay sends no snapshot
+    states = [d["statusUpdate"]["status"]["state"] for _, d in events if "statusUpdate" in d]
+    assert states == ["TASK_STATE_WORKING", "TASK_STATE_INPUT_REQUIRED"], events
+    art = [d["artifactUpdate"] for _, d in events if "artifactUpdate" in d]
+    assert art and art[0]["artifact"]["parts"][0]["text"] == "replayed work"
     for c in (worker, caller):
         await c.close()
