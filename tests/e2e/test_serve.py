@@ -60,7 +60,8 @@ async def test_wire_readiness_line_names_the_real_port(tmp_path):
         proc.terminate()
         out, err = proc.communicate(timeout=20)
     assert proc.returncode == 0, err
-    assert out == "", "the readiness line is the only line on stdout"
+    # Then the A2A endpoint's line (WIRE.md 1.3), and nothing else on stdout.
+    assert re.fullmatch(r"kungfud a2a on http://127\.0\.0\.1:\d+\n", out), out
 
 
 @pytest.mark.single_node("reads one process's stdout and the admin key it bootstrapped")
