@@ -128,14 +128,16 @@ def render(
     canceled_at: int | None,
     adopted: bool,
     history_length: int | None = None,
+    recorded: int = 0,
 ) -> dict[str, Any]:
     """The A2A 1.0 Task object. ``messages``: the caller's, as sent, oldest
-    first; ``engagements``: oldest first; ``history_length``: the newest N
-    messages (0: none; None: all)."""
+    first; ``engagements``: oldest first (the newest ones, when there are
+    very many: ``recorded``, the generation last recorded, keeps the count);
+    ``history_length``: the newest N messages (0: none; None: all)."""
     canceled = canceled_at is not None
     latest = engagements[-1] if engagements else None
     state = state_of(adopted, latest.state if latest else None, client_judges, canceled)
-    gen = generation(engagements, canceled)
+    gen = max(generation(engagements, canceled), recorded)
     kungfu: dict[str, Any] = {"state": latest.state if latest else "offered"}
     if latest is not None:
         kungfu["engagement"] = latest.engagement

@@ -78,7 +78,8 @@ def _render(view: View, a: A2ATaskState, now: int, history_length: int | None) -
     seen = _seen(view, t, now)
     adopted = t.adoptions > 0 or any(e.state == "adopted" for e in seen)
     return render(
-        a.task, a.context, a.created_at, a.messages, seen, a.client_judges, a.canceled_at, adopted, history_length
+        a.task, a.context, a.created_at, a.messages, seen, a.client_judges, a.canceled_at, adopted, history_length,
+        a.generation,
     )
 
 
