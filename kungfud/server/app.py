@@ -22,7 +22,7 @@ import functools
 import logging
 import socket
 import time
-from typing import Any
+from typing import Any, Callable
 
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
@@ -33,6 +33,7 @@ from ..config import Config
 from ..errors import Hint, Rejection, StoreUnavailable
 from . import audit
 from .bridge import Bridge
+from .calls import Caller
 from .connection import TURN_BUDGET_S, Conn, FrameConnection
 from .door import Unauthenticated, hello_deadline
 from .feed import Feed
@@ -110,6 +111,8 @@ class Server:
         # with requests in flight goes: stop() waits on it instead of polling.
         self._settled = asyncio.Event()
         self._prechecking = asyncio.Semaphore(4)  # pre-checks at once: webhook.set's host lookups (D216)
+        # Told the agents with new events (None: maybe anyone), as the feed is: A2A streams (kungfud/a2a).
+        self.on_events: list[Callable[[list[str] | None], None]] = []
 
     # --- lifecycle ---------------------------------------------------------
 
@@ -255,6 +258,14 @@ class Server:
             if conn.in_flight:
                 self._settled.set()  # its requests no longer hold stop() back
             sender.cancel()
+
+    def call(self, agent: str, key_hash: bytes | None, frame: str, peer: str = "") -> "asyncio.Future[bytes]":
+        """Run one request frame as ``agent`` through the front door a websocket
+        frame takes (``_on_frame``); resolves to the reply frame. The A2A
+        endpoint's way in (kungfud/a2a, server/calls.py)."""
+        caller = Caller(agent, key_hash, peer)
+        self._on_frame(caller, frame)  # type: ignore[arg-type]  # Conn-shaped
+        return caller.reply
 
     # --- frames: the protocol front door -------------------------------------------
 
@@ -428,7 +439,10 @@ class Server:
     def _published(self, events: list[tuple[str, int, bytes]]) -> None:
         """One commit's events, on the event loop: to subscribers and the sink."""
         self.feed.publish(events)
-        self.sink.wake(list({agent: None for agent, _, _ in events}))
+        agents = list({agent: None for agent, _, _ in events})
+        self.sink.wake(agents)
+        for listener in self.on_events:
+            listener(agents)
 
     def _woken(self, agents: list[str] | None) -> None:
         """Another node committed for ``agents`` (None: maybe anyone): new
@@ -443,6 +457,8 @@ class Server:
         self.feed.wake(agents)
         self.sink.wake(agents)
         self.revocation.recheck(agents)
+        for listener in self.on_events:
+            listener(agents)
 
     # --- answers -----------------------------------------------------------------------
 
