@@ -186,6 +186,8 @@ async def test_each_scope_allows_exactly_its_ops_over_the_whole_catalogue(daemon
                 assert not (refused and "scope" in resp["error"]["reason"]), (scope, op, resp)
             else:
                 _forbidden_naming_scope(resp, scope, op)
+                # whatever the args: the key may never send it (not a bad_request to revise in vain, D375)
+                _forbidden_naming_scope(await r.req(op, {"colour": "red"}, key=new_key() if kind == "A" else None), scope, op)
         # the same calls with real args, where the scope allows them: they work
         if scope != "a2a":
             assert (await r.req("memory.list", {}))["ok"] is True
@@ -197,6 +199,11 @@ async def test_each_scope_allows_exactly_its_ops_over_the_whole_catalogue(daemon
         _forbidden_naming_scope(await r.req("thread.create", {}, key=k), scope, "thread.create")
     async with await Raw.connect(daemon.url, main) as r:
         assert (await r.req("thread.list"))["result"]["items"] == []
+        # the main key's receipt is no replay for a scoped key: the same (agent, op, key) is still forbidden
+        made = await r.req("memory.create", {"content": {"t": "x"}}, key=k)
+        assert made["ok"] is True, made
+    async with await Raw.connect(daemon.url, key) as r:
+        _forbidden_naming_scope(await r.req("memory.create", {"content": {"t": "x"}}, key=k), scope, "memory.create")
 
 
 @pytest.mark.rules("R4-3")
