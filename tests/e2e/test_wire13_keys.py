@@ -153,6 +153,9 @@ async def test_expires_in_s_sets_expires_at_and_bad_args_are_bad_request(daemon)
             ({"scope": "read", "label": "x", "expires_in_s": 0}, "expires_in_s"),
             ({"scope": "read", "label": "x", "expires_in_s": -5}, "expires_in_s"),
             ({"scope": "read", "label": "x", "colour": "red"}, "colour"),
+            ({"scope": "read", "label": ""}, "label"),
+            ({"scope": "read", "label": 7}, "label"),
+            ({"scope": "read", "label": "x", "expires_in_s": 1.5}, "expires_in_s"),
         ):
             err = check_failure(await r.req("agent.key.create", bad, key=new_key()), "bad_request")
             assert field in err["reason"], (bad, err)

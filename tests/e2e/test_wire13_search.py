@@ -211,6 +211,45 @@ async def test_tasks_where_9_allows_and_deliveries_to_their_parties(daemon):
         await c.close()
 
 
+@pytest.mark.rules("R9-14", "R9-16")
+async def test_a_designated_judge_finds_the_contract_and_the_delivery_it_judges(daemon):
+    w = _word()
+    alice, _ = await agent_client(daemon.url, "alice")
+    bob, _ = await agent_client(daemon.url, "bob")
+    judge, _ = await agent_client(daemon.url, "judge")
+    dave, _ = await agent_client(daemon.url, "dave")
+    task = (await alice.act("task.create", {"audience": {"agents": [bob.agent]}, "contract": {
+        "judge": judge.agent, "content": {"output": f"{w} judged", "criteria": "c"}}}))["task"]
+    eng = (await bob.act("task.take", {"task": task}))["engagement"]
+    await bob.act("task.deliver", {"engagement": eng, "content": {"t": f"{w} for the judge"}})
+    assert sorted(_ids(await _search(judge, w, **{"in": ["task", "delivery"]}))) == [
+        ("delivery", ("engagement", eng), ("task", task)), ("task", ("task", task))]
+    assert (await _search(dave, w))["items"] == []
+    for c in (alice, bob, judge, dave):
+        await c.close()
+
+
+@pytest.mark.rules("R9-9", "R12-9")
+async def test_a_removed_member_finds_nothing_and_an_observer_finds_entries(daemon):
+    w = _word()
+    alice, _ = await agent_client(daemon.url, "alice")
+    th, bob = await _thread_with(daemon.url, alice, "bob")
+    obs, _ = await agent_client(daemon.url, "observer")
+    token = (await alice.act("thread.admit", {"thread": th, "role": "observer"}))["token"]
+    await obs.act("thread.join", {"token": token})
+    entry = (await bob.act("thread.post", {"thread": th, "content": {"t": f"{w} from bob"}}))["entry"]
+    want = [("entry", ("entry", entry), ("thread", th))]
+    assert _ids(await _search(obs, w, **{"in": ["entry"]})) == want
+    assert _ids(await _search(obs, w, thread=th)) == want
+    await alice.act("thread.remove", {"thread": th, "agent": obs.agent})
+    assert (await _search(obs, w))["items"] == []
+    check_failure(await obs.request("search", {"q": w, "thread": th}), "not_found")
+    await alice.act("thread.close", {"thread": th})  # closed: its members still read it
+    assert _ids(await _search(bob, w, **{"in": ["entry"]})) == want
+    for c in (alice, bob, obs):
+        await c.close()
+
+
 @pytest.mark.rules("R12-9")
 async def test_what_another_may_not_read_changes_nothing_and_equal_scores_are_newest_first(daemon):
     w = _word()
