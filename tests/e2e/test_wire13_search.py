@@ -211,6 +211,35 @@ async def test_tasks_where_9_allows_and_deliveries_to_their_parties(daemon):
         await c.close()
 
 
+@pytest.mark.rules("R9-10", "R12-9", "L6-1")
+async def test_an_entry_pinning_another_agents_memory_is_found_while_that_pin_is_readable(daemon):
+    """An entry is found only through text the caller may read: another
+    agent's pinned Memory while it is valid and public (WIRE.md "What reads
+    show"); the pinner's own Memory always."""
+    w = _word()
+    alice, _ = await agent_client(daemon.url, "alice")
+    th, bob = await _thread_with(daemon.url, alice, "bob")
+    carol_me = (await bob.act("memory.create", {"content": {"t": f"{w} bobs public note"}}))["memory"]
+    await bob.act("memory.publish", {"memory": carol_me})
+    entry = (await alice.act("thread.post", {"thread": th, "memory": {"memory": carol_me, "version": 1}}))["entry"]
+    want = [("entry", ("entry", entry), ("thread", th))]
+    assert _ids(await _search(alice, w, **{"in": ["entry"]})) == want
+    assert (await alice.read("thread.entry", {"thread": th, "entry": entry})).get("content") is not None
+    await bob.act("memory.unpublish", {"memory": carol_me})
+    assert (await alice.read("thread.entry", {"thread": th, "entry": entry})).get("content") is None
+    assert (await _search(alice, w, **{"in": ["entry"]}))["items"] == []  # no longer readable: not found
+    # found exactly when thread.entry shows the caller the content (an item names the ids that read it)
+    shown = "content" in await bob.read("thread.entry", {"thread": th, "entry": entry})
+    assert _ids(await _search(bob, w, **{"in": ["entry"]})) == (want if shown else [])
+    own = (await alice.act("memory.create", {"content": {"t": f"{w} alices own"}}))["memory"]
+    entry2 = (await alice.act("thread.post", {"thread": th, "memory": {"memory": own, "version": 1}}))["entry"]
+    await alice.act("memory.withdraw", {"memory": own})
+    got = (await _search(bob, f"{w} alices", **{"in": ["entry"]}))["items"]  # the pinner's own: always
+    assert [(i["thread"], i["entry"]) for i in got] == [(th, entry2)]
+    for c in (alice, bob):
+        await c.close()
+
+
 @pytest.mark.rules("R9-14", "R9-16")
 async def test_a_designated_judge_finds_the_contract_and_the_delivery_it_judges(daemon):
     w = _word()
