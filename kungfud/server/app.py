@@ -312,7 +312,11 @@ class Server:
                 else:
                     self.feed.subscribe(conn, req_id, args)
         except wire.FrameError as e:
-            self._reject(conn, req_id, Rejection.bad_request(e.reason), op)
+            # D375: an op the key's scope never allows is `forbidden` whatever its args
+            # (WIRE.md 1.3 "Anything else is forbidden"), not a `bad_request` to revise in vain.
+            scoped = op != "hello" and conn.key_hash is not None
+            refused = self.rt.key_check(conn.agent, conn.key_hash, op, spec.kind) if scoped else None
+            self._reject(conn, req_id, refused or Rejection.bad_request(e.reason), op)
         except StoreUnavailable as e:  # the store's server is down or restarting: retry, not a bug
             log.warning("request %r: %s", req_id, e)
             self._reject(conn, req_id, e.rejection(), op)
