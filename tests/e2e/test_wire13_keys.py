@@ -181,7 +181,8 @@ async def test_each_scope_allows_exactly_its_ops_over_the_whole_catalogue(daemon
         for op, kind in CATALOGUE.items():
             if op in ("hello", "agent.register", "agent.whoami"):
                 continue
-            allowed = scope != "a2a" and (kind == "R" or (scope == "worker" and op in WORKER))
+            # wire.md 1.3: read "every read", worker "reads" and its actions, a2a "the a2a.* ops" (D376)
+            allowed = op.startswith("a2a.") if scope == "a2a" else (kind == "R" or (scope == "worker" and op in WORKER))
             resp = await r.req(op, ARGS.get(op, {}), key=new_key() if kind == "A" else None)
             if allowed:
                 # never refused for the key's scope (an admin-only op is still forbidden to a non-admin agent)
