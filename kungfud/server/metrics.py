@@ -9,7 +9,7 @@ import os
 import threading
 from typing import TYPE_CHECKING
 
-from .. import logs
+from .. import logs, tracing
 from ..actors.registry import THREAD_NAME as ACTOR_THREADS
 
 if TYPE_CHECKING:
@@ -138,6 +138,9 @@ class Metrics:
             *_one("kungfud_webhook_oldest_undelivered_seconds", "gauge",
                   "Age of the oldest event this node is delivering to a webhook (0: none waiting).",
                   f"{server.webhooks.oldest_age_s():.3f}"),
+            *(_one("kungfud_trace_spans_dropped_total", "counter",
+                   "Spans not exported: the export queue was full, or the collector refused or was not reached.",
+                   tracing.dropped()) if tracing.on else ()),
             *_family("kungfud_thread_cpu_seconds", "gauge", "CPU seconds used by the live threads of each group.", cpu),
         ]
         return "\n".join(out) + "\n"

@@ -94,6 +94,9 @@ class Item:
     # (D145). Dropped once the outcome is reported.
     after: list["Item"] | None = None
     written: bool = False  # set by the writer once this item's batch committed
+    # The traceparent of the span that made it (a request, a deadline; tracing
+    # on): kept in the events of its facts as meta.traceparent (WIRE.md 1.3).
+    trace: str | None = None
 
     def __post_init__(self) -> None:
         if self.assumed is None:  # callers pass None for "read nothing from an overlay"

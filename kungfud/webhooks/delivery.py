@@ -33,6 +33,7 @@ from typing import Any
 
 import msgspec
 
+from .. import tracing
 from ..actors import OPEN_TASKS
 from ..actors.hooks import Cursor, Hooks
 from .post import new_client, post
@@ -295,7 +296,10 @@ class Deliveries:
             if not self.held[shard_of(agent)]:
                 return None
             async with self._sem:
-                error = await post(self._client, reg.url, self.allow, reg.key, msg_id, int(time.time()), body)
+                span = tracing.delivery(agent, seq, event) if tracing.on else None  # its traceparent on the POST
+                error = await post(self._client, reg.url, self.allow, reg.key, msg_id, int(time.time()), body, span)
+            if span is not None:
+                span.end(error)
             if error is None:
                 self.delivered_total += 1
                 return cursor

@@ -9,6 +9,7 @@ must finish within ``TIMEOUT_S``."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
@@ -33,9 +34,11 @@ def new_client(concurrency: int) -> httpx.AsyncClient:
 
 
 async def post(
-    client: httpx.AsyncClient, url: str, allow: tuple[str, ...], key: bytes, msg_id: str, timestamp: int, body: bytes
+    client: httpx.AsyncClient, url: str, allow: tuple[str, ...], key: bytes, msg_id: str, timestamp: int, body: bytes,
+    span: Any = None,
 ) -> str | None:
-    """None when the receiver answered 2xx within the timeout; else why not."""
+    """None when the receiver answered 2xx within the timeout; else why not.
+    ``span``: the attempt's span (tracing on), whose ``traceparent`` it carries."""
     parts = urlsplit(url)
     host = (parts.hostname or "").lower()
     port = parts.port or (443 if parts.scheme == "https" else 80)
@@ -47,6 +50,8 @@ async def post(
     pinned = urlunsplit((parts.scheme, f"{shown}:{port}", parts.path or "/", parts.query, ""))
     hdrs = headers(key, msg_id, timestamp, body)
     hdrs["host"] = parts.netloc.rsplit("@", 1)[-1]
+    if span is not None:
+        hdrs.update(span.headers)
     extensions = {"sni_hostname": host} if parts.scheme == "https" else {}
     try:
         async with asyncio.timeout(TIMEOUT_S):
