@@ -42,7 +42,7 @@ from typing import Any, Mapping
 
 __all__ = [
     "on", "current", "TracingUnavailable", "configure", "shutdown", "RequestSpan", "request", "inbound",
-    "deadline", "delivery", "push", "Delivery", "dropped", "meta_of", "INSTALL", "missing", "finishing",
+    "deadline", "delivery", "push", "Delivery", "dropped", "meta_of", "INSTALL", "missing", "finishing", "with_meta", "without_meta",
 ]
 
 log = logging.getLogger("kungfud.tracing")
@@ -185,6 +185,33 @@ def meta_of(event: bytes) -> str | None:
     start = at + 15
     end = event.find(b'"', start)
     return event[start:end].decode("ascii", "replace") if end > 0 else None
+
+
+def with_meta(rendered: list[tuple[str, bytes]], traceparent: str | None) -> list[tuple[str, bytes]]:
+    """The events of one fact (``(agent, event JSON)``), each keeping the
+    ``traceparent`` of the span that made the fact as ``meta`` (WIRE.md 1.3:
+    stored with the event, so the link holds across restarts and nodes).
+    Called by the writer only for an action that had a span."""
+    if not traceparent:
+        return rendered
+    tail = b',"meta":{"traceparent":"' + traceparent.encode("ascii", "replace") + b'"}}'
+    return [(agent, event[:-1] + tail) for agent, event in rendered]
+
+
+_META_TAIL = None
+
+
+def without_meta(event: bytes) -> bytes:
+    """A stored event without the ``meta`` :func:`with_meta` kept (what
+    ``kungfud check`` derives from the log alone)."""
+    global _META_TAIL
+    if not event.endswith(b'"}}') or b',"meta":{"traceparent":"' not in event:
+        return event
+    if _META_TAIL is None:
+        import re
+
+        _META_TAIL = re.compile(rb',"meta":\{"traceparent":"[^"]*"\}\}$')
+    return _META_TAIL.sub(b"}", event)
 
 
 # --- requests -----------------------------------------------------------------

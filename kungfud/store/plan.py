@@ -30,6 +30,7 @@ from ..core.kinds import Kind, kind_of, state_type
 from ..core.members import MemberState
 from ..errors import Rejection
 from .carried import Carried
+from ..tracing import with_meta
 from .events import Feed, number, observed
 from .indexes import fact_rows, state_rows
 from .interface import Failed, Item, Replayed, Stale, Tx
@@ -235,7 +236,7 @@ def plan(batch: BatchState, tx: Tx, item: Item, now: Callable[[], int]) -> Plan 
         if feed is None or feed.quiet():  # no events, no outcomes (most facts)
             numbered, rows = [], fact_rows(fact, seq)
         else:
-            numbered = number(feed.rendered(), event_seq, seq)
+            numbered = number(with_meta(feed.rendered(), item.trace), event_seq, seq)  # tracing: meta kept
             if numbered:
                 event_seq = numbered[-1][1]
             rows = fact_rows(fact, seq) + feed.rows(seq, numbered)

@@ -33,10 +33,6 @@ class Span:
     status: int = 0
     path: str = field(default="")
 
-    @property
-    def traceparent(self) -> str:
-        return f"00-{self.trace_id}-{self.span_id}-01"
-
 
 class Collector:
     def __init__(self) -> None:
@@ -128,7 +124,7 @@ class Collector:
                 self.arrived.set()
                 writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\n\r\n")
                 await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError, asyncio.CancelledError):
             pass
         finally:
             writer.close()
