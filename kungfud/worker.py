@@ -21,7 +21,7 @@ import sys
 import msgspec
 
 from .config import Config
-from .daemon import _loop_factory, bind_listener, checked_store, new_runtime, serve, start_tracing
+from .daemon import _loop_factory, _stop_tracing, bind_listener, checked_store, new_runtime, serve, start_tracing
 from .testing import faults
 
 __all__ = ["Spec", "run", "PORTS_ENV", "whole_lines"]
@@ -110,6 +110,7 @@ def run(spec_text: str) -> int:
     finally:
         rt.stop()
         store.close()
+        _stop_tracing()
 
 
 def _failed(spec: Spec, control: socket.socket, e: BaseException) -> int:

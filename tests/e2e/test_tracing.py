@@ -225,6 +225,52 @@ def test_a_deadline_that_fires_has_a_span_and_its_events_keep_its_context(make_d
     asyncio.run(go())
 
 
+@pytest.mark.rules("L1-1")
+def test_events_keep_their_trace_context_across_a_restart_and_check_and_rebuild_keep_it(make_daemon):
+    """The context is stored with the event (not derived): a replay after a
+    restart carries it, ``kungfud check`` finds nothing wrong, and
+    ``check --rebuild`` keeps it."""
+
+    async def traced_post(d) -> tuple[str, int]:
+        _, ka = await register(d.urls[0], "asker")
+        b, kb = await register(d.urls[-1], "asked")
+        ca, cb = await Client.connect(d.urls[0], ka), await Client.connect(d.urls[-1], kb)
+        t = (await ca.act("thread.create", {"content": {"title": "kept"}}))["thread"]
+        g = await ca.act("thread.admit", {"thread": t, "role": "speaker"})
+        await cb.act("thread.join", {"token": g["token"]})
+        token = INCOMING.set({"traceparent": PARENT})
+        try:
+            await ca.act("thread.post", {"thread": t, "content": {"q": "?"}, "ask": [b]})
+        finally:
+            INCOMING.reset(token)
+        for c in (ca, cb):
+            await c.close()
+        return kb, 0
+
+    async def replayed(d, kb: str) -> dict:
+        async with await Client.connect(d.urls[-1], kb) as c:
+            sub = await c.subscribe(since=0)
+            return await asyncio.wait_for(sub.__anext__(), 30)
+
+    async def go():
+        col, d = await _traced(make_daemon)
+        kb, _ = await traced_post(d)
+        await col.wait(lambda: col.named("kungfud thread.post"))
+        post = _request_span(col, "thread.post", PARENT_TRACE)
+        await col.close()
+        return d, kb, post
+
+    d, kb, post = asyncio.run(go())
+    d.stop()
+    for extra in ((), ("--rebuild",)):
+        r = subprocess.run([sys.executable, "-m", "kungfud", "check", *d.store_args, *extra],
+                           capture_output=True, text=True, cwd=ROOT, timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+    d.start()
+    ev = asyncio.run(replayed(d, kb))
+    assert ev["event"] == "turn" and _is(ev["meta"]["traceparent"], post)
+
+
 def test_an_unreachable_collector_never_holds_a_reply_and_its_drops_are_counted(make_daemon):
     import socket
 
