@@ -459,3 +459,37 @@ def test_the_client_library_without_opentelemetry_sends_no_meta_and_never_fails(
     r = subprocess.run([sys.executable, "-c", script, daemon.urls[0], daemon.admin_key],
                        capture_output=True, text=True, cwd=ROOT, timeout=60, env=env)
     assert r.returncode == 0 and r.stdout.strip() == "1", r.stderr
+
+
+def test_mcp_over_http_passes_meta_traceparent_and_the_http_headers_on_to_the_daemon(make_daemon):
+    """SEP-414: a tool call's ``_meta.traceparent`` is the parent of the
+    daemon's request span; without it, the HTTP request's ``traceparent``."""
+    pytest.importorskip("mcp")
+    import httpx2
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    from tests.e2e.test_mcp_http import mcp_http
+
+    header_tp = "00-" + "3" * 32 + "-" + "4" * 16 + "-01"
+
+    async def go():
+        col, d = await _traced(make_daemon)
+        _, key = await register(d.urls[0], "mcp")
+        async with mcp_http(d.urls[0]) as url:
+            headers = {"Authorization": f"Bearer {key}", "traceparent": header_tp}
+            async with (
+                httpx2.AsyncClient(headers=headers, timeout=60) as http,
+                streamable_http_client(url, http_client=http) as (read, write),
+                ClientSession(read, write) as s,
+            ):
+                await s.initialize()
+                await s.call_tool("memory_create", {"content": {"a": 1}}, meta={"traceparent": PARENT})
+                await s.call_tool("memory_create", {"content": {"a": 2}})
+        await col.wait(lambda: len(col.named("kungfud memory.create")) >= 2)
+        by_trace = {s.trace_id: s for s in col.named("kungfud memory.create")}
+        assert by_trace[PARENT_TRACE].parent == PARENT_SPAN  # _meta wins over the header
+        assert by_trace["3" * 32].parent == "4" * 16
+        await col.close()
+
+    asyncio.run(go())
