@@ -165,7 +165,7 @@ def test_a_registration_set_while_a_failed_post_is_recorded_is_used_without_the_
 
     posted: list[str] = []
 
-    async def fake_post(client, url, allow, key, msg_id, ts, body):
+    async def fake_post(client, url, allow, key, msg_id, ts, body, span=None):
         posted.append(url)
         return "HTTP 500" if url.endswith("/bad") else None
 
