@@ -31,8 +31,8 @@ from tests.e2e.otlp_kit import Collector  # noqa: E402
 from tests.e2e.test_cli import ROOT  # noqa: E402
 from tests.e2e.webhook_kit import Receiver  # noqa: E402
 
-# OpenTelemetry's own variable: export every 100 ms instead of 5 s.
-ENV = {"OTEL_BSP_SCHEDULE_DELAY": "100"}
+# OpenTelemetry's own variables: export every 100 ms instead of 5 s; a resource attribute.
+ENV = {"OTEL_BSP_SCHEDULE_DELAY": "100", "OTEL_RESOURCE_ATTRIBUTES": "deployment.environment=test"}
 HOOKS = '[webhooks]\nallow_hosts = ["127.0.0.1"]\nretry_pauses_s = [0.2]\n'
 PARENT_TRACE = "0af7651916cd43dd8448eb211c80319c"
 PARENT_SPAN = "b7ad6b7169203331"
@@ -86,6 +86,7 @@ def test_a_request_span_has_its_attributes_its_decide_and_commit_children_and_a_
         }
         assert first.kind == 2  # SERVER
         assert first.resource["service.name"] == "kungfud" and first.resource["kungfud.node"]
+        assert first.resource["deployment.environment"] == "test"  # OTEL_RESOURCE_ATTRIBUTES applies
         kids = {s.name: s for s in col.children(first)}
         assert set(kids) == {"kungfud.decide", "kungfud.commit"}
         assert kids["kungfud.commit"].attributes["kungfud.commit.actions"] >= 1
