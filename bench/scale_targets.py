@@ -14,7 +14,7 @@
 
 Targets 2 and 3 alternate their two sides in blocks as target 1 does: on this
 shared VM one side measured a minute after the other can differ 2x by drift
-alone (docs/performance.md, 2026-12-02).
+alone (docs/performance-log.md, 2026-12-02).
 
 Concurrent posters keep the daemon busy, so the figures show CPU per post (the
 size of the state decoded, folded and encoded), not one fsync per request.
@@ -23,7 +23,7 @@ size of the state decoded, folded and encoded), not one fsync per request.
 
 Every figure is one JSON line; the last line holds the three ratios. Run it from
 any checkout: it speaks only the wire, so ``PYTHONPATH=<old checkout>`` measures
-an older daemon with the same client code (docs/performance.md, issue 13).
+an older daemon with the same client code (docs/performance-log.md, issue 13).
 No speed is asserted anywhere.
 """
 

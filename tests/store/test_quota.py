@@ -218,7 +218,7 @@ def test_R12_11_usage_stays_exact_when_writers_take_turns_on_one_store(store):
     take turns, then one writes several batches in a row: the ``usage`` row is
     the log's count each time (a guard for any carrying of totals between
     batches: a writer may trust what it counted only while no other committed;
-    docs/performance.md, the ask+assign regression)."""
+    docs/performance-log.md, the ask+assign regression)."""
     ids = Ids()
     alice = _agent(store, ids, "alice")
     a, b = Writer(store), Writer(store)
