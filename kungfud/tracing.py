@@ -187,11 +187,15 @@ def meta_of(event: bytes) -> str | None:
     return event[start:end].decode("ascii", "replace") if end > 0 else None
 
 
-def with_meta(rendered: list[tuple[str, bytes]], traceparent: str | None) -> list[tuple[str, bytes]]:
+def with_meta(rendered: list[tuple[str, bytes]], trace: Any) -> list[tuple[str, bytes]]:
     """The events of one fact (``(agent, event JSON)``), each keeping the
     ``traceparent`` of the span that made the fact as ``meta`` (WIRE.md 1.3:
     stored with the event, so the link holds across restarts and nodes).
-    Called by the writer only for an action that had a span."""
+    ``trace``: the Item's (None, a traceparent, or a :class:`RequestSpan`,
+    whose traceparent is made only here, for a fact with events)."""
+    if not trace:
+        return rendered
+    traceparent = trace if isinstance(trace, str) else trace.traceparent
     if not traceparent:
         return rendered
     tail = b',"meta":{"traceparent":"' + traceparent.encode("ascii", "replace") + b'"}}'

@@ -466,11 +466,11 @@ class ObjectActor:
             return
         for obj in decision.states:
             reads.expect.setdefault(obj, 0)  # created by this action: must not exist yet
-        self._submit(run, job.scope, job.req_hash, decision, reads, reads.valid_until, job.span and job.span.traceparent)
+        self._submit(run, job.scope, job.req_hash, decision, reads, reads.valid_until, job.span)
 
     def _submit(
         self, run: _Run, scope: bytes | None, req_hash: bytes, decision: Any, reads: Reads, valid_until: int | None,
-        trace: str | None = None,
+        trace: Any = None,
     ) -> None:
         expect = reads.expect
         counts: dict[str, int] = {}

@@ -94,9 +94,10 @@ class Item:
     # (D145). Dropped once the outcome is reported.
     after: list["Item"] | None = None
     written: bool = False  # set by the writer once this item's batch committed
-    # The traceparent of the span that made it (a request, a deadline; tracing
-    # on): kept in the events of its facts as meta.traceparent (WIRE.md 1.3).
-    trace: str | None = None
+    # The span that made it (a request's RequestSpan, or a deadline's
+    # traceparent; tracing on): the events of its facts keep its traceparent
+    # as meta.traceparent (WIRE.md 1.3; read only for a fact with events).
+    trace: Any = None
 
     def __post_init__(self) -> None:
         if self.assumed is None:  # callers pass None for "read nothing from an overlay"
