@@ -132,6 +132,12 @@ def configure(endpoint: str, sample_ratio: float, node: str, version: str) -> No
     provider = TracerProvider(resource=Resource.create(attrs), sampler=sampler, shutdown_on_exit=False)
     traces = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or endpoint.rstrip("/") + "/v1/traces"
     processor = _Processor(_Exporter(endpoint=traces))
+    try:  # a collector that stays down: its warnings at most once per 20 s each, as the SDK's queue does
+        from opentelemetry.sdk._shared_internal import DuplicateFilter
+
+        logging.getLogger(OTLPSpanExporter.__module__).addFilter(DuplicateFilter())
+    except ImportError:
+        pass
     provider.add_span_processor(processor)
     _api, _prop, _provider, _processor = api, TraceContextTextMapPropagator(), provider, processor
     _tracer = provider.get_tracer("kungfud", version)
