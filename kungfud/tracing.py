@@ -25,8 +25,10 @@ The spans:
   A2A push POST (:func:`delivery`, :func:`push`): a span of its own, linked
   to the span of the action that made the event, whose ``traceparent`` the
   POST carries.
-- For another HTTP entry (A2A): :func:`inbound` starts a request span from
-  the request's headers; the caller ends it with :meth:`RequestSpan.finish`.
+- For another HTTP entry (A2A): a request frame handed to the front door
+  with ``meta`` = :func:`frame_meta` of its headers gets the same request span;
+  an entry that does not go through the front door starts one with
+  :func:`inbound` and ends it with :meth:`RequestSpan.finish`.
 
 The trace context of the action that made a fact travels with the Item the
 writer plans (``Item.trace``) and is kept in the event (``meta.traceparent``).
@@ -42,7 +44,7 @@ from typing import Any, Mapping
 
 __all__ = [
     "on", "current", "TracingUnavailable", "configure", "shutdown", "RequestSpan", "request", "inbound",
-    "deadline", "delivery", "push", "Delivery", "dropped", "meta_of", "INSTALL", "missing", "finishing", "with_meta", "without_meta",
+    "deadline", "delivery", "push", "Delivery", "dropped", "meta_of", "INSTALL", "missing", "finishing", "with_meta", "without_meta", "frame_meta",
 ]
 
 log = logging.getLogger("kungfud.tracing")
@@ -358,6 +360,21 @@ def finishing(rs: RequestSpan, finish: Any, *args: Any) -> None:
     finally:
         current = None
         rs.finish(getattr(args[0], "caller", None))
+
+
+def frame_meta(headers: Mapping[str, str] | None) -> dict[str, str] | None:
+    """The ``meta`` of a request frame made from an HTTP request's headers
+    (``traceparent``, ``tracestate``): what the A2A endpoint puts in the frame
+    it hands to the front door (``Server.call``), so the request's span is a
+    child of the HTTP caller's. Costs nothing of OpenTelemetry; None when the
+    headers carry no ``traceparent``."""
+    if headers is None:
+        return None
+    tp = headers.get("traceparent")
+    if not isinstance(tp, str) or not 0 < len(tp) <= 128:
+        return None
+    ts = headers.get("tracestate")
+    return {"traceparent": tp, **({"tracestate": ts} if isinstance(ts, str) and 0 < len(ts) <= 512 else {})}
 
 
 def inbound(op: str, headers: Mapping[str, str] | None, agent: str | None = None) -> RequestSpan | None:

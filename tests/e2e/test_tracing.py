@@ -494,3 +494,48 @@ def test_mcp_over_http_passes_meta_traceparent_and_the_http_headers_on_to_the_da
         await col.close()
 
     asyncio.run(go())
+
+
+_HELPERS = r'''
+import sys
+from kungfud import tracing
+assert tracing.push("tk_1", "pc_1") is None and tracing.inbound("a2a.send", {}) is None  # off: nothing
+tracing.configure(sys.argv[1], 1.0, "helpers", "0")
+cause = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+span = tracing.push("tk_1", "pc_1", cause)
+print(span.headers["traceparent"], flush=True)
+span.end("HTTP 500")
+rs = tracing.inbound("a2a.send", {"traceparent": cause}, "ag_1")
+rs.finish(outcome="forbidden")
+tracing.shutdown(10)
+'''
+
+
+def test_the_a2a_helpers_make_a_linked_push_span_and_a_request_span_from_http_headers():
+    """For the A2A binding (docs/architecture.md "Tracing hooks"): ``push``
+    is a span per push POST, linked to the action, whose traceparent the POST
+    carries; ``inbound`` a request span whose parent is the HTTP caller's;
+    ``frame_meta`` the ``meta`` of a frame from HTTP headers; all None when off."""
+    from kungfud import tracing
+
+    assert tracing.frame_meta({"traceparent": PARENT, "tracestate": "a=b"}) == {"traceparent": PARENT, "tracestate": "a=b"}
+    assert tracing.frame_meta({}) is None and tracing.frame_meta(None) is None
+
+    async def go():
+        col = await Collector().start()
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", _HELPERS, col.endpoint, cwd=ROOT, stdout=asyncio.subprocess.PIPE,
+            env={**os.environ, **ENV})
+        out, _ = await asyncio.wait_for(proc.communicate(), 60)
+        assert proc.returncode == 0
+        await col.wait(lambda: col.named("kungfud a2a.push") and col.named("kungfud a2a.send"))
+        push = col.named("kungfud a2a.push")[0]
+        assert _is(out.decode().strip(), push) and push.parent == "" and push.kind == 3
+        assert (PARENT_TRACE, PARENT_SPAN) in push.links
+        assert push.attributes["kungfud.task"] == "tk_1" and push.attributes["kungfud.outcome"] == "failed"
+        send = col.named("kungfud a2a.send")[0]
+        assert send.trace_id == PARENT_TRACE and send.parent == PARENT_SPAN
+        assert send.attributes["kungfud.outcome"] == "forbidden" and send.attributes["kungfud.agent"] == "ag_1"
+        await col.close()
+
+    asyncio.run(go())
