@@ -166,6 +166,15 @@ RESULTS: dict[str, tuple[str, dict | None, Any]] = {
                     {"url": "https://example.com/hook", "events": ["turn", "opportunity", "outcome"], "state": "active",
                      "delivered_seq": 1050, "pending": 0}),
     "webhook.clear": ("`{cleared: true}`", {}, {"cleared": True}),
+    "search": ("page of `{kind, memory?, version?, thread?, entry?, task?, engagement?, assignment?, at, snippet, "
+               "score}`: what the caller may read now, best first, newest first among equal scores; the cursor "
+               "is always sealed",
+               {"q": "upgrade \"breaking change\" deploy*", "in": ["entry", "memory"]},
+               {"items": [{"kind": "entry", "thread": TH, "entry": 2, "at": T0,
+                           "snippet": "write the upgrade notes: every breaking change before we deploy", "score": 3.1812},
+                          {"kind": "memory", "memory": ME, "version": 1, "at": T0,
+                           "snippet": "upgrade checklist … breaking change … deployment", "score": 2.2}],
+                "cursor": "~3Jx0…"}),
 }
 
 #: event -> (when, data, example data).

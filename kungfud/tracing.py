@@ -207,7 +207,8 @@ def with_meta(rendered: list[tuple[str, bytes]], trace: Any) -> list[tuple[str, 
     if not traceparent:
         return rendered
     tail = b',"meta":{"traceparent":"' + traceparent.encode("ascii", "replace") + b'"}}'
-    return [(agent, event[:-1] + tail) for agent, event in rendered]
+    # "*": the open-Task stream (task_offered, stored once for every subscriber) keeps none.
+    return [(agent, event if agent == "*" else event[:-1] + tail) for agent, event in rendered]
 
 
 _META_TAIL = None

@@ -81,6 +81,13 @@ def test_each_layer_imports_only_downwards():
     assert _offenders(_files("wire"), wire_may_not) == {}
 
 
+def test_the_event_kinds_are_a_leaf():
+    """kungfud/event_kinds.py (the one definition of the event kinds, D285)
+    imports nothing of kungfud's, so every layer may import it: the wire and
+    the clients too."""
+    assert _offenders(_files("event_kinds"), ("kungfud",)) == {}
+
+
 def test_clients_know_only_the_wire():
     """The CLI and the MCP bridge talk to a daemon over the wire; they import
     none of its insides (so they run where no daemon is installed)."""

@@ -23,7 +23,7 @@ from ..core.context import Ctx, Limits
 from ..core.ids import time_ordered
 from ..core.webhook import webhook_obj
 from ..store import Failed, Outcome, Replayed, Store, Writer
-from ..store.events import OPEN as OPEN_TASKS
+from ..core.events import OPEN as OPEN_TASKS
 from ..store.interface import Committer
 from ..store.layout import receipt_scope
 from ..store.quota import Quota

@@ -168,6 +168,13 @@ def _b_outcomes(ns):
     return Call("outcomes", _page(ns), follow=ns.all)
 
 
+def _b_search(ns):
+    args: dict = {"q": " ".join(ns.query)}
+    if ns.kinds:
+        args["in"] = [k.strip() for k in ns.kinds.split(",") if k.strip()]
+    return Call("search", _page(ns, _set(args, "thread", ns.thread)), follow=ns.all)
+
+
 def _b_set_status(ns):
     return Call("admin.agent.set_status", {"agent": ns.agent, "status": ns.status})
 

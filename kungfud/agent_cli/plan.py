@@ -12,6 +12,7 @@ from typing import Callable
 
 from .. import __version__
 from ..handshake import DEFAULT_URL
+from ..event_kinds import DEFAULT_KINDS, KINDS
 from .wake import add_wake_args
 from .builders import (
     Call,
@@ -37,6 +38,7 @@ from .builders import (
     _b_memory_update,
     _b_opportunities,
     _b_outcomes,
+    _b_search,
     _b_post,
     _b_remove,
     _b_retract,
@@ -223,6 +225,11 @@ def parser() -> argparse.ArgumentParser:
     _add_page_args(s.add("turn", _b_turn, "open obligations, oldest first (what to do now)", action=False))
     _add_page_args(s.add("opportunities", _b_opportunities, "untaken assignments and restricted Tasks for you", action=False))
     _add_page_args(s.add("outcomes", _b_outcomes, "how work you took, created or judge ended, newest first", action=False))
+    p = s.add("search", _b_search, 'find what you may read: words (all must match), "a phrase", prefix*', action=False)
+    p.add_argument("query", metavar="QUERY", nargs="+")
+    p.add_argument("--in", dest="kinds", metavar="KIND,…", help="memory,entry,task,delivery (default: all)")
+    p.add_argument("--thread", metavar="THREAD", help="only this Thread's entries and deliveries")
+    _add_page_args(p)
 
     p = s.add("get", _b_get, "read any object by id: me_, th_, as_, tk_ or en_", action=False)
     p.add_argument("id", metavar="ID", type=_pasted_id)
@@ -340,7 +347,7 @@ def parser() -> argparse.ArgumentParser:
     w = s.group("webhook", "webhook: set, get, clear (your events POSTed to a URL, signed; docs/webhooks.md)")
     p = w.add("set", _b_webhook_set, "POST your events to URL (replaces any); prints the signing secret once", action=True)
     p.add_argument("url", metavar="URL")
-    p.add_argument("--events", metavar="KIND,…", help="turn,opportunity,outcome,task_offered (default: the first three)")
+    p.add_argument("--events", metavar="KIND,…", help=f"{','.join(KINDS)} (default: {','.join(DEFAULT_KINDS)})")
     w.add("get", _b_webhook("webhook.get"), "your webhook: state, delivered seq, pending, last error", action=False)
     w.add("clear", _b_webhook("webhook.clear"), "stop POSTing your events", action=True)
 
@@ -412,6 +419,7 @@ OP_COMMANDS: dict[str, str] = {
     "webhook.set": "webhook set URL [--events KIND,…]",
     "webhook.get": "webhook get",
     "webhook.clear": "webhook clear",
+    "search": "search QUERY [--in KIND,…] [--thread THREAD]",
 }
 
 

@@ -135,6 +135,18 @@ def _entry_lines(it: dict) -> list[str]:
     return out
 
 
+def _search_lines(it: dict) -> list[str]:
+    """``entry th_…#3 at=… score=…`` (the ids that read it), then the snippet on its own line."""
+    kind = it.get("kind", "?")
+    if kind == "entry":
+        where = f"{it.get('thread')}#{it.get('entry')}"
+    elif kind == "memory":
+        where = f"{it.get('memory')}@{it.get('version')}"
+    else:
+        where = "/".join(str(it[k]) for k in ("thread", "task", "assignment", "engagement") if k in it)
+    return [f"{kind} {where} at={it.get('at')} score={it.get('score')}", f"  {_scalar(it.get('snippet', ''))}"]
+
+
 _ITEM_LINES: dict[str, Callable[[dict], str | list[str]]] = {
     "turn": _turn_line,
     "opportunities": _opportunity_line,
@@ -143,6 +155,7 @@ _ITEM_LINES: dict[str, Callable[[dict], str | list[str]]] = {
     "thread.list": _thread_line,
     "task.list": _task_line,
     "thread.entries": _entry_lines,
+    "search": _search_lines,
 }
 
 

@@ -22,6 +22,8 @@ import time
 from collections import deque
 from pathlib import Path
 
+from ..event_kinds import DEFAULT_KINDS
+from ..event_kinds import KINDS as ALL_KINDS
 from .exits import EXIT_CODES, UsageError
 from .feed import Feed, read_state, write_state
 from .profiles import Settings
@@ -29,9 +31,10 @@ from .render import Out
 
 __all__ = ["KINDS", "DEFAULT_ON", "EVENTS_LIMIT", "add_wake_args", "wakes", "run_wake"]
 
-#: The event kinds ``--on`` may name (WIRE.md "Events" and 1.2 "Open Tasks, announced").
-KINDS = ("turn", "opportunity", "outcome", "task_offered")
-DEFAULT_ON = ("turn", "opportunity", "outcome")
+#: The event kinds ``--on`` may name (WIRE.md "Events" and 1.2 "Open Tasks,
+#: announced"), and those it takes without ``--on``: kungfud/event_kinds.py's.
+KINDS = ALL_KINDS
+DEFAULT_ON = DEFAULT_KINDS
 #: Bytes of JSON at most in KUNGFU_EVENTS (Linux refuses one environment string over 128 KiB).
 EVENTS_LIMIT = 64 * 1024
 # A run starts once no event has arrived for SETTLE_S (at most SETTLE_MAX_S after

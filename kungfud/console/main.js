@@ -24,6 +24,7 @@ import { pageOutcomes } from "./pages/outcomes.js";
 import { pageAssignment } from "./pages/assignment.js";
 import { pageAdmin } from "./pages/admin.js";
 import { pageAccount } from "./pages/account.js";
+import { pageSearch } from "./pages/search.js";
 
 // --- login
 function pageLogin(message) {
@@ -130,6 +131,7 @@ const PAGES = {
   outcomes: [pageOutcomes, null],
   admin: [pageAdmin, null],
   account: [pageAccount, null],
+  search: [pageSearch, pageSearch],
 };
 
 // An unknown route says so (and offers the page it probably meant) instead of
@@ -179,6 +181,11 @@ async function route() {
 window.addEventListener("hashchange", route);
 document.addEventListener("DOMContentLoaded", () => {
   $("#logout").addEventListener("click", () => logout());
+  $("#search").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const q = $("#search-q").value.trim();
+    if (q) location.hash = `#/search/${encodeURIComponent(q)}`;
+  });
   const key = sessionStorage.getItem(KEY_SLOT);
   if (key) login(key).catch((e) => pageLogin(`Could not log in again: ${e.reason || e.message}`));
   else pageLogin();

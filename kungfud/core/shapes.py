@@ -1,7 +1,7 @@
 """Wire shapes built from states: one builder per shape (WIRE.md "Turn",
 "Event", 1.1 working sets and "Outcomes").
 
-The event feed (``store/events.py``) and the reads (``reads/``) show the same
+The events (``core/events.py``) and the reads (``reads/``) show the same
 things — an obligation, an opportunity, an outcome, a delivery, a judgment, a
 contract version — and both build them here, so an item in an event is the
 item a read returns. Pure: states and bytes in, JSON-ready dicts out (content

@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 import msgspec
 
 from ..errors import Rejection
+from ..event_kinds import DEFAULT_KINDS, KINDS
 from .agent import require_active
 from .facts import Decision, Fact
 
@@ -38,8 +39,8 @@ __all__ = [
     "address_refused", "MAX_URL", "SETTING",
 ]
 
-EVENTS = ("turn", "opportunity", "outcome", "task_offered")
-DEFAULT_EVENTS = ("turn", "opportunity", "outcome")
+EVENTS = KINDS  # a webhook may name every kind (kungfud/event_kinds.py)
+DEFAULT_EVENTS = DEFAULT_KINDS
 MAX_URL = 2048
 SETTING = "[webhooks] allow_hosts"
 

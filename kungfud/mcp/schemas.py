@@ -55,7 +55,7 @@ TOOLSETS: dict[str, frozenset[str] | None] = {
         "thread.get", "thread.entries", "thread.entry", "thread.list",
         "assignment.get", "assignment.judge", "assignment.void",
         "task.create", "task.revise", "task.pause", "task.resume", "task.judge", "task.get", "task.list",
-        "engagement.get", "memory.create", "memory.update", "memory.get", "memory.list",
+        "engagement.get", "memory.create", "memory.update", "memory.get", "memory.list", "search",
     }),
     # Looks after accounts.
     "operator": frozenset({
@@ -139,6 +139,8 @@ FIELDS: dict[str, str] = {
     "adopted_after": "From adopted_cursor",
     "inputs_after": "From inputs_cursor",
     "limit": "Page size",
+    "q": 'Words (all must match), "a phrase", prefix*',
+    "in": "Only these kinds",
     "full": "Include content you may read",
     "newest_first": "Newest entries first",
     "mine": "Tasks you authored",
@@ -313,9 +315,11 @@ _A_YEAR_S = 31_536_000
 
 def _lean(node: Any) -> Any:
     """Drop what costs a model's context and only repeats the daemon's own checks:
-    id and cursor patterns (both come from results; the description names the kind), bounds no
-    model reaches (a year of seconds, 1,000 ids, 256-character cursors and tokens
-    copied from results), the lower bound 1 of counts and numbers, and
+    id and cursor patterns (both come from results; the description names the kind), a
+    cursor's type, bounds no model reaches (a year of seconds, 100 or 1,000 ids, page
+    sizes, 256-character cursors and tokens copied from results), the lower bound 1
+    of counts, numbers and lists, defaults that mean what leaving the field out
+    means (false, [], null, 0) and a page size's, and
     ``additionalProperties: false`` (an unknown field is ``bad_request`` naming it).
     The daemon still checks all of them. A handle note's closed shape is part of
     its content type and stays (D55)."""
@@ -329,12 +333,20 @@ def _lean(node: Any) -> Any:
     if isinstance(out.get("pattern"), str) and _ID_PATTERN.match(out["pattern"]):
         del out["pattern"]
     cursor = out.get("properties", {}).get("cursor")
-    if isinstance(cursor, dict):  # cursors are copied from results, like ids
+    if isinstance(cursor, dict):  # cursors are copied from results, like ids: no pattern, no type
         cursor.pop("pattern", None)
-    if isinstance(out.get("maximum"), int) and out["maximum"] >= _A_YEAR_S:
-        del out["maximum"]
-    if out.get("maxItems") == 1000:
+        cursor.pop("type", None)
+    limit = out.get("properties", {}).get("limit")
+    if isinstance(limit, dict):  # a page's size: the daemon's default serves
+        limit.pop("default", None)
+    if isinstance(out.get("maximum"), int) and (out["maximum"] >= _A_YEAR_S or out["maximum"] == 100):
+        del out["maximum"]  # a year of seconds; 100 (page sizes and lists: a bound a model need not plan for)
+    if out.get("maxItems") in (100, 1000):
         del out["maxItems"]
+    if out.get("minItems") == 1:
+        del out["minItems"]
+    if "default" in out and out["default"] in (False, None, []):  # what leaving it out means anyway
+        del out["default"]
     if out.get("maxLength") == 256:
         del out["maxLength"]
     if out.get("minimum") == 1 and out.get("type") == "integer":

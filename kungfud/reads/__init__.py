@@ -19,7 +19,8 @@ from typing import Any, Callable, Mapping
 
 from ..errors import Rejection
 from ..store.store import View
-from . import agents, assignments, memory, outcomes, task, thread, turn, webhook
+from ..store.search_index import index_of
+from . import agents, assignments, memory, outcomes, search, task, thread, turn, webhook
 
 __all__ = ["READS", "Read"]
 
@@ -47,4 +48,5 @@ READS: dict[str, Read] = {
     "opportunities": lambda v, c, a, now, seen: turn.opportunities(v, c, a.cursor, a.limit),
     "outcomes": lambda v, c, a, now, seen: outcomes.outcomes(v, c, a.cursor, a.limit),
     "webhook.get": lambda v, c, a, now, seen: webhook.webhook_get(v, c),
+    "search": lambda v, c, a, now, seen: search.search(index_of(v.recorder), v, c, a, now),
 }

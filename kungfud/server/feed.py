@@ -37,19 +37,15 @@ from typing import Any
 from .. import wire
 from ..errors import StoreUnavailable
 from ..actors import OPEN_TASKS, Runtime
+from ..event_kinds import frame as event_frame  # the one framing, the webhooks' too
 from .connection import Conn
 
-__all__ = ["Feed", "event_frame", "REPLAY_PAGE"]
+__all__ = ["Feed", "REPLAY_PAGE"]
 
 log = logging.getLogger("kungfud.server")
 
 REPLAY_PAGE = 128  # events a `subscribe {since}` replay sends per loop turn
 LIVE_PAGE = 512  # events per agent a shared-store delivery reads per loop turn
-
-
-def event_frame(seq: int, event: bytes) -> bytes:
-    # Stored events are `{"event":…,"data":…}`; the frame adds the seq.
-    return b'{"seq":%d,' % seq + event[1:]
 
 
 class Feed:

@@ -22,7 +22,9 @@ from ..core.facts import member_obj
 from ..tracing import without_meta
 from ..core.kinds import apply_to
 from ..core.members import current
-from .events import Feed, number
+from ..core.events import FactEvents
+from .events import KINDS_KEY, enabled, kinds_since, number, rendered
+from .events import rows as event_rows
 from .indexes import fact_rows, state_rows
 from .integrity import StoreDamaged
 from .layout import DERIVED, DERIVED_META, FORMAT, PUBLIC, RETIRED, decode_fact, encode_object, from_u64, u64
@@ -40,6 +42,7 @@ FORMAT_4_TABLES = ("events", "memories", "usage")
 # the obligations of one holder keyed in the order they arose (D282).
 FORMAT_5_TABLES = ("obligations",)
 from .task_rows import step_3_to_4
+from .search_index import check_index
 
 __all__ = ["expected_indexes", "compare", "write", "migrate", "run_check"]
 
@@ -62,6 +65,8 @@ def expected_indexes(
     versions: dict[str, int] = {}
     usage: dict[bytes, int] = {}
     event_seq = 0
+    # D285: a kind recorded after the store began is made from its first fact on.
+    since = kinds_since(kv.get("meta", KINDS_KEY))
     indexes = any(t not in ("events", "outcomes") for t in tables)
     for k, v in kv.scan("log"):
         if len(k) != 8:
@@ -81,16 +86,16 @@ def expected_indexes(
                 raise
             errors.append(f"log: the fact at seq {seq} does not decode or apply: {type(e).__name__}: {e}")
             continue
-        feed = Feed(lambda th, ag: current(states.get(member_obj(th, ag))) is not None, states.get)
+        feed = FactEvents(lambda th, ag: current(states.get(member_obj(th, ag))) is not None, states.get)
         for obj in objs:
             before = states.get(obj)
             states[obj] = folded[obj]
             feed.observe(obj, before, states[obj], fact)
             versions[obj] = versions.get(obj, 0) + 1
-        numbered = number(feed.rendered(), event_seq, seq)
+        numbered = number(rendered(feed, enabled(since, seq)), event_seq, seq)
         if numbered:
             event_seq = numbered[-1][1]
-        for db, key, value in feed.rows(seq, numbered):
+        for db, key, value in event_rows(feed, seq, numbered):
             if db in out:
                 out[db][key] = value
         if indexes:
@@ -269,6 +274,8 @@ def _check(store: Backend, do_rebuild: bool) -> int:
         damage = [f"log: {p}" for p in log_problems(view.kv, derived=False)]
         expected = expected_indexes(store, view.kv, damage)
         problems = damage + compare(store, expected, view.kv)
+        # Search's derived index (a file beside the data): compared, and remade by --rebuild.
+        problems += check_index(store, view, do_rebuild and not damage)
     for p in problems[:100]:
         print(p)
     if len(problems) > 100:

@@ -11,10 +11,11 @@ Written over the kv protocols only, so both backends keep it the same way.
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Iterator
 
 import msgspec
 
+from ..event_kinds import kind_of
 from .kv import Snapshot, Tx
 
 __all__ = ["Cursor", "cursor_of", "put_cursors", "hooked_agents", "count_pending"]
@@ -56,20 +57,9 @@ def count_pending(events: Iterator[tuple[int, bytes]], kinds: tuple[str, ...], c
     """Events of ``kinds`` among ``events`` (seq, JSON), counting at most ``cap``."""
     n = 0
     for _, event in events:
-        if _kind(event) in kinds:
+        if kind_of(event) in kinds:
             n += 1
             if n >= cap:
                 break
     return n
 
-
-_head = msgspec.json.Decoder(dict[str, Any])
-
-
-def _kind(event: bytes) -> str:
-    # Stored events begin {"event":"<kind>",…}; read the name without decoding the rest.
-    if event.startswith(b'{"event":"'):
-        end = event.find(b'"', 10)
-        if end > 0:
-            return event[10:end].decode()
-    return str(_head.decode(event).get("event"))

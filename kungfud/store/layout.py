@@ -3,6 +3,7 @@
 | db         | key                              | value                                  |
 |------------|----------------------------------|----------------------------------------|
 | meta       | b"seq", b"format", b"events"     | last fact seq (u64 BE), format version, last event seq (u64 BE; derived) |
+|            | b"event_kinds"                   | msgpack {kind: first fact seq it is made for} (not derived; store/events.py, D285) |
 | log        | seq (u64 BE)                     | msgpack fact (the truth)               |
 | objects    | object id                        | msgpack [version, state snapshot]      |
 | receipts   | agent, 0, op, 0, idempotency key | msgpack Receipt                        |

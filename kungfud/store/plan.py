@@ -30,8 +30,10 @@ from ..core.kinds import Kind, kind_of, state_type
 from ..core.members import MemberState
 from ..errors import Rejection
 from .carried import Carried
+from ..core.events import FactEvents, observed
 from ..tracing import with_meta
-from .events import Feed, number, observed
+from .events import number, rendered
+from .events import rows as event_rows
 from .indexes import fact_rows, state_rows
 from .interface import Failed, Item, Replayed, Stale, Tx
 from .layout import Receipt, decode_object, encode_fact, encode_object, from_u64, u64
@@ -231,15 +233,15 @@ def plan(batch: BatchState, tx: Tx, item: Item, now: Callable[[], int]) -> Plan 
             current[obj] = after = k.apply(before, fact)
             if observed(k.state, k.obligations is not None):  # most objects make no event
                 if feed is None:
-                    feed = Feed(is_member, state_of)
+                    feed = FactEvents(is_member, state_of)
                 feed.observe(obj, before, after, fact, obligations)
         if feed is None or feed.quiet():  # no events, no outcomes (most facts)
             numbered, rows = [], fact_rows(fact, seq)
         else:
-            numbered = number(with_meta(feed.rendered(), item.trace), event_seq, seq)  # tracing: meta kept
+            numbered = number(with_meta(rendered(feed), item.trace), event_seq, seq)  # tracing: meta kept
             if numbered:
                 event_seq = numbered[-1][1]
-            rows = fact_rows(fact, seq) + feed.rows(seq, numbered)
+            rows = fact_rows(fact, seq) + event_rows(feed, seq, numbered)
         facts.append(PlannedFact(seq, encode_fact(fact), rows, numbered))
     # R12-11: the capacity this action spends, refused before anything is written.
     totals = batch.room.spend(tx, item.facts, [len(f.encoded) for f in facts])

@@ -203,7 +203,7 @@ class Store(SnapshotTail):
     @contextmanager
     def read(self) -> Iterator["View"]:
         with self.env.begin(buffers=False) as txn:
-            yield View(self._snapshot(txn, self.dbs))
+            yield View(self._snapshot(txn, self.dbs), self)
 
     def begin_write(self) -> LmdbWriteTxn:
         return LmdbWriteTxn(self.env, self.dbs)
@@ -235,10 +235,11 @@ class View:
     newest first, before) a row; callers only pass back what a query returned.
     """
 
-    __slots__ = ("kv",)
+    __slots__ = ("kv", "recorder")
 
-    def __init__(self, kv: Snapshot):
+    def __init__(self, kv: Snapshot, recorder: Any = None):
         self.kv = kv  # for the store's own modules (check, integrity); never outside store/
+        self.recorder = recorder  # the store it reads (search's derived index is beside it)
 
     def last_seq(self) -> int:
         """The seq of the last committed fact."""

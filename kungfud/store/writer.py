@@ -28,6 +28,7 @@ from ..core.webhook import webhook_agent
 from ..errors import Rejection
 from .failures import FailureLog, storage_failure
 from .carried import Carried
+from .events import KINDS_KEY, record_kinds
 from .interface import Backend, Committed, Failed, Item, Outcome, Replayed, Stale, Tx, WriteTxn
 from .layout import u64
 from .plan import SECRET_FIELDS, BatchState, Plan, mismatch, plan, redact
@@ -109,6 +110,9 @@ class Writer:
         self.batches = 0
         self.items = 0
         self.failures = FailureLog()
+        # D285: the first batch this writer commits records, for each event kind
+        # the store has not recorded yet, the first fact seq it is made for.
+        self._kinds_recorded = False
 
     def start(self) -> None:
         self._thread.start()
@@ -238,6 +242,8 @@ class Writer:
         try:
             tx = w.tx
             state = BatchState.open(tx, self._room(), self._carried)
+            if not self._kinds_recorded and (kinds := record_kinds(tx.get("meta", KINDS_KEY), state.seq + 1)):
+                tx.put("meta", KINDS_KEY, kinds)
             for i, item in enumerate(batch):  # also what is appended meanwhile
                 try:
                     outcomes.append(write(w, state, i, item, written))
@@ -257,6 +263,7 @@ class Writer:
             except Exception:
                 pass
             return e
+        self._kinds_recorded = True
         self._carried.committed(state.seq, state.room.usage, [o for p in written for o in p.objects])
         self._finish_batch(batch, outcomes, written)
         return None

@@ -31,11 +31,11 @@ import time
 import zlib
 from typing import Any
 
-import msgspec
 
 from .. import tracing
 from ..actors import OPEN_TASKS
 from ..actors.hooks import Cursor, Hooks
+from ..event_kinds import frame, kind_of
 from .post import new_client, post
 from .schedule import Schedule
 
@@ -60,19 +60,8 @@ def _wall_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def _kind(event: bytes) -> str:
-    if event.startswith(b'{"event":"'):
-        end = event.find(b'"', 10)
-        if end > 0:
-            return event[10:end].decode()
-    return str(msgspec.json.decode(event).get("event"))
-
-
 class Deliveries:
     def __init__(self, runtime: Any, cfg: Any):
-        from ..server.feed import event_frame  # here: the server imports this package
-
-        self.frame = event_frame  # the body is the subscribe frame, plus "agent"
         self.rt = runtime
         self.hooks = Hooks(runtime)
         self.allow = tuple(h.lower().strip("[]") for h in cfg.allow_hosts)
@@ -263,7 +252,7 @@ class Deliveries:
         if first_at is not None:
             self.oldest[agent] = first_at
         for seq, event in page:  # every event has its own seq (WIRE.md 1.2)
-            if _kind(event) in reg.events:
+            if kind_of(event) in reg.events:
                 cursor = await self._until_delivered(agent, reg, cursor, f"{agent}.{seq}", seq, event)
                 if cursor is None:
                     return False  # disabled, replaced, cleared or no longer ours
@@ -279,7 +268,7 @@ class Deliveries:
         """POST one event until a 2xx; the cursor then. None: stop (the
         endpoint was disabled, replaced or cleared, or the shard lost)."""
         assert self._sem is not None
-        body = b'{"agent":"%s",' % agent.encode() + self.frame(seq, event)[1:]
+        body = b'{"agent":"%s",' % agent.encode() + frame(seq, event)[1:]  # the subscribe frame, plus "agent"
         while True:
             wait_ms = self.schedule.next_at(cursor) - _wall_ms()
             if wait_ms > 0:

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from ..conventions import Role
+from ..event_kinds import KINDS
 
 __all__ = [
     "HelloArgs",
@@ -192,12 +193,12 @@ class ResetKeyArgs(_Args, frozen=True):
 
 # --- webhooks (WIRE.md 1.2) ----------------------------------------------------
 
-WebhookEvent = Literal["turn", "opportunity", "outcome", "task_offered"]
+WebhookEvent = Literal[KINDS]  # type: ignore[valid-type]  # every kind of kungfud/event_kinds.py
 
 
 class WebhookSetArgs(_Args, frozen=True):
     url: Annotated[str, msgspec.Meta(min_length=1, max_length=2048)]
-    events: Annotated[list[WebhookEvent], msgspec.Meta(min_length=1, max_length=4)] | None = None
+    events: Annotated[list[WebhookEvent], msgspec.Meta(min_length=1, max_length=len(KINDS))] | None = None
 
 
 class WebhookGetArgs(_Args, frozen=True):

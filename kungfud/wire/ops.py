@@ -61,6 +61,7 @@ from .args import (
     ThreadRefArgs,
     WhoamiArgs,
 )
+from .search import SearchArgs
 
 __all__ = ["OpSpec", "OPS", "ACTION_OPS"]
 
@@ -135,5 +136,6 @@ OPS: dict[str, OpSpec] = {
     "webhook.set": OpSpec("A", WebhookSetArgs, "Send your events to a URL; shows its secret once."),
     "webhook.get": OpSpec("R", WebhookGetArgs, "Your webhook and how delivery goes."),
     "webhook.clear": OpSpec("A", WebhookClearArgs, "Remove your webhook."),
+    "search": OpSpec("R", SearchArgs, "Find what you may read."),
 }
 ACTION_OPS = frozenset(op for op, s in OPS.items() if s.kind == "A")

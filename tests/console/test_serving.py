@@ -11,7 +11,7 @@ import urllib.error
 import pytest
 
 from kungfud.client import Client
-from kungfud.server.console import FILES, SCRIPTS
+from kungfud.server.console import FILES, GENERATED, SCRIPTS
 from tests.console.conftest import ROOT, get, http_base
 
 
@@ -20,7 +20,7 @@ def test_console_files_are_served_with_csp_nosniff_and_their_content_types(daemo
     base = http_base(daemon.url)
     host = base.split("://", 1)[1]
     types = {"/": "text/html", "/index.html": "text/html", "/console.css": "text/css"}
-    types |= {f"/console/{name}": "text/javascript" for name in SCRIPTS}
+    types |= {f"/console/{name}": "text/javascript" for name in (*SCRIPTS, *GENERATED)}
     for path, ctype in types.items():
         status, headers, body = get(base + path)
         assert status == 200, path
@@ -57,7 +57,7 @@ def test_console_scripts_are_exactly_the_packages_modules_and_set_no_markup():
     on_disk = sorted(str(f.relative_to(package)) for f in package.rglob("*.js"))
     assert sorted(SCRIPTS) == on_disk
     served = {path for path, (_, ctype) in FILES.items() if ctype.startswith("text/javascript")}
-    assert served == {f"/console/{name}" for name in SCRIPTS}
+    assert served == {f"/console/{name}" for name in (*SCRIPTS, *GENERATED)}
     for name in SCRIPTS:
         text = (package / name).read_text()
         for target in re.findall(r'^import .* from "([^"]+)";$', text, re.M):

@@ -242,6 +242,7 @@ def test_events_keep_their_trace_context_across_a_restart_and_check_and_rebuild_
         token = INCOMING.set({"traceparent": PARENT})
         try:
             await ca.act("thread.post", {"thread": t, "content": {"q": "?"}, "ask": [b]})
+            await ca.act("task.create", {"audience": "open", "contract": {"content": {"output": "o", "criteria": "c"}}})
         finally:
             INCOMING.reset(token)
         for c in (ca, cb):

@@ -1,4 +1,4 @@
-"""The outcome feed and index (WIRE.md 1.1 "Outcomes", kungfud/store/events.py):
+"""The outcome feed and index (WIRE.md 1.1 "Outcomes", kungfud/core/events.py, kungfud/store/events.py):
 derived fact by fact from how a fact moved an assignment or engagement into its
 terminal state — events to every party but the actor, one index row per party —
 and rebuilt identically from the log by ``kungfud check --rebuild`` (L1-1)."""
@@ -27,7 +27,9 @@ from kungfud.store import Store
 from kungfud.store.check import compare, expected_indexes
 from kungfud.core.facts import member_obj
 from kungfud.core.members import current
-from kungfud.store.events import Feed, OutcomeRow, event_key, number, outcome_key
+from kungfud.core.events import FactEvents
+from kungfud.store.events import OutcomeRow, event_key, number, outcome_key, rendered
+from kungfud.store.events import rows as stored_rows
 from kungfud.store.layout import from_u64
 from tests.conftest import ROOT
 from tests.e2e.thread_kit import agents, close_all, new_thread
@@ -45,9 +47,9 @@ def _world(*facts: Any) -> dict[str, Any]:
     return states
 
 
-def _feed(states: dict[str, Any], fact: Any) -> Feed:
+def _feed(states: dict[str, Any], fact: Any) -> FactEvents:
     # Membership as the serial order has it at this fact (D90): the states folded so far.
-    feed = Feed(lambda th, ag: current(states.get(member_obj(th, ag))) is not None)
+    feed = FactEvents(lambda th, ag: current(states.get(member_obj(th, ag))) is not None)
     for obj in fact.objects():
         before = states.get(obj)
         states[obj] = after = apply_to(obj, before, fact)
@@ -79,10 +81,10 @@ ITEM = {
 @pytest.mark.rules("R8-20", "R6.4-26")
 def test_R8_20_a_rejection_is_an_event_for_the_taker_and_a_row_for_both_parties():
     feed = _feed(_delivered(), REJECT)
-    events = [(agent, json.loads(ev)) for agent, ev in feed.rendered()]
+    events = [(agent, json.loads(ev)) for agent, ev in rendered(feed)]
     assert [(a, e["event"]) for a, e in events] == [(LEAD, "turn"), (W, "outcome")]  # not to the judge who acted
     assert events[1][1]["data"] == ITEM
-    rows = feed.rows(7, number(feed.rendered(), 0, 7))
+    rows = stored_rows(feed, 7, number(rendered(feed), 0, 7))
     outcome_rows = {key: msgspec.msgpack.decode(value, type=OutcomeRow) for db, key, value in rows if db == "outcomes"}
     assert set(outcome_rows) == {outcome_key(W, 7, AS), outcome_key(LEAD, 7, AS)}
     for row in outcome_rows.values():
@@ -97,9 +99,9 @@ def test_R9_2_a_party_no_longer_in_the_thread_gets_no_event_but_keeps_its_row():
     states = _delivered()
     _feed(states, MembershipEnded(at=T0 + 3, by=LEAD, thread=TH, agent=W, why="removed"))
     feed = _feed(states, REJECT)
-    assert [a for a, ev in feed.rendered() if json.loads(ev)["event"] == "outcome"] == []
+    assert [a for a, ev in rendered(feed) if json.loads(ev)["event"] == "outcome"] == []
     # The row stays: the read shows it again once W is a member again.
-    assert {key for db, key, _ in feed.rows(9, number(feed.rendered(), 0, 9)) if db == "outcomes"} == {
+    assert {key for db, key, _ in stored_rows(feed, 9, number(rendered(feed), 0, 9)) if db == "outcomes"} == {
         outcome_key(W, 9, AS), outcome_key(LEAD, 9, AS),
     }
 
@@ -112,8 +114,8 @@ def test_R8_20_a_fact_that_moves_work_on_without_ending_it_makes_no_outcome():
         deliver_within_s=60, judge_within_s=60,
     ))
     feed = _feed(states, AssignmentTaken(at=T0 + 1, by=W, assignment=AS, thread=TH, taker=W, deliver_by=T0 + 60_000))
-    assert [json.loads(ev)["event"] for _, ev in feed.rendered()] == ["turn"]
-    assert [r for r in feed.rows(1, number(feed.rendered(), 0, 1)) if r[0] == "outcomes"] == []
+    assert [json.loads(ev)["event"] for _, ev in rendered(feed)] == ["turn"]
+    assert [r for r in stored_rows(feed, 1, number(rendered(feed), 0, 1)) if r[0] == "outcomes"] == []
 
 
 @pytest.mark.rules("R8-20")

@@ -6,9 +6,8 @@
 
 import { h, fmtTime, field, textInput, val, need, section, stateBadge, secretBox, rejectionView, update } from "../dom.js";
 import { state, actionForm } from "../session.js";
-
-const EVENTS = ["turn", "opportunity", "outcome", "task_offered"];
-const DEFAULT_EVENTS = ["turn", "opportunity", "outcome"];
+// The event kinds: served by the daemon from its one definition (kungfud/event_kinds.py).
+import { EVENTS, DEFAULT_EVENTS } from "../events.js";
 
 const unknownOp = (e) => e && e.code === "bad_request" && /unknown op/.test(e.reason || "");
 

@@ -221,7 +221,7 @@ class PgStore(SnapshotTail):
         try:
             conn = self._take()
             try:
-                yield View(PgSnapshot(conn.cursor(binary=True)))
+                yield View(PgSnapshot(conn.cursor(binary=True)), self)
             except BaseException as e:
                 if _lost(e) or conn.broken:
                     conn.close()
