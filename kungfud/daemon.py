@@ -20,6 +20,8 @@ from .core.facts import Decision
 from .nodes import open_nodes
 from .server import Server
 from .testing import deaf, faults
+from .webhooks import Deliveries
+from .webhooks.precheck import prechecks
 from .store import Committed, Item, StoreDamaged
 from .store.interface import Backend
 from .store.open import open_store
@@ -258,7 +260,11 @@ async def serve(
     stdout; a worker (``control``: its channel to the supervisor) reports
     ``ready [URL of private]`` there instead, and stops when the channel
     reaches EOF (its supervisor is gone)."""
-    server = Server(rt, cfg)
+    # WIRE.md 1.2: each agent's events POSTed to its webhook. The runner lives on
+    # the server's event loop and hears every commit from it, as its one sink;
+    # the pre-checks the op catalogue names check against the runner's allow list.
+    runner = Deliveries(rt, cfg.webhooks)
+    server = Server(rt, cfg, sink=runner, prechecks=prechecks(runner.allow))
     try:
         host, port = await server.start(sock=listener, private=private)
     except OSError as e:

@@ -7,8 +7,9 @@ request time; here it fails at once (docs/architecture.md, "Adding an op")."""
 from __future__ import annotations
 
 from kungfud import wire
-from kungfud.actors.ops import ACTIONS, DEADLINE, DEADLINE_TASK
+from kungfud.actors.ops import ACTIONS, DEADLINE, DEADLINE_TASK, PRECHECKS
 from kungfud.reads import READS
+from kungfud.webhooks.precheck import prechecks
 
 # Ops the server answers itself: authentication and the event stream.
 SERVER_OPS = {"hello", "subscribe"}
@@ -33,3 +34,12 @@ def test_every_read_op_has_exactly_one_read_row():
 def test_every_op_is_described_in_its_row():
     for op, spec in wire.OPS.items():
         assert spec.doc.strip() and spec.doc.strip()[-1] == ".", f"{op}: doc must be one plain sentence"
+
+
+def test_every_precheck_the_catalogue_names_is_one_the_daemon_gives():
+    """An action whose row names a ``precheck`` is awaited on it before routing
+    (D286): the daemon hands the server ``webhooks.precheck.prechecks``, which
+    must answer every name, and names nothing no row uses. ``webhook.set``
+    resolves its host first (D216)."""
+    assert PRECHECKS == set(prechecks(()))
+    assert ACTIONS["webhook.set"].precheck == "public_host"

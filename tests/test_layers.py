@@ -5,6 +5,7 @@ every import statement counts, at module level or inside a function, and under
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parent.parent / "kungfud"
@@ -144,3 +145,83 @@ def test_the_shared_store_modules_import_no_storage_library():
     files = _files(*(f"store/{m}" for m in shared))
     assert len(files) == len(shared)
     assert _offenders(files, STORAGE_LIBRARIES) == {}
+
+
+# --- the table of docs/architecture.md ------------------------------------------
+
+PAGE = PKG.parent / "docs" / "architecture.md"
+
+
+def _unit(name: str) -> str:
+    """A name of the page (`server/`, `cli.py`, `__init__.py`) as a unit of kungfud/."""
+    return name.rstrip("/").removesuffix(".py")
+
+
+def _table() -> list[tuple[list[str], set[str] | None]]:
+    """The rows of "Packages and layers", top to bottom: (units, may import;
+    None: everything below)."""
+    text = PAGE.read_text().split("## Packages and layers", 1)[1].split("\n## ", 1)[0]
+    rows = []
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 4 or cells[0] in ("layer", "---"):
+            continue
+        # The package cell's units end in / or .py (`kungfu`, a command, is not one).
+        units = [_unit(n) for n in re.findall(r"`([^`]+)`", cells[1]) if n.endswith(("/", ".py"))]
+        may = None if cells[3] == "everything below" else {_unit(n) for n in re.findall(r"`([^`]+)`", cells[3])}
+        rows.append((units, may))
+    return rows
+
+
+def _units_on_disk() -> set[str]:
+    return {p.name if p.is_dir() else p.stem + ".py" for p in PKG.iterdir()
+            if (p.is_dir() and (p / "__init__.py").exists()) or p.suffix == ".py"}
+
+
+def _depends(unit: str) -> set[str]:
+    """The units of kungfud/ that ``unit``'s modules import (the package's
+    own ``__version__`` is ``__init__``)."""
+    p = PKG / unit
+    files = sorted(p.rglob("*.py")) if p.is_dir() else [f for f in [p.with_suffix(".py")] if f.exists()]
+    out = set()
+    for f in files:
+        for m in _imports(f):
+            parts = m.split(".")
+            if parts[0] == "kungfud" and len(parts) > 1:
+                out.add("__init__" if parts[1] == "__version__" else parts[1])
+    return out - {unit}
+
+
+def test_the_architecture_page_names_every_package_and_module_under_kungfud():
+    named = {u for units, _ in _table() for u in units}
+    missing = sorted(u for u in _units_on_disk() if _unit(u) not in named)
+    assert missing == [], f"docs/architecture.md has no row for {missing}"
+    assert named <= {_unit(u) for u in _units_on_disk()}, "a row names what is not under kungfud/"
+
+
+def test_each_layer_imports_only_what_the_architecture_page_says_and_only_downwards():
+    """Every direction the page states: a row's code imports only the units its
+    "may import" cell names, or its own row's (the entry points: anything below
+    them); and every unit a cell names is in a row below (or its own) — so the page itself
+    states no arrow up (`webhooks/` ↛ `server/` and `server/` ↛ `webhooks/`
+    among them)."""
+    rows = _table()
+    assert len(rows) >= 10
+    wrong = {}
+    for i, (units, may) in enumerate(rows):
+        below = {u for lower, _ in rows[i + 1 :] for u in lower}
+        if may is not None:
+            assert may <= below | set(units), f"row {units}: may import {sorted(may - below)}, not below it"
+        allowed = (below if may is None else may) | set(units)
+        for unit in units:
+            extra = _depends(unit) - allowed
+            if extra:
+                wrong[unit] = sorted(extra)
+    assert wrong == {}, f"imports the page does not allow: {wrong}"
+
+
+def test_the_webhook_runner_and_the_server_import_nothing_of_each_other():
+    """The daemon wires the runner to the server (its sink); the event frame is
+    built below both (``kungfud.event_kinds.frame``)."""
+    assert _offenders(_files("webhooks"), ("kungfud.server",)) == {}
+    assert _offenders(_files("server"), ("kungfud.webhooks",)) == {}

@@ -15,6 +15,12 @@ structural key an op needs raises :class:`kungfud.wire.FrameError`
 before routing: a ``thread.join`` token names no Thread until it is matched
 against the stored grants.
 
+``precheck``, when present, names I/O the action needs before it is routed,
+awaited by the server on the event loop after admission (a few at a time):
+``webhook.set``'s ``public_host`` resolves its URL's host (D216). The daemon
+supplies the check of each name (kungfud/webhooks/precheck.py); a refusal it
+returns is answered unless a receipt answers first.
+
 ``route(command, caller, view)`` names the actor that serializes the action: the
 caller's Agent actor (one of a few shared by hash) for account and Memory
 actions, the Thread's actor for everything inside a Thread (assignments are
@@ -39,7 +45,7 @@ from ..wire.reasons import teach
 
 __all__ = [
     "Action", "ACTIONS", "REGISTRAR", "DEADLINE", "DEADLINE_TASK", "agent_actor", "AGENT_SHARDS", "ROUTE_READS",
-    "SERVICE_ACTORS", "to_command",
+    "SERVICE_ACTORS", "to_command", "PRECHECKS",
 ]
 
 REGISTRAR = "ag_registrar"  # actor key serializing registrations (no agent yet)
@@ -56,6 +62,7 @@ class Action(NamedTuple):
     route: Route
     decide: Decide
     resolve: Resolve | None = None  # completes the command from the store before routing
+    precheck: str | None = None  # names I/O before routing, on the event loop (webhook.set's host, D216)
 
 
 # --- wire args -> core commands ---------------------------------------------------
@@ -257,7 +264,8 @@ ACTIONS: dict[str, Action] = {
     ),
     # webhooks (WIRE.md 1.2): the caller's actor, which also decides its deactivation and key reset
     "webhook.set": Action(
-        lambda a: webhook.SetWebhook(a.url, None if a.events is None else tuple(a.events)), _caller, webhook.decide_set
+        lambda a: webhook.SetWebhook(a.url, None if a.events is None else tuple(a.events)), _caller, webhook.decide_set,
+        precheck="public_host",
     ),
     "webhook.clear": Action(lambda a: webhook.ClearWebhook(), _caller, webhook.decide_clear),
     # memory (§5)
@@ -323,6 +331,9 @@ ACTIONS: dict[str, Action] = {
 ROUTE_READS = frozenset(
     op for op, spec in ACTIONS.items() if spec.resolve is not None or spec.route in (_assignment, _engagement, _join)
 )
+
+# The pre-checks the catalogue names: a server must be given each (kungfud/daemon.py).
+PRECHECKS = frozenset(spec.precheck for spec in ACTIONS.values() if spec.precheck is not None)
 
 
 def to_command(op: str, args: Any) -> Any:

@@ -277,6 +277,12 @@ class Runtime:
         scope = receipt_scope(caller, op, key)
         return Job(op, caller, scope, wire.canonical_hash(op, args), command, reply, key_hash if caller else None)
 
+    @staticmethod
+    def precheck(op: str) -> str | None:
+        """The name of the I/O action ``op`` needs before it is routed (the
+        catalogue's ``precheck`` column; None for most ops)."""
+        return ACTIONS[op].precheck
+
     def route(self, job: Job) -> str:
         """The actor that serializes ``job``. Completes its command from the store
         first where the catalogue says so (a join token -> its Thread). Only the

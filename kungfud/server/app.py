@@ -42,8 +42,7 @@ from .revocation import KEY_CHANGES, Revocation
 from .seen import LastSeen
 from .upgrade import process_request
 from ..actors.hooks import split_registrations
-from ..webhooks import Deliveries
-from ..webhooks.guard import set_refusal
+from .bridge import NO_SINK, Sink
 
 __all__ = ["Server", "Conn"]
 
@@ -81,7 +80,8 @@ class _Ticket:
 
 class Server:
     def __init__(
-        self, runtime: Runtime, config: Config, *, send_timeout_s: float = 30.0, max_pending_events: int = 1000
+        self, runtime: Runtime, config: Config, *, send_timeout_s: float = 30.0, max_pending_events: int = 1000,
+        sink: Sink = NO_SINK, prechecks: dict[str, Any] | None = None,  # both given by kungfud/daemon.py
     ):
         self.rt = runtime
         self.cfg = config
@@ -104,15 +104,15 @@ class Server:
         self.subscribers = self.feed.subscribers  # agent -> its subscribed connections (metrics read it)
         self.bridge = Bridge(runtime, self._finish)
         self.revocation = Revocation(runtime, self.connections, self.feed)
-        # WIRE.md 1.2: each agent's events POSTed to its webhook (kungfud/webhooks/).
-        self.webhooks = Deliveries(runtime, config.webhooks)
+        self.sink = sink  # committed events' other destination: the webhook runner
+        self.prechecks = prechecks or {}  # the catalogue's precheck names -> async checks of the args
         # When this deployment last saw each agent (ms): in memory only, not a
         # fact; shared with the other nodes when there are any (D32, D175).
         self.last_seen = LastSeen()
         # Set when a connection's in-flight count drops to zero or a connection
         # with requests in flight goes: stop() waits on it instead of polling.
         self._settled = asyncio.Event()
-        self._resolving = asyncio.Semaphore(4)  # webhook.set host lookups at once (D216)
+        self._prechecking = asyncio.Semaphore(4)  # pre-checks at once: webhook.set's host lookups (D216)
 
     # --- lifecycle ---------------------------------------------------------
 
@@ -122,8 +122,8 @@ class Server:
         self.loop = asyncio.get_running_loop()
         if self.rt.shared:
             self.last_seen.start_sharing(self.rt.share_seen, self.loop.call_later, self.loop.time)
-        self.bridge.start(self.loop, self._published, self._woken, self.last_seen.merge, self.webhooks.changed)
-        self.webhooks.start()
+        self.bridge.start(self.loop, self._published, self._woken, self.last_seen.merge, self.sink.changed)
+        self.sink.start()
         host, port = (None, None) if sock is not None else self.cfg.listen_addr()
         self._server = await self._listen(host, port, sock)
         if private is not None:
@@ -199,7 +199,7 @@ class Server:
             except asyncio.TimeoutError:
                 log.warning("stopping: connection handlers still running; exiting anyway")
         self.last_seen.flush()  # what this node saw, to the others before it goes
-        await self.webhooks.stop()
+        await self.sink.stop()
 
     # --- connection ----------------------------------------------------------
 
@@ -376,19 +376,19 @@ class Server:
         ticket.admitted = admitted
         conn.in_flight += 1
         ticket.started = time.perf_counter()
-        if op == "webhook.set":  # admitted (rate limits count it); its host is resolved first, off the loop (D216)
-            asyncio.ensure_future(self._send_checked(conn, req_id, op, args, job, ticket))
+        if (precheck := self.rt.precheck(op)) is not None:  # the catalogue's column: I/O before routing (D216)
+            asyncio.ensure_future(self._send_checked(precheck, args, job, ticket))
             return
         self.bridge.send(self.rt.route(job), job)
 
-    async def _send_checked(self, conn: Conn, req_id: Any, op: str, args: Any, job: Job, ticket: "_Ticket") -> None:
-        async with self._resolving:  # a few at a time: lookups share the loop's default executor
-            reason = await set_refusal(args.url, self.webhooks.allow)
-        if reason is None:
+    async def _send_checked(self, name: str, args: Any, job: Job, ticket: "_Ticket") -> None:
+        async with self._prechecking:  # a few at a time: lookups share the loop's default executor
+            refusal = await self.prechecks[name](args)
+        if refusal is None:
             self.bridge.send(self.rt.route(job), job)
             return
-        outcome = self.rt.answered(job)  # a set accepted before is still replayed
-        ticket.reply(outcome if outcome is not None else Failed(Rejection("bad_request", reason, "revise")))
+        outcome = self.rt.answered(job)  # an action accepted before is still replayed
+        ticket.reply(outcome if outcome is not None else Failed(refusal))
 
     def _answer_from_receipt(self, conn: Conn, req_id: Any, job: Job) -> bool:
         """Answer a request whose receipt exists (its replay, or a mismatch);
@@ -439,9 +439,9 @@ class Server:
             self._reject(conn, req_id, Rejection("internal", "unexpected outcome; nothing was written", "retry"), op, caller)
 
     def _published(self, events: list[tuple[str, int, bytes]]) -> None:
-        """One commit's events, on the event loop: to subscribers and webhooks."""
+        """One commit's events, on the event loop: to subscribers and the sink."""
         self.feed.publish(events)
-        self.webhooks.wake(list({agent: None for agent, _, _ in events}))
+        self.sink.wake(list({agent: None for agent, _, _ in events}))
 
     def _woken(self, agents: list[str] | None) -> None:
         """Another node committed for ``agents`` (None: maybe anyone): new
@@ -450,11 +450,11 @@ class Server:
         if agents is not None:
             hooked, agents = split_registrations(agents)
             if hooked:
-                self.webhooks.changed(hooked)
+                self.sink.changed(hooked)
                 if not agents:
                     return
         self.feed.wake(agents)
-        self.webhooks.wake(agents)
+        self.sink.wake(agents)
         self.revocation.recheck(agents)
 
     # --- answers -----------------------------------------------------------------------

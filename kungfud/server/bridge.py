@@ -8,7 +8,9 @@ cheap.
   arriving together — a group commit answers many at once — wake the loop once,
   and are finished there in arrival order.
 - Events: each commit's events cross to the loop in one call (and the agents
-  whose webhook registration it wrote, in another).
+  whose webhook registration it wrote, in another). There they go to the
+  server's subscribers and to one :class:`Sink`, which the daemon gives the
+  server (the webhook runner, kungfud/webhooks/): the server builds none.
 """
 
 from __future__ import annotations
@@ -16,13 +18,53 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from ..actors import Job, Runtime
 
-__all__ = ["Bridge"]
+__all__ = ["Bridge", "Sink", "NO_SINK"]
 
 log = logging.getLogger("kungfud.server")
+
+
+class Sink(Protocol):
+    """Where committed events go besides the server's own subscribers, on the
+    event loop: told which agents may have new events (None: maybe anyone),
+    and which agents' webhook registrations a commit wrote (D272); started and
+    stopped with the server; its figures are part of ``/metrics``
+    ((name, type, help, value) each)."""
+
+    def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    def wake(self, agents: list[str] | None) -> None: ...
+
+    def changed(self, agents: list[str]) -> None: ...
+
+    def figures(self) -> list[tuple[str, str, str, object]]: ...
+
+
+class _NoSink:
+    """A server with no sink (a daemon always gives one)."""
+
+    def start(self) -> None:
+        pass
+
+    async def stop(self) -> None:
+        pass
+
+    def wake(self, agents: list[str] | None) -> None:
+        pass
+
+    def changed(self, agents: list[str]) -> None:
+        pass
+
+    def figures(self) -> list[tuple[str, str, str, object]]:
+        return []
+
+
+NO_SINK: Sink = _NoSink()
 
 
 class Bridge:

@@ -329,6 +329,18 @@ class Deliveries:
 
     # --- metrics --------------------------------------------------------------------
 
+    def figures(self) -> list[tuple[str, str, str, object]]:
+        """This runner's part of ``/metrics``: (name, type, help, value) each."""
+        return [
+            ("kungfud_webhook_deliveries_total", "counter", "Webhook POSTs answered 2xx (WIRE.md 1.2).",
+             self.delivered_total),
+            ("kungfud_webhook_failures_total", "counter",
+             "Webhook attempts that failed (error status, timeout, refused, redirect).", self.failed_total),
+            ("kungfud_webhook_oldest_undelivered_seconds", "gauge",
+             "Age of the oldest event this node is delivering to a webhook (0: none waiting).",
+             f"{self.oldest_age_s():.3f}"),
+        ]
+
     def oldest_age_s(self) -> float:
         """Age of the oldest undelivered event this node is delivering (0: none)."""
         if not self.oldest:

@@ -18,9 +18,10 @@ from kungfud import event_kinds
 from kungfud.core import assignment as asg_core
 from kungfud.core import engagement as eng_core
 from kungfud.core.events import _WHY, OPEN, FactEvents, outcome_parties, why_ended
-from kungfud.core.facts import MembershipEnded
+from kungfud.core.facts import EntryPosted, MembershipEnded
 from kungfud.core.kinds import AnyFact
 from kungfud.core.lifecycle import Lifecycle
+from kungfud.core.obligations import Obligation
 from kungfud.core.task import TaskState
 from kungfud.event_kinds import AnyEvent, KINDS, Offered, TaskOffered, Turn, TurnData, kind_of
 
@@ -148,3 +149,37 @@ def test_R8_20_a_restricted_task_is_an_opportunity_to_each_new_member_of_its_aud
     assert _made(opened) == [(OPEN, {"event": "task_offered", "data": {
         "task": "tk_1", "author": "ag_a", "contract_version": 1, "at": "2025-11-30T12:00:00.000Z"}})]
     assert opened.offer_bars() == [(["ag_a"], None)]  # never offered to its author (R7.2-6)
+
+
+def _ob(oid: str, holder: str, due: int | None = None) -> Obligation:
+    return Obligation(oid, "respond", holder, {"thread": "th_1", "entry": 3}, T0, due)
+
+
+@pytest.mark.rules("R8-20", "R8-21")
+def test_R8_20_a_turn_event_to_each_holder_lists_the_obligations_a_fact_added_and_ended_with_why():
+    """Grouped per holder across every object the fact touched, in the order
+    holders first appear; an obligation that stays is in neither list; the
+    item is the turn's (R8-21: the turn alone is sufficient)."""
+    facts = FactEvents(lambda thread, agent: True)
+    posted = EntryPosted(at=T0 + 7, by="ag_b", thread="th_1", entry=4, author="ag_b", pin_memory="me_1",
+                         pin_version=1, responders=[], reply_to=3, replied=True)
+    held = {"e1": [_ob("ob_1", "ag_a"), _ob("ob_2", "ag_b"), _ob("ob_3", "ag_a")], "e2": [_ob("ob_4", "ag_c")]}
+    after = {"e1": [_ob("ob_3", "ag_a"), _ob("ob_5", "ag_b", due=T0 + 60_000)], "e2": [_ob("ob_4", "ag_c"), _ob("ob_6", "ag_a")]}
+    for obj in ("e1", "e2"):
+        facts.observe(obj, held[obj], after[obj], posted, lambda obj, obs: obs)
+    made = _made(facts)
+    assert [(a, ev["event"]) for a, ev in made] == [("ag_b", "turn"), ("ag_a", "turn")]
+    turns = {a: ev["data"] for a, ev in made}
+    assert turns["ag_a"] == {
+        "added": [{"obligation_id": "ob_6", "obligation": "respond", "ref": {"thread": "th_1", "entry": 3},
+                   "created_at": "2025-11-30T12:00:00.000Z", "next": "respond"}],
+        "ended": [{"obligation_id": "ob_1", "why": "replied"}],
+    }
+    assert turns["ag_b"]["ended"] == [{"obligation_id": "ob_2", "why": "replied"}]
+    assert [it["obligation_id"] for it in turns["ag_b"]["added"]] == ["ob_5"]
+    assert turns["ag_b"]["added"][0]["due"] == "2025-11-30T12:01:00.000Z"
+    # A fact that moves no obligation and no work makes nothing.
+    quiet = FactEvents(lambda thread, agent: True)
+    quiet.observe("e1", held["e1"], held["e1"], posted, lambda obj, obs: obs)
+    assert quiet.quiet() and quiet.made() == []
+
