@@ -157,7 +157,7 @@ RESULTS: dict[str, tuple[str, dict | None, Any]] = {
                              "content": {"reason": "misses the config change"}}], "cursor": None}),
     "subscribe": ("`{subscribed: true, seq}`; events follow on this connection", {"since": 1041},
                   {"subscribed": True, "seq": 1050}),
-    # WIRE.md 1.2, listed here for when the catalogue has them
+    # wire.md 1.2, listed here for when the catalogue has them
     "webhook.set": ("`{url, events, secret, since}` (the secret once; a replay gives `secret: null`)",
                     {"url": "https://example.com/hook", "events": ["turn", "opportunity", "outcome"]},
                     {"url": "https://example.com/hook", "events": ["turn", "opportunity", "outcome"],
@@ -166,6 +166,16 @@ RESULTS: dict[str, tuple[str, dict | None, Any]] = {
                     {"url": "https://example.com/hook", "events": ["turn", "opportunity", "outcome"], "state": "active",
                      "delivered_seq": 1050, "pending": 0}),
     "webhook.clear": ("`{cleared: true}`", {}, {"cleared": True}),
+    # docs/wire.md "Scoped keys (1.3)"
+    "agent.key.create": ("`{key_id, key, scope, expires_at?}` (the key once; a replay gives `key: null`)",
+                         {"scope": "worker", "label": "box 7", "expires_in_s": 2592000},
+                         {"key_id": "ky_01m98wm4mgdhjbx9tv06j0a21p", "key": "kf_…", "scope": "worker",
+                          "expires_at": "2026-12-30T12:00:00.000Z"}),
+    "agent.key.list": ("`{items: [{key_id, scope, label, created_at, expires_at?, last_used_at?}]}`: live keys, oldest first, never a key", {},
+                       {"items": [{"key_id": "ky_01m98wm4mgdhjbx9tv06j0a21p", "scope": "worker", "label": "box 7",
+                                   "created_at": T0, "expires_at": "2026-12-30T12:00:00.000Z", "last_used_at": T0}]}),
+    "agent.key.revoke": ("`{key_id, revoked: true}`", {"key_id": "ky_01m98wm4mgdhjbx9tv06j0a21p"},
+                         {"key_id": "ky_01m98wm4mgdhjbx9tv06j0a21p", "revoked": True}),
     "search": ("page of `{kind, memory?, version?, thread?, entry?, task?, engagement?, assignment?, at, snippet, "
                "score}`: what the caller may read now, best first, newest first among equal scores; the cursor "
                "is always sealed",
@@ -187,7 +197,7 @@ EVENTS: list[tuple[str, str, str, Any]] = [
       "deliver_within_s": 3600, "judge_within_s": 600}),
     ("outcome", "work you took, made or judge ended (not sent to whoever ended it)", "an `outcomes` item",
      {"ref": {"thread": TH, "assignment": AS}, "state": "timed_out", "at": T1}),
-    ("task_offered", "with `subscribe {open_tasks: true}` (WIRE.md 1.2): an open Task was created or resumed",
+    ("task_offered", "with `subscribe {open_tasks: true}` (wire.md 1.2): an open Task was created or resumed",
      "`{task, author, contract_version, at}`", {"task": TK, "author": A, "contract_version": 1, "at": T0}),
 ]
 

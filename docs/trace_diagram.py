@@ -154,7 +154,7 @@ async def main() -> int:
     rx = await Receiver().start()
     with tempfile.TemporaryDirectory() as tmp:
         cfg = Path(tmp) / "k.toml"
-        cfg.write_text(col.config() + '[webhooks]\nallow_hosts = ["127.0.0.1"]\n')
+        cfg.write_text(col.config() + '[webhooks]\nallow_hosts = ["127.0.0.1:*"]\n')
         proc = subprocess.Popen(
             [sys.executable, "-m", "kungfud.cli", "serve", "--config", str(cfg), "--data-dir", f"{tmp}/data",
              "--listen", "127.0.0.1:0"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=ROOT,

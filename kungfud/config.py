@@ -116,8 +116,10 @@ class DefaultsConfig(_Section, frozen=True):
 
 
 class WebhooksConfig(_Section, frozen=True):
-    # Hosts (names or addresses, as in the URL) a webhook may reach although they
-    # are loopback, private or link-local, and over http:// (WIRE.md 1.2).
+    # Hosts and ports a webhook may reach although they are loopback, private or
+    # link-local, and over http:// (WIRE.md 1.2; D328): "host:port" allows that
+    # port, "host:*" every port (tests, development), a bare "host" only the
+    # scheme's default port (80 for http://, 443 for https://).
     allow_hosts: tuple[str, ...] = ()
     # POSTs in flight at once across all agents (each agent has at most one).
     concurrency: Pos = 16
@@ -213,5 +215,17 @@ def load(
     if store is not None:
         cfg = msgspec.structs.replace(cfg, storage=msgspec.structs.replace(cfg.storage, url=store))
     cfg.listen_addr()  # validate
+    _check_allow_hosts(cfg.webhooks.allow_hosts)
     check_store_url(cfg.storage.url)
     return cfg
+
+
+def _check_allow_hosts(entries: tuple[str, ...]) -> None:
+    from .conventions import allow_entry
+
+    for entry in entries:
+        if allow_entry(entry) is None:
+            raise ConfigError(
+                f"[webhooks] allow_hosts entry {entry!r} must be HOST, HOST:PORT, [IPV6]:PORT or HOST:* "
+                "(no scheme, path or user)"
+            )

@@ -40,7 +40,7 @@ def limits_of(cfg: Config) -> Limits:
         open_registration=cfg.server.open_registration,
         max_members_per_thread=cfg.limits.max_members_per_thread,
         max_threads_per_agent=cfg.limits.max_threads_per_agent,
-        webhook_allow_hosts=tuple(h.lower().strip("[]") for h in cfg.webhooks.allow_hosts),
+        webhook_allow_hosts=tuple(cfg.webhooks.allow_hosts),
     )
 
 

@@ -44,8 +44,9 @@ class Hooks:
             reg, cursor = self.state(agent)
             if reg is None or reg.url is None or (cursor is not None and cursor.disabled_at):
                 continue
-            page, _ = self.events_after(agent, reg.since if cursor is None else cursor.delivered, 1, reg.events)
-            if page:
+            after = reg.since if cursor is None else cursor.delivered
+            page, _, reached = self.events_after(agent, after, 1, reg.events)
+            if page or reached > after:  # rows passed over: the runner moves the cursor past them (D331)
                 out.append(agent)
         return hooked, out
 
@@ -61,18 +62,20 @@ class Hooks:
 
     def events_after(
         self, agent: str, after: int, limit: int, kinds: tuple[str, ...]
-    ) -> tuple[list[tuple[int, bytes]], int | None]:
+    ) -> tuple[list[tuple[int, bytes]], int | None, int]:
         """THE read of "``agent``'s events after seq ``after``" for delivery
         and for the sweep (one function, so the events a webhook hears are
         chosen here; ``kinds``: the kinds its endpoint asked for — the runner
-        passes over the others), and when the first of them was recorded (ms;
-        None: no events)."""
-        _top, page, _more = self.rt.events_page(agent, after, limit, open_tasks="task_offered" in kinds)
+        passes over the others), when the first of them was recorded (ms;
+        None: no events), and the seq the read reached: rows of the open-Task
+        stream not offered to ``agent`` up to it were read and passed over, so
+        the runner's cursor moves past them (D331)."""
+        _top, page, _more, reached = self.rt.events_page(agent, after, limit, open_tasks="task_offered" in kinds)
         if not page:
-            return page, None
+            return page, None, reached
         with self.store.read() as view:
             fact = view.fact_at_or_before(page[0][0])
-        return page, getattr(fact, "at", None)
+        return page, getattr(fact, "at", None), reached
 
     def write(self, cursors: dict[str, Cursor]) -> None:
         """Several agents' cursors, durable when this returns."""

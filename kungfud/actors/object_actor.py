@@ -423,7 +423,7 @@ class ObjectActor:
                 # this commit (a key rotated) makes it Stale, decided again here.
                 caller = reads.get(job.caller) if job.caller is not None else None
                 # D185: a key rotated or reset stops working at once — no replay either.
-                decision = key_revoked(caller, job.key_hash)
+                decision = key_revoked(caller, job.key_hash, now, job.op)  # and a scoped key's scope (WIRE.md 1.3)
                 if decision is None:
                     ctx = rt.ctx(caller, now, reads.get, reads.query)
                     if job.span is not None:  # tracing: the kungfud.decide span's stamps

@@ -35,12 +35,13 @@ from typing import Any, Callable, NamedTuple
 import msgspec
 
 from .. import wire
-from ..core import agent, assignment, deactivation, engagement, entry, memory, task, thread, webhook, work
+from ..core import agent, assignment, deactivation, engagement, entry, keys, memory, task, thread, webhook, work
 from ..core.context import Ctx
 from ..core.facts import Decision
 from ..core.pins import Pin
 from ..errors import Rejection
 from ..store.store import View
+from ..wire.names import normalized
 from ..wire.reasons import teach
 
 __all__ = [
@@ -80,6 +81,10 @@ def _name(op: str, content: dict) -> bytes:
         msgspec.convert(content, wire.NameContent)
     except msgspec.ValidationError as e:
         raise wire.FrameError(f"invalid args for {op}: {teach(wire.NameContent, wire.why(e), 'content')}") from None
+    try:  # stored normalized, never with an invisible character (kungfud/wire/names.py)
+        content = {**content, "name": normalized(content["name"])}
+    except ValueError as e:
+        raise wire.FrameError(f"invalid args for {op}: `content.name` {e}") from None
     return _content(content)
 
 
@@ -257,6 +262,9 @@ ACTIONS: dict[str, Action] = {
         lambda a: agent.CreateAgent(_name("admin.agent.create", a.content)), _registrar, agent.decide_create
     ),
     "agent.rotate_key": Action(lambda a: agent.RotateKey(), _caller, agent.decide_rotate_key),
+    # WIRE.md 1.3: scoped keys, in the caller's actor (which also rotates its key)
+    "agent.key.create": Action(lambda a: keys.CreateKey(a.scope, a.label, a.expires_in_s), _caller, keys.decide_create),
+    "agent.key.revoke": Action(lambda a: keys.RevokeKey(a.key_id), _caller, keys.decide_revoke),
     "admin.agent.reset_key": Action(
         lambda a: agent.ResetKey(a.agent),
         _by_agent,

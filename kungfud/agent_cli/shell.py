@@ -135,7 +135,7 @@ async def run_call(st: Settings, call: Call, out: Out) -> int:
     finally:
         await client.close()
     if not resp.get("ok"):
-        return out.error(resp.get("error") or {"code": "internal", "reason": "malformed reply", "next": "retry"})
+        return out.error(resp.get("error") or {"code": "internal", "reason": "malformed reply", "next": "retry"}, call.in_flags)
     if resp.get("replayed"):
         out.note("replayed: this key was used before, so this is the first receipt (secrets hidden); nothing new happened")
     out.result(call.op, resp.get("result"))

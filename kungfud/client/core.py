@@ -39,7 +39,7 @@ def new_key() -> str:
 
 
 class Rejected(Exception):
-    """The daemon refused a request (WIRE.md "Failure")."""
+    """The daemon refused a request (docs/wire.md "Frames")."""
 
     def __init__(self, error: dict):
         self.error = error

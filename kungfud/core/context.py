@@ -25,7 +25,7 @@ class Limits(msgspec.Struct, frozen=True):
     open_registration: bool = True
     max_members_per_thread: int = 10_000
     max_threads_per_agent: int = 10_000  # current memberships, open or closed
-    webhook_allow_hosts: tuple[str, ...] = ()  # [webhooks] allow_hosts, lower case (WIRE.md 1.2)
+    webhook_allow_hosts: tuple[str, ...] = ()  # [webhooks] allow_hosts as written: host, host:port, host:* (WIRE.md 1.2, D328)
 
 
 def _nothing(obj: str) -> Any:

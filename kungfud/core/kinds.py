@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Union
 
-from . import agent, assignment, decision, engagement, entry, facts, memory, obligations, task, task_facts, thread, webhook, work
+from . import agent, assignment, decision, engagement, entry, facts, keys, memory, obligations, task, task_facts, thread, webhook, work
 
 __all__ = ["Kind", "Deadlines", "KINDS", "kind", "kind_of", "state_type", "apply_to", "fold", "of_state", "AnyFact"]
 
@@ -35,7 +35,7 @@ AnyFact = Union[
     facts.AssignmentVoided, facts.AssignmentExpired, task_facts.TaskCreated, task_facts.TaskRevised,
     task_facts.TaskAcceptingSet, task_facts.EngagementConfirmed, task_facts.EngagementDelivered,
     task_facts.EngagementJudged, task_facts.EngagementDropped, task_facts.EngagementExpired,
-    webhook.WebhookSet, webhook.WebhookCleared,
+    webhook.WebhookSet, webhook.WebhookCleared, keys.ScopedKeyCreated, keys.ScopedKeyRevoked,
 ]
 
 

@@ -29,7 +29,12 @@ __all__ = [
 #: a model reads the live ones in thread_get and any one with assignment_get (D261).
 # webhook.*: set up delivery for an agent that holds no connection, from the CLI
 # or the console; as tools they would push tools/list past its budget (D215).
-EXCLUDED_OPS = frozenset({"hello", "subscribe", "thread.assignments", "webhook.set", "webhook.get", "webhook.clear"})
+# agent.key.*: scoped keys are made for other clients, from the CLI or the
+# console; a model has no use for them and tools/list no room (D315).
+EXCLUDED_OPS = frozenset({
+    "hello", "subscribe", "thread.assignments", "webhook.set", "webhook.get", "webhook.clear",
+    "agent.key.create", "agent.key.list", "agent.key.revoke",
+})
 
 #: The argument that carries an action's idempotency key (L3); not a wire field.
 IDEMPOTENCY_ARG = "idempotency_key"

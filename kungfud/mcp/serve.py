@@ -83,7 +83,12 @@ def _build_server(
     keyless_tools = [t for t in sets["all"] if t.name in {tool_name(op) for op in KEYLESS_OPS}]
 
     def listed(b: Bridge, chosen: str | None = None) -> list[Any]:
-        return keyless_tools if b.key is None else sets[chosen or toolset]
+        if b.key is None:
+            return keyless_tools
+        if b.scope is None:
+            return sets[chosen or toolset]
+        mine = {t.name for t in b.offered(chosen)}  # a scoped key: the tools its scope allows (WIRE.md 1.3)
+        return [t for t in sets[chosen or toolset] if t.name in mine]
 
     async def tell_tools_changed(ctx: Any) -> None:
         try:
@@ -95,7 +100,9 @@ def _build_server(
     if "on_call_tool" in params:  # mcp 2.x: handlers are constructor arguments
 
         async def on_list_tools(ctx: Any, params: Any) -> Any:
-            return types.ListToolsResult(tools=listed(bridge_for(ctx), toolset_for(ctx)))
+            b = bridge_for(ctx)
+            await b.learn_scope()
+            return types.ListToolsResult(tools=listed(b, toolset_for(ctx)))
 
         async def on_call_tool(ctx: Any, params: Any) -> Any:
             token = INCOMING.set(_trace_of(ctx, params))  # WIRE.md 1.3: the call's trace context, to the daemon
@@ -137,6 +144,7 @@ def _build_server(
 
     @server.list_tools()
     async def list_tools() -> list[Any]:
+        await bridge_for(None).learn_scope()
         return listed(bridge_for(None))
 
     try:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
+from ..core.keys import key_list
 from ..errors import Rejection
 from ..store.store import View
 from ..store.search_index import index_of
@@ -48,5 +49,6 @@ READS: dict[str, Read] = {
     "opportunities": lambda v, c, a, now, seen: turn.opportunities(v, c, a.cursor, a.limit),
     "outcomes": lambda v, c, a, now, seen: outcomes.outcomes(v, c, a.cursor, a.limit),
     "webhook.get": lambda v, c, a, now, seen: webhook.webhook_get(v, c),
+    "agent.key.list": lambda v, c, a, now, seen: key_list(v.state(c), now, seen),  # WIRE.md 1.3
     "search": lambda v, c, a, now, seen: search.search(index_of(v.recorder), v, c, a, now),
 }

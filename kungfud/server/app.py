@@ -124,6 +124,7 @@ class Server:
             self.last_seen.start_sharing(self.rt.share_seen, self.loop.call_later, self.loop.time)
         self.bridge.start(self.loop, self._published, self._woken, self.last_seen.merge, self.sink.changed)
         self.sink.start()
+        self.revocation.start(self.loop)  # scoped keys that expire (WIRE.md 1.3)
         host, port = (None, None) if sock is not None else self.cfg.listen_addr()
         self._server = await self._listen(host, port, sock)
         if private is not None:
@@ -281,7 +282,9 @@ class Server:
     def _request(self, conn: Conn, env: wire.Envelope) -> None:
         req_id, op = env.id, env.op
         if conn.agent is not None:
-            self.last_seen.saw(conn.agent, _wall_ms())
+            self.last_seen.saw(conn.agent, now_ms := _wall_ms())
+            if (key_id := self.rt.key_ids.get(conn.key_hash)) is not None:  # a scoped key's last use (WIRE.md 1.3)
+                self.last_seen.saw(key_id, now_ms)
         if conn.in_flight >= self.cfg.server.max_in_flight:
             why = f"this connection already has {conn.in_flight} requests in flight; wait for replies before sending more"
             self._reject(conn, req_id, Rejection.rate_limited(why), op)
@@ -428,7 +431,7 @@ class Server:
             self._audit(caller, op, result=outcome.result)
             conn.send(wire.encode_ok(req_id, outcome.result))
             if op in KEY_CHANGES:
-                self.revocation.key_changed(outcome.result)
+                self.revocation.key_changed(outcome.result, caller)
         elif isinstance(outcome, Replayed):
             self.metrics.replays += 1  # its action count was given back (L4-5)
             self._audit(caller, op, replayed=True, result=outcome.result)

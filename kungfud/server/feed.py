@@ -80,12 +80,12 @@ class Feed:
         all sent, go live in the same step (no event can fall in between: live
         events at or below the seq read here are dropped) and return None;
         else return the seq to continue after."""
-        top, page, more = self.rt.events_page(agent, after, REPLAY_PAGE, open_tasks=conn.open_tasks)
+        top, page, more, reached = self.rt.events_page(agent, after, REPLAY_PAGE, open_tasks=conn.open_tasks)
         for seq, event in page:
             self.metrics.events_sent += 1  # replayed frames count like live ones
             conn.send(event_frame(seq, event))
         if more:
-            return page[-1][0]
+            return reached  # a page ends at REPLAY_PAGE events or at rows passed over (D331)
         conn.floor = top
         conn.subscribed = agent
         conn.replay = None
@@ -189,13 +189,13 @@ class Feed:
         except Exception:
             log.exception("reading the event feed failed")
             return
-        for (agent, open_tasks), (page, more) in pages.items():
+        for (agent, open_tasks), (page, more, read_to) in pages.items():
             conns = [c for c in self.subscribers.get(agent, ()) if c.open_tasks == open_tasks and self._reads(c)]
             for seq, event in page:
                 for conn in conns:
                     self._send(conn, seq, event)
-            # The page holds every event of this stream up to its end (or, whole, up to top).
-            reached = page[-1][0] if more else top
+            # The page holds every event of this stream up to the seq it read to (or, whole, up to top).
+            reached = read_to if more else top
             for conn in conns:
                 if conn.floor is not None and conn.floor < reached:
                     conn.floor = reached

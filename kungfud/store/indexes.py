@@ -85,6 +85,8 @@ def state_rows(obj: str, state: Any, obligations: Obligations = of_state) -> Ite
 def _agent_rows(obj: str, state: AgentState, obligations: Obligations) -> Iterator[Row]:
     if state.key_hash:
         yield "agent_keys", state.key_hash, state.agent.encode()
+    for k in state.scoped:  # WIRE.md 1.3: the agent, then what the key may do
+        yield "agent_keys", k.key_hash, state.agent.encode() + b"\x00" + _mp.encode((k.scope, k.expires_at, k.key_id))
 
 
 def _webhook_rows(obj: str, state: WebhookState, obligations: Obligations) -> Iterator[Row]:

@@ -7,7 +7,7 @@
 | log        | seq (u64 BE)                     | msgpack fact (the truth)               |
 | objects    | object id                        | msgpack [version, state snapshot]      |
 | receipts   | agent, 0, op, 0, idempotency key | msgpack Receipt                        |
-| agent_keys | sha256(agent key)                | agent id                               |
+| agent_keys | sha256(agent key)                | agent id; a scoped key's: agent id, 0, msgpack [scope, expires_at, key_id] |
 | memories   | author, 0, memory id             | b"" (listing; withdrawn removed)       |
 |            | author, 1, memory id             | b"" (the public ones only, D233)       |
 | versions   | memory id, 0, version (u32 BE)   | seq of the fact holding that version   |

@@ -61,6 +61,7 @@ from .args import (
     ThreadRefArgs,
     WhoamiArgs,
 )
+from .keys import KeyCreateArgs, KeyListArgs, KeyRevokeArgs
 from .search import SearchArgs
 
 __all__ = ["OpSpec", "OPS", "ACTION_OPS"]
@@ -84,6 +85,12 @@ OPS: dict[str, OpSpec] = {
     "admin.agent.list": OpSpec("R", AgentListArgs, "Admin: page through agents."),
     "agent.rotate_key": OpSpec("A", RotateKeyArgs, "Replace your key; the old one stops working."),
     "admin.agent.reset_key": OpSpec("A", ResetKeyArgs, "Admin: give an agent a new key."),
+    # WIRE.md 1.3: scoped keys
+    "agent.key.create": OpSpec(
+        "A", KeyCreateArgs, "Make a key that can do less: read (reads), worker (reads and doing work) or a2a; shown once."
+    ),
+    "agent.key.list": OpSpec("R", KeyListArgs, "Your live scoped keys (never the keys themselves)."),
+    "agent.key.revoke": OpSpec("A", KeyRevokeArgs, "Revoke a scoped key; its connections close."),
     "memory.create": OpSpec("A", MemoryCreateArgs, "Store a private note (a Memory)."),
     "memory.update": OpSpec("A", MemoryUpdateArgs, "New version of your Memory (replaces its content)."),
     "memory.publish": OpSpec("A", MemoryRefArgs, "Let every agent read your Memory."),

@@ -42,6 +42,7 @@ ID_KINDS: dict[str, tuple[str, str]] = {
     "as": ("an assignment id", "`turn`, `opportunities` and `thread.get` name assignments"),
     "tk": ("a Task id", "`task.list` lists Tasks"),
     "en": ("an engagement id", "`task.take` returns yours; `turn` and `task.get` name engagements"),
+    "ky": ("a scoped key id", "`agent.key.list` lists your live scoped keys"),
 }
 _ID_PATTERN = re.compile(r"^\^([a-z]{2})_\[")
 
@@ -151,9 +152,16 @@ def shape(t: mi.Type, depth: int = 0) -> str:
     return "a value"
 
 
+#: Optional fields of which the op needs exactly one (a pin: kungfud/actors/ops.py ``_pin``).
+_ONE_OF = ("memory", "content")
+
+
 def _takes(s: mi.StructType) -> str:
-    req = [f"`{f.name}`" for f in s.fields if f.required]
-    opt = [f"`{f.name}`" for f in s.fields if not f.required]
+    one_of = all(any(f.encode_name == n and not f.required for f in s.fields) for n in _ONE_OF)
+    req = [f"`{f.encode_name}`" for f in s.fields if f.required]
+    opt = [f"`{f.encode_name}`" for f in s.fields if not f.required and not (one_of and f.encode_name in _ONE_OF)]
+    if one_of:
+        req.append("exactly one of " + " or ".join(f"`{n}`" for n in _ONE_OF))
     parts = ", ".join(req)
     if opt:
         parts = f"{parts}, and optionally {', '.join(opt)}" if parts else f"optionally {', '.join(opt)}"

@@ -33,7 +33,7 @@ from tests.e2e.webhook_kit import Receiver  # noqa: E402
 
 # OpenTelemetry's own variables: export every 100 ms instead of 5 s; a resource attribute.
 ENV = {"OTEL_BSP_SCHEDULE_DELAY": "100", "OTEL_RESOURCE_ATTRIBUTES": "deployment.environment=test"}
-HOOKS = '[webhooks]\nallow_hosts = ["127.0.0.1"]\nretry_pauses_s = [0.2]\n'
+HOOKS = '[webhooks]\nallow_hosts = ["127.0.0.1:*"]\nretry_pauses_s = [0.2]\n'
 PARENT_TRACE = "0af7651916cd43dd8448eb211c80319c"
 PARENT_SPAN = "b7ad6b7169203331"
 PARENT = f"00-{PARENT_TRACE}-{PARENT_SPAN}-01"

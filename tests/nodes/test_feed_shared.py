@@ -36,7 +36,7 @@ class FakeStore:
         for (agent, open_tasks), after in floors.items():
             assert not open_tasks
             page = [r for r in self.rows.get(agent, []) if r[0] > after]
-            out[(agent, open_tasks)] = (page[:limit], len(page) > limit)
+            out[(agent, open_tasks)] = (page[:limit], len(page) > limit, page[:limit][-1][0] if page else after)
         return self.top, out
 
 

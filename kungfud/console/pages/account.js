@@ -1,13 +1,15 @@
-// The Account page: rotate this agent's own key (the tab switches to it), and
-// its webhook (pages/webhook.js).
+// The Account page: rotate this agent's own key (the tab switches to it), its
+// scoped keys (pages/keys.js) and its webhook (pages/webhook.js).
 
 import { h, section, secretBox, setMain } from "../dom.js";
 import { KEY_SLOT, state, agentLabel, actionForm } from "../session.js";
 import { webhookSection } from "./webhook.js";
+import { keysSection } from "./keys.js";
 
 // --- account
 async function pageAccount() {
   const webhook = webhookSection();
+  const keys = keysSection();
   setMain(
     h("div", { class: "cols" },
       section("Your account",
@@ -25,10 +27,11 @@ async function pageAccount() {
           },
         }),
       ),
+      keys.box,
       webhook.box,
     ),
   );
-  return webhook.refresh;
+  return () => Promise.all([keys.refresh(), webhook.refresh()]);
 }
 
 export { pageAccount };
