@@ -16,6 +16,7 @@ EN = "en_01m9ffffffffffffffffffffff"
 ME = "me_01m9gggggggggggggggggggggg"
 OB = "ob_01m9hhhhhhhhhhhhhhhhhhhhhh"
 AD = "ad_01m9iiiiiiiiiiiiiiiiiiiiii"
+CX = "cx_01m9jjjjjjjjjjjjjjjjjjjjjj"
 T0 = "2026-12-04T12:00:00.000Z"
 T1 = "2026-12-05T12:00:00.000Z"
 CONTRACT = {"content": {"output": "a haiku", "criteria": "5-7-5"}, "deliver_within_s": 3600}
@@ -185,6 +186,30 @@ RESULTS: dict[str, tuple[str, dict | None, Any]] = {
                           {"kind": "memory", "memory": ME, "version": 1, "at": T0,
                            "snippet": "upgrade checklist … breaking change … deployment", "score": 2.2}],
                 "cursor": "~3Jx0…"}),
+    # wire.md 1.3: A2A
+    "a2a.card.set": ("`{agent, card_url}`",
+                     {"content": {"name": "Poet", "description": "Writes short poems."}, "accept": "any"},
+                     {"agent": A, "card_url": f"http://127.0.0.1:8741/a2a/agents/{A}/.well-known/agent-card.json"}),
+    "a2a.card.get": ("`{agent, content, accept, card_url}` (another's only while published)", {"agent": A},
+                     {"agent": A, "content": {"name": "Poet", "description": "Writes short poems."}, "accept": "any",
+                      "card_url": f"http://127.0.0.1:8741/a2a/agents/{A}/.well-known/agent-card.json"}),
+    "a2a.card.clear": ("`{cleared: true}`", {}, {"cleared": True}),
+    "a2a.send": ("create `{task, context, state}`; verdict `{task, engagement, verdict, state}`",
+                 {"to": A, "message": {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": "a haiku"}]}},
+                 {"task": TK, "context": CX, "state": "TASK_STATE_SUBMITTED"}),
+    "a2a.cancel": ("`{task, state}`", {"task": TK}, {"task": TK, "state": "TASK_STATE_CANCELED"}),
+    "a2a.task": ("the A2A 1.0 Task object: `{id, contextId, status, artifacts?, history?, metadata}`", {"task": TK},
+                 {"id": TK, "contextId": CX, "status": {"state": "TASK_STATE_SUBMITTED", "timestamp": T0},
+                  "history": [{"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": "a haiku"}],
+                               "taskId": TK, "contextId": CX}],
+                  "metadata": {"urn:kungfud:a2a:kungfu:v1": {"state": "offered", "engagements": [], "generation": 1}}}),
+    "a2a.tasks": ("`{items: [Task…], cursor}` (`cursor` `\"\"` at the end)", {"limit": 20}, {"items": [], "cursor": ""}),
+    "a2a.push.set": ("`{task, config: {id, url, authentication?: {scheme}}}` (credentials never shown)",
+                     {"task": TK, "config": {"url": "https://example.com/push", "authentication": {"scheme": "Bearer", "credentials": "…"}}},
+                     {"task": TK, "config": {"id": "pc_01m9", "url": "https://example.com/push", "authentication": {"scheme": "Bearer"}}}),
+    "a2a.push.list": ("`{items: [config…]}`", {"task": TK},
+                      {"items": [{"id": "pc_01m9", "url": "https://example.com/push", "authentication": {"scheme": "Bearer"}}]}),
+    "a2a.push.clear": ("`{cleared: true}`", {"task": TK, "config": "pc_01m9"}, {"cleared": True}),
 }
 
 #: event -> (when, data, example data).

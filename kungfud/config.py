@@ -141,6 +141,20 @@ class TracingConfig(_Section, frozen=True):
     sample_ratio: Annotated[float, msgspec.Meta(ge=0, le=1)] = 1.0
 
 
+class A2AConfig(_Section, frozen=True):
+    """WIRE.md 1.3 "A2A": the Agent2Agent endpoint and its defaults."""
+
+    enabled: bool = True
+    # HOST:PORT; "" = the websocket listen host with the next port (port 0 when
+    # the websocket port is 0): see Config.a2a_listen.
+    listen: str = ""
+    # The base the cards advertise; "" = http://<listen>.
+    public_url: str = ""
+    block_s: Annotated[float, msgspec.Meta(gt=0, le=3600)] = 30
+    auto_adopt_s: Within = 5
+    push_configs_per_task: Annotated[int, msgspec.Meta(ge=0, le=100)] = 5
+
+
 class Config(_Section, frozen=True):
     server: ServerConfig = ServerConfig()
     storage: StorageConfig = StorageConfig()
@@ -148,6 +162,7 @@ class Config(_Section, frozen=True):
     defaults: DefaultsConfig = DefaultsConfig()
     webhooks: WebhooksConfig = WebhooksConfig()
     tracing: TracingConfig = TracingConfig()
+    a2a: A2AConfig = A2AConfig()
 
     @property
     def data_dir(self) -> str:
@@ -155,6 +170,21 @@ class Config(_Section, frozen=True):
 
     def listen_addr(self) -> tuple[str, int]:
         return parse_listen(self.server.listen)
+
+    def a2a_listen(self) -> tuple[str, int]:
+        """``[a2a] listen``, or the websocket host with the next port (0 when
+        the websocket port is 0: a free one)."""
+        if self.a2a.listen:
+            return parse_listen(self.a2a.listen)
+        host, port = self.listen_addr()
+        return host, (port + 1 if port else 0)
+
+    def a2a_public_url(self) -> str:
+        """``[a2a] public_url``, or ``http://<listen>`` (no trailing slash)."""
+        if self.a2a.public_url:
+            return self.a2a.public_url.rstrip("/")
+        host, port = self.a2a_listen()
+        return f"http://{f'[{host}]' if ':' in host else host}:{port}"
 
 
 class ConfigError(ValueError):
@@ -216,6 +246,7 @@ def load(
         cfg = msgspec.structs.replace(cfg, storage=msgspec.structs.replace(cfg.storage, url=store))
     cfg.listen_addr()  # validate
     _check_allow_hosts(cfg.webhooks.allow_hosts)
+    cfg.a2a_listen()
     check_store_url(cfg.storage.url)
     return cfg
 

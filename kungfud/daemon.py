@@ -21,6 +21,7 @@ from .nodes import open_nodes
 from .server import Server
 from .testing import deaf, faults
 from .webhooks import Deliveries
+from .webhooks.push import Pushes, WithPushes
 from .webhooks.precheck import prechecks
 from .store import Committed, Item, StoreDamaged
 from .store.interface import Backend
@@ -41,6 +42,9 @@ def limits_of(cfg: Config) -> Limits:
         max_members_per_thread=cfg.limits.max_members_per_thread,
         max_threads_per_agent=cfg.limits.max_threads_per_agent,
         webhook_allow_hosts=tuple(cfg.webhooks.allow_hosts),
+        a2a_auto_adopt_s=cfg.a2a.auto_adopt_s,
+        a2a_push_configs_per_task=cfg.a2a.push_configs_per_task,
+        a2a_public_url=cfg.a2a_public_url(),
     )
 
 
@@ -264,7 +268,9 @@ async def serve(
     # the server's event loop and hears every commit from it, as its one sink;
     # the pre-checks the op catalogue names check against the runner's allow list.
     runner = Deliveries(rt, cfg.webhooks)
-    server = Server(rt, cfg, sink=runner, prechecks=prechecks(runner.allow))
+    # WIRE.md 1.3: A2A push configs on the same engine (kungfud/webhooks/push.py).
+    sink = WithPushes(runner, Pushes(rt, cfg.webhooks)) if cfg.a2a.enabled else runner
+    server = Server(rt, cfg, sink=sink, prechecks=prechecks(runner.allow))
     try:
         host, port = await server.start(sock=listener, private=private)
     except OSError as e:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..core.a2a import a2a_obj
+from ..core.a2a_push import push_obj
 from ..core.webhook import WebhookState, webhook_agent, webhook_obj
 from ..store.hooks import Cursor, put_cursors
 
@@ -76,6 +78,20 @@ class Hooks:
         with self.store.read() as view:
             fact = view.fact_at_or_before(page[0][0])
         return page, getattr(fact, "at", None), reached
+
+    def push_tasks(self) -> list[tuple[str, str]]:
+        """(author, task) of every A2A Task with a push config (WIRE.md 1.3)."""
+        with self.store.read() as view:
+            return list(view.push_tasks())
+
+    def push_state(self, task: str, cursor_key: Any) -> tuple[Any, Any, dict[str, Cursor | None]]:
+        """A Task's push configs, its A2A marker, and each config's cursor
+        (``cursor_key(task, config)`` names its row), from one view."""
+        with self.store.read() as view:
+            push = view.state(push_obj(task))
+            marker = view.state(a2a_obj(task))
+            cursors = {c.id: view.hook_cursor(cursor_key(task, c.id)) for c in (push.configs if push else [])}
+        return push, marker, cursors
 
     def write(self, cursors: dict[str, Cursor]) -> None:
         """Several agents' cursors, durable when this returns."""

@@ -35,7 +35,8 @@ from typing import Any, Callable, NamedTuple
 import msgspec
 
 from .. import wire
-from ..core import agent, assignment, deactivation, engagement, entry, keys, memory, task, thread, webhook, work
+from . import a2a_ops
+from ..core import a2a, a2a_card, agent, assignment, deactivation, engagement, entry, keys, memory, task, thread, webhook, work
 from ..core.context import Ctx
 from ..core.facts import Decision
 from ..core.pins import Pin
@@ -220,6 +221,15 @@ def _engagement(cmd: Any, caller: str | None, view: View) -> str:
     return state.task if state is not None else _caller(cmd, caller, view)
 
 
+def _a2a_task(cmd: Any, caller: str | None, view: View) -> str:
+    """An A2A action on an existing Task: its actor; a new Task, or an id that
+    names no Task, the caller's (which decides not_found)."""
+    task = a2a_ops.routed_task(cmd)
+    if task is not None and task.startswith("tk_") and "." not in task and view.state(task) is not None:
+        return task
+    return _caller(cmd, caller, view)
+
+
 def _join(cmd: Any, caller: str | None, view: View) -> str:
     return cmd.thread if cmd.thread is not None else _caller(cmd, caller, view)
 
@@ -326,18 +336,26 @@ ACTIONS: dict[str, Action] = {
     ),
     "task.pause": Action(lambda a: task.SetAccepting(a.task, False), _task, task.decide_set_accepting),
     "task.resume": Action(lambda a: task.SetAccepting(a.task, True), _task, task.decide_set_accepting),
-    "task.take": Action(_task_take, _offered, engagement.decide_take),
-    "task.deliver": Action(_deliver_task, _engagement, engagement.decide_deliver),
-    "task.drop": Action(lambda a: work.Drop(a.engagement), _engagement, engagement.decide_drop),
-    "task.judge": Action(_task_judge, _engagement, engagement.decide_judge),
-    DEADLINE_TASK: Action(None, _owner, engagement.decide_expire),
+    "task.take": Action(_task_take, _offered, a2a.progressing(engagement.decide_take)),
+    "task.deliver": Action(_deliver_task, _engagement, a2a.progressing(engagement.decide_deliver)),
+    "task.drop": Action(lambda a: work.Drop(a.engagement), _engagement, a2a.progressing(engagement.decide_drop)),
+    "task.judge": Action(_task_judge, _engagement, a2a.progressing(engagement.decide_judge)),
+    # A Task's engagements moving may move its A2A state (WIRE.md 1.3): a2a.progressing
+    DEADLINE_TASK: Action(None, _owner, a2a.progressing(engagement.decide_expire)),
+    # A2A (WIRE.md 1.3): a card on the caller's actor, the rest on the Task's
+    "a2a.card.set": Action(a2a_ops.card_set, _caller, a2a_card.decide_set),
+    "a2a.card.clear": Action(lambda a: a2a_card.ClearCard(), _caller, a2a_card.decide_clear),
+    "a2a.send": Action(a2a_ops.send, _a2a_task, a2a.decide_send),
+    "a2a.cancel": Action(a2a_ops.cancel, _a2a_task, a2a.decide_cancel),
+    "a2a.push.set": Action(a2a_ops.push_set, _a2a_task, a2a.decide_push_set),
+    "a2a.push.clear": Action(a2a_ops.push_clear, _a2a_task, a2a.decide_push_clear),
 }
 
 # Ops whose route reads the store (to find the owning Thread or Task, or the
 # Thread a token admits to); every other route is a function of the command and
 # caller alone, so the event loop reads nothing for them.
 ROUTE_READS = frozenset(
-    op for op, spec in ACTIONS.items() if spec.resolve is not None or spec.route in (_assignment, _engagement, _join)
+    op for op, spec in ACTIONS.items() if spec.resolve is not None or spec.route in (_assignment, _engagement, _join, _a2a_task)
 )
 
 # The pre-checks the catalogue names: a server must be given each (kungfud/daemon.py).

@@ -34,6 +34,7 @@ from ..errors import Rejection
 from ..nodes import Nodes, single
 from ..nodes.link import Link
 from .clock import DeadlineClock
+from ..core.a2a_card import card_url
 from .ops import ACTIONS, ROUTE_READS, SERVICE_ACTORS, agent_actor, to_command
 from ..reads import READS
 from .registry import DEFAULT_THREADS, Registry
@@ -129,6 +130,16 @@ class Runtime:
         # Scoped keys that authenticated: key hash -> key id, under which the
         # server notes their last use beside the agents' (agent.key.list).
         self.key_ids: dict[bytes, str] = {}
+
+    @property
+    def a2a_public_url(self) -> str:
+        """The base A2A cards advertise (WIRE.md 1.3 "A2A"): ``[a2a] public_url``
+        by default; the A2A server sets the bound address when its port was 0."""
+        return self.limits.a2a_public_url
+
+    @a2a_public_url.setter
+    def a2a_public_url(self, url: str) -> None:
+        self.limits = msgspec.structs.replace(self.limits, a2a_public_url=url.rstrip("/"))
 
     def start(self) -> None:
         self.writer.start()
@@ -362,7 +373,10 @@ class Runtime:
                 return refused
             if op in KEY_READS:  # what only the key knows: its own scope; never another key
                 return KEY_READS[op](view, caller, key_hash, now)
-            return READS[op](view, caller, args, now, seen)
+            out = READS[op](view, caller, args, now, seen)
+        if op == "a2a.card.get" and isinstance(out, dict):  # the base this daemon advertises now
+            out["card_url"] = card_url(self.a2a_public_url, out["agent"])
+        return out
 
     # --- what the server asks of the store ------------------------------------------
 

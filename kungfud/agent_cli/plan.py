@@ -63,6 +63,8 @@ from .builders import (
     _thread_verb,
 )
 
+from .a2a import A2A_COMMANDS, add_a2a
+
 __all__ = ["plan", "parser", "OP_COMMANDS", "EPILOG"]
 
 EPILOG = """\
@@ -363,6 +365,8 @@ def parser() -> argparse.ArgumentParser:
     w.add("get", _b_webhook("webhook.get"), "your webhook: state, delivered seq, pending, last error", action=False)
     w.add("clear", _b_webhook("webhook.clear"), "stop POSTing your events", action=True)
 
+    add_a2a(s, _add_page_args)
+
     p = s.add("watch", None, "stream turn, opportunity and outcome events (and open Tasks offered) as they arrive", action=False)
     p.add_argument("--since", type=int, metavar="SEQ", help="replay every event after SEQ first (overrides the state file)")
     p.add_argument("--state-file", metavar="PATH", help="resume from and save the last processed seq here")
@@ -444,6 +448,7 @@ OP_COMMANDS: dict[str, str] = {
     "webhook.get": "webhook get",
     "webhook.clear": "webhook clear",
     "search": "search QUERY [--in KIND,…] [--thread THREAD]",
+    **A2A_COMMANDS,
 }
 
 
@@ -454,5 +459,5 @@ def plan(argv: list[str]) -> tuple[argparse.Namespace, Call | None]:
     ns = parser().parse_args(argv)
     call = ns.build(ns) if ns.build is not None else None
     if call is not None:
-        call.key = getattr(ns, "key", None)
+        call.key = getattr(ns, "key", None) or call.key  # a2a send: derived from the messageId
     return ns, call

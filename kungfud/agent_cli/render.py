@@ -185,6 +185,8 @@ def render_event(msg: dict) -> list[str]:
         return [f"{seq} opportunity {_opportunity_line(data)}"]
     if kind == "outcome":
         return [f"{seq} outcome {_outcome_line(data)}"]
+    if kind == "a2a_task":
+        return [f"{seq} a2a_task {data.get('task')} {data.get('state')} generation {data.get('generation')}"]
     if kind == "task_offered":
         return [f"{seq} task_offered {data.get('task')} by {data.get('author')} v{data.get('contract_version')}"]
     return [f"{seq} {kind} {_scalar(data)}"]

@@ -105,7 +105,7 @@ async def _follow(client, call: Call, first: dict) -> dict:
     """Every page of a list read, as one page ``{"items": all, "cursor": null}``."""
     items = list(first["result"]["items"])
     cursor = first["result"]["cursor"]
-    while cursor is not None:
+    while cursor:  # None, or "" (a2a.tasks), at the end
         resp = await _request(client, call.op, {**call.args, "cursor": cursor}, None)
         if not resp.get("ok"):
             return resp

@@ -154,7 +154,8 @@ class Waker:
         self.st, self.ns, self.out = st, ns, out
         self.state = Path(ns.state_file).expanduser() if ns.state_file else None
         self.saved = read_state(self.state)
-        self.feed = Feed(st, self.saved, out, name="wake", open_tasks="task_offered" in ns.on, on_start=self._save)
+        self.feed = Feed(st, self.saved, out, name="wake", open_tasks="task_offered" in ns.on, on_start=self._save,
+                         a2a="a2a_task" in ns.on)
         self.pending: list[dict] = []
         self.received: int | None = self.saved  # the last seq the feed yielded
         self.arrived = asyncio.Event()

@@ -153,15 +153,28 @@ def default_port(scheme: str) -> int:
 def allows(allow_hosts: tuple[str, ...], host: str, port: int, scheme: str) -> bool:
     """Whether the operator's ``allow_hosts`` lists ``host`` (lower case, no
     brackets) on ``port`` for a URL of ``scheme`` (D328): an entry naming a
-    port allows that port, ``host:*`` every port, a bare host only the
-    scheme's default port — an allowed receiver, never every service of its
-    host (reviews/security.md round 4 finding 3)."""
+    port allows that port only; a bare host (WIRE.md 1.2's ``"127.0.0.1"``)
+    and ``host:*`` allow every port — a failure there is then told to the
+    agent only as ``failed`` (:func:`every_port`), so it maps no service."""
     for text in allow_hosts:
         entry = allow_entry(text)
         if entry is None or entry[0] != host:
             continue
         want = entry[1]
-        if want == -1 or want == port or (want is None and port == default_port(scheme)):
+        if want is None or want == -1 or want == port:
+            return True
+    return False
+
+
+def every_port(allow_hosts: tuple[str, ...], host: str) -> bool:
+    """Whether ``allow_hosts`` opens every port of ``host`` (a bare entry or
+    ``host:*``): what a delivery there failed on is then logged for the
+    operator and shown to the agent as ``failed`` only (D328, D329; security
+    review round 4 finding 3: categories told a closed port, a non-HTTP
+    service and an HTTP service apart)."""
+    for text in allow_hosts:
+        entry = allow_entry(text)
+        if entry is not None and entry[0] == host and entry[1] in (None, -1):
             return True
     return False
 

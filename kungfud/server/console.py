@@ -31,7 +31,7 @@ SCRIPTS = (
     "main.js", "api.js", "dom.js", "session.js",
     "pages/work.js", "pages/turn.js", "pages/threads.js", "pages/tasks.js",
     "pages/memories.js", "pages/outcomes.js", "pages/admin.js", "pages/account.js",
-    "pages/assignment.js", "pages/webhook.js", "pages/search.js", "pages/keys.js",
+    "pages/assignment.js", "pages/webhook.js", "pages/search.js", "pages/keys.js", "pages/a2a.js",
 )
 
 

@@ -435,6 +435,18 @@ class View:
         for suffix, _ in self._after("adopted", task.encode() + b"\x00", after.encode() if after else None, False):
             yield suffix.decode()
 
+    def push_tasks(self) -> Iterator[tuple[str, str]]:
+        """(author, task) of every A2A Task with a push config (WIRE.md 1.3)."""
+        for key, _ in self.kv.scan("a2a_push", values=False):
+            author, _, task = bytes(key).decode().partition("\x00")
+            yield author, task
+
+    def tasks_authored(self, agent: str, before: str | None) -> Iterator[str]:
+        """Task ids ``agent`` authored, newest first, strictly before ``before``."""
+        for suffix, kind in self._before("tasks", agent.encode() + b"\x00", before.encode() if before else None):
+            if kind == b"author":
+                yield suffix.decode()
+
     def tasks_for(self, agent: str, mine: bool, after: str | None) -> Iterator[str]:
         """Task ids in id order after ``after``: with ``mine``, those ``agent``
         authored; else those it may be offered, open ones and restricted ones

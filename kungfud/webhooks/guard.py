@@ -16,7 +16,7 @@ import ipaddress
 import socket
 from urllib.parse import urlsplit
 
-from ..core.webhook import SETTING, address_refused, allows, default_port
+from ..core.webhook import SETTING, address_refused, allows, default_port, every_port
 
 __all__ = ["Refused", "Target", "resolve", "target", "set_refusal", "RESOLVE_TIMEOUT_S"]
 
@@ -38,7 +38,7 @@ class Refused(Exception):
 class Target:
     """Where one delivery goes: the URL's parts and the checked address."""
 
-    __slots__ = ("scheme", "host", "port", "netloc", "path", "query", "addr")
+    __slots__ = ("scheme", "host", "port", "netloc", "path", "query", "addr", "coarse")
 
     def __init__(self, url: str, addr: str = ""):
         parts = urlsplit(url)
@@ -49,6 +49,7 @@ class Target:
         self.path = parts.path or "/"
         self.query = parts.query
         self.addr = addr
+        self.coarse = False  # every port of the host is listed: a failure is told as "failed" only (D328)
 
     @property
     def origin(self) -> str:
@@ -93,6 +94,7 @@ async def target(url: str, allow: tuple[str, ...]) -> Target:
     Run before a POST slot is taken: a slow resolver holds no slot (D330)."""
     t = Target(url)
     t.addr = await resolve(t.host, t.port, allow, t.scheme)
+    t.coarse = every_port(allow, t.host)
     return t
 
 

@@ -33,6 +33,7 @@ READ_LIMIT = 4096
 CATEGORIES = (
     "timeout", "refused", "tls", "dns", "address_refused", "protocol",
     "http_status 1xx", "http_status 3xx", "http_status 4xx", "http_status 5xx",
+    "failed",  # any of the above, on a host allow_hosts opens on every port (D328)
 )
 
 
@@ -48,15 +49,17 @@ def new_client(connections: int) -> httpx.AsyncClient:
 
 async def post(
     client: httpx.AsyncClient, url: str, allow: tuple[str, ...], key: bytes, msg_id: str, timestamp: int, body: bytes,
-    span: Any = None,
+    span: Any = None, extra: dict[str, str] | None = None,
 ) -> str | None:
     """Check ``url``'s destination, then :func:`send`: None when the receiver
-    answered 2xx within the timeout; else the category of what went wrong."""
+    answered 2xx within the timeout; else the category of what went wrong.
+    ``key`` empty: no signature (an A2A push config has no secret); ``extra``:
+    headers of its own (its content type, ``Authorization``)."""
     try:
         t = await target(url, allow)
     except Refused as e:
         return refused(e, url, msg_id)
-    return await send(client, t, key, msg_id, timestamp, body, span)
+    return await send(client, t, key, msg_id, timestamp, body, span, extra)
 
 
 def refused(e: Refused, url: str, msg_id: str) -> str:
@@ -67,14 +70,17 @@ def refused(e: Refused, url: str, msg_id: str) -> str:
 
 
 async def send(
-    client: httpx.AsyncClient, t: Target, key: bytes, msg_id: str, timestamp: int, body: bytes, span: Any = None
+    client: httpx.AsyncClient, t: Target, key: bytes, msg_id: str, timestamp: int, body: bytes, span: Any = None,
+    extra: dict[str, str] | None = None,
 ) -> str | None:
     """POST ``body`` to the checked target ``t``: None on a 2xx within the
     timeout; else the category (the detail to the log). ``span``: an object
-    whose ``headers`` the POST carries too (a tracing span's traceparent)."""
+    whose ``headers`` the POST carries too (a tracing span's traceparent);
+    ``key`` empty: no signature; ``extra``: headers of the caller's own."""
     shown = f"[{t.addr}]" if ":" in t.addr else t.addr
     pinned = urlunsplit((t.scheme, f"{shown}:{t.port}", t.path, t.query, ""))
-    hdrs = headers(key, msg_id, timestamp, body)
+    hdrs = headers(key, msg_id, timestamp, body) if key else {"webhook-id": msg_id, "webhook-timestamp": str(timestamp)}
+    hdrs.update(extra or {})
     hdrs["host"] = t.netloc
     if span is not None:
         hdrs.update(span.headers)
@@ -102,7 +108,7 @@ async def send(
 
 def _failed(t: Target, msg_id: str, category: str, detail: str) -> str:
     log.info("webhook %s to %s failed: %s (%s)", msg_id, _where(t), category, detail)
-    return category
+    return "failed" if t.coarse else category  # a host open on every port maps no service (D328)
 
 
 def _where(t: Target) -> str:

@@ -93,7 +93,7 @@ def _at(root: mi.Type, path: list[str | int]) -> mi.Type | None:
             if isinstance(step, int) and isinstance(a, mi.ListType):
                 nxt = a.item_type
             elif isinstance(step, str) and isinstance(a, mi.StructType):
-                nxt = next((f.type for f in a.fields if f.name == step), None)
+                nxt = next((f.type for f in a.fields if f.encode_name == step), None)
             if nxt is not None:
                 break
         t = nxt
@@ -124,7 +124,7 @@ def shape(t: mi.Type, depth: int = 0) -> str:
         if depth > 1:
             return "{…}"
         req = [f for f in t.fields if f.required]
-        inner = ", ".join(f'"{f.name}": {shape(f.type, depth + 1)}' for f in req)
+        inner = ", ".join(f'"{f.encode_name}": {shape(f.type, depth + 1)}' for f in req)
         return "{" + (inner or "…") + "}"
     if isinstance(t, mi.LiteralType):
         return " or ".join(f'"{v}"' if isinstance(v, str) else str(v) for v in t.values)
@@ -193,7 +193,7 @@ def _unknown(field: str, s: mi.StructType | None, where: str) -> str:
     said = f"unknown field `{echo(field)}`" + (f" in {_where(where)}" if where else "")
     if s is None:
         return said
-    names = [f.name for f in s.fields]
+    names = [f.encode_name for f in s.fields]
     advice = ""
     close = difflib.get_close_matches(field, names, n=1, cutoff=0.75)
     if field.lower() in DEADLINE_WORDS and "deliver_within_s" in names:

@@ -170,11 +170,9 @@ def test_allowed_hosts_may_be_loopback_and_http():
         (("127.0.0.1:8080",), "http://127.0.0.1:8080/h", True),
         (("127.0.0.1:8080",), "http://127.0.0.1:8081/h", False),  # another port of the allowed host
         (("127.0.0.1:8080",), "http://127.0.0.1/h", False),
-        (("127.0.0.1",), "http://127.0.0.1/h", True),  # a bare host: the scheme's default port only
-        (("127.0.0.1",), "http://127.0.0.1:80/h", True),
-        (("127.0.0.1",), "http://127.0.0.1:7733/v1", False),  # e.g. the daemon's own port
-        (("127.0.0.1",), "https://127.0.0.1/h", True),
-        (("127.0.0.1",), "https://127.0.0.1:80/h", False),
+        (("127.0.0.1",), "http://127.0.0.1/h", True),  # a bare host: every port (WIRE.md 1.2's example)
+        (("127.0.0.1",), "http://127.0.0.1:7733/v1", True),  # ... its failures told as "failed" only
+        (("127.0.0.1",), "http://127.0.0.2:7733/v1", False),
         (("127.0.0.1:*",), "http://127.0.0.1:5432/h", True),  # every port, said explicitly
         (("HOOKS.internal:9000",), "http://hooks.internal:9000/h", True),
         (("[::1]:9000",), "http://[::1]:9000/h", True),
@@ -187,8 +185,9 @@ def test_allowed_hosts_may_be_loopback_and_http():
 def test_an_allowed_host_is_open_on_its_listed_ports_only(entries, url, ok):
     """reviews/security.md round 4 finding 3: an allow_hosts entry opened every
     port and path of its host to every agent (the daemon's own port, a
-    database). An entry names the port it trusts; a bare host means only the
-    default port of the URL's scheme (D328)."""
+    database). An entry may name the port it trusts; a bare host keeps
+    WIRE.md 1.2's meaning, every port, and its failures are told as "failed"
+    only (D328)."""
     assert (url_refusal(url, entries) is None) is ok
 
 
@@ -252,7 +251,8 @@ def test_the_receivers_stdlib_check_in_docs_webhooks_md_accepts_ours_and_refuses
     from pathlib import Path
 
     doc = (Path(__file__).resolve().parents[2] / "docs" / "webhooks.md").read_text()
-    code = next(b for b in re.findall(r"```python\n(.*?)```", doc, re.S) if "def verified" in b)
+    # the section's own code ("Verify, then dedupe"); the try-it box's receiver reads the secret from its environment
+    code = next(b for b in re.findall(r"```python\n(.*?)```", doc, re.S) if "def verified" in b and 'SECRET = "whsec_' in b)
     key = bytes(range(32))
     ns: dict = {}
     exec(code.replace('SECRET = "whsec_…"', f'SECRET = "{secret_of(key)}"'), ns)
@@ -331,6 +331,33 @@ def test_post_to_a_refused_address_fails_without_connecting():
 
     err = asyncio.run(go())
     assert err == "address_refused"
+
+
+def test_a_host_open_on_every_port_shows_only_failed(caplog):
+    """reviews/security.md round 4 finding 3 with 1.2's bare entry: a host that
+    ``allow_hosts`` opens on every port (``"127.0.0.1"`` or ``"127.0.0.1:*"``)
+    must not tell a closed port from an HTTP service: the agent reads
+    ``failed``, the operator's log the category and the detail (D328)."""
+    import socket
+
+    from kungfud.webhooks import post as post_mod
+
+    caplog.set_level("INFO", logger="kungfud.webhooks")
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+
+    async def go(allow):
+        client = post_mod.new_client(1)
+        try:
+            return await post_mod.post(client, f"http://127.0.0.1:{closed}/h", allow, b"k", "ag_x.1", 1, b"{}")
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(go(("127.0.0.1",))) == "failed"
+    assert asyncio.run(go(("127.0.0.1:*",))) == "failed"
+    assert asyncio.run(go((f"127.0.0.1:{closed}",))) == "refused"  # a listed port keeps its category
+    assert any("refused" in r.getMessage() for r in caplog.records)  # the operator still reads it
 
 
 def test_a_failure_tells_the_agent_a_category_and_the_operator_the_detail(caplog):
