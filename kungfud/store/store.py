@@ -28,7 +28,7 @@ from .integrity import NOT_NEW_TRACES, StoreDamaged, check_env, check_file
 from .interface import SnapshotTail
 from .kv import Snapshot, prefix_stop
 from .layout import ADDED_EMPTY, DBS, FORMAT, PUBLIC, Receipt, decode_fact, decode_object, from_u64, u32, u64
-from .lmdb_kv import LmdbSnapshot, LmdbWriteTxn, SparseSnapshot
+from .lmdb_kv import LmdbSnapshot, LmdbWriteTxn, SparseSnapshot, release_mapped
 import msgspec
 
 __all__ = ["Store", "StoreDamaged", "StoreLocked", "View"]
@@ -200,6 +200,11 @@ class Store(SnapshotTail):
 
     def damage_place(self) -> tuple[str, str]:
         return os.path.join(self.data_dir, "lmdb", "data.mdb"), f"kungfud check --data-dir {self.data_dir}"
+
+    def release_pages(self) -> None:
+        """Let go of the mapped pages read so far (``kungfud check``'s long
+        scans; lmdb_kv.release_mapped)."""
+        release_mapped(os.path.join(self.data_dir, "lmdb", "data.mdb"))
 
     @contextmanager
     def read(self) -> Iterator["View"]:

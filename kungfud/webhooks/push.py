@@ -142,7 +142,7 @@ class Pushes:
         now = _wall_ms()
         if cursor.attempts and now < self.schedule.next_at(cursor):
             return
-        _newest, page, _more = await self._call(lambda: self.rt.events_page(author, cursor.delivered, PAGE))
+        _newest, page, _more, _reached = await self._call(lambda: self.rt.events_page(author, cursor.delivered, PAGE))
         extra = {"content-type": "application/a2a+json"}
         if c.scheme:
             extra["authorization"] = f"{c.scheme} {c.credentials or ''}".strip()
