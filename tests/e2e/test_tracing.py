@@ -540,3 +540,32 @@ def test_the_a2a_helpers_make_a_linked_push_span_and_a_request_span_from_http_he
         await col.close()
 
     asyncio.run(go())
+
+
+def test_each_a2a_push_post_is_a_span_linked_to_the_action_and_carries_its_traceparent(make_daemon):
+    from tests.e2e.test_a2a_ops import E, msg, pair
+
+    async def go():
+        col, d = await _traced(make_daemon, HOOKS)
+        rx = await Receiver().start()
+        client, _, _, w = await pair(d.urls[0])
+        conf = {"taskPushNotificationConfig": {"url": rx.url, "token": "tok-1"}}
+        token = INCOMING.set({"traceparent": PARENT})
+        try:
+            await client.act("a2a.send", {"to": w, "message": msg("traced", "tr-1", extensions=[E]), "configuration": conf})
+        finally:
+            INCOMING.reset(token)
+        await rx.wait(lambda: len(rx.ok()) >= 1)
+        first = rx.ok()[0]
+        _, span_id = _tp_ids(first.headers["traceparent"])
+        await col.wait(lambda: col.by_id(span_id) is not None and col.named("kungfud a2a.send"))
+        push = col.by_id(span_id)
+        send = _request_span(col, "a2a.send", PARENT_TRACE)
+        assert push.name == "kungfud a2a.push" and push.kind == 3 and push.parent == ""
+        assert (send.trace_id, send.span_id) in push.links  # linked to the action whose fact made the event
+        assert push.attributes["kungfud.task"] == first.json["statusUpdate"]["taskId"]
+        assert push.attributes["kungfud.outcome"] == "ok"
+        await rx.close()
+        await col.close()
+
+    asyncio.run(go())
