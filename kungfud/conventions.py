@@ -40,12 +40,12 @@ A2A_PREFIX = "a2a."  # the a2a scope: every op of the A2A binding, present and f
 def allows(scope: str, op: str, kind: str) -> bool:
     """Whether a key of ``scope`` may call ``op`` (of ``kind`` ``"A"`` or ``"R"``):
     ``agent.whoami`` for every scope; ``read`` every read, ``worker`` every
-    read and the work actions above; ``a2a`` the ``a2a.*`` ops (which are
-    no other scope's)."""
+    read and the work actions above — the ``a2a.*`` reads among them, as
+    wire.md 1.3 says "every read" (D376); ``a2a`` the ``a2a.*`` ops."""
     if op == "agent.whoami":
         return True
-    if scope == "a2a" or op.startswith(A2A_PREFIX):
-        return scope == "a2a" and op.startswith(A2A_PREFIX)
+    if scope == "a2a":
+        return op.startswith(A2A_PREFIX)
     return kind == "R" or (scope == "worker" and op in WORKER_ACTIONS)
 
 

@@ -8,7 +8,7 @@ import os
 import signal
 import socket
 import sys
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from .actors import Runtime
 from .actors.runtime import wall_ms
@@ -27,6 +27,9 @@ from .store import Committed, Item, StoreDamaged
 from .store.interface import Backend
 from .store.open import open_store
 from .store.quota import Quota
+
+if TYPE_CHECKING:
+    from .a2a.serve import A2AServer
 
 __all__ = ["run", "serve", "limits_of", "bootstrap_admin", "bind_listener", "checked_store", "new_runtime", "ws_url", "start_tracing"]
 
@@ -259,11 +262,14 @@ async def serve(
     *,
     private: socket.socket | None = None,
     control: socket.socket | None = None,
+    a2a: socket.socket | None = None,
 ) -> int:
     """Serve until SIGTERM/SIGINT. Alone it prints the readiness line on
-    stdout; a worker (``control``: its channel to the supervisor) reports
-    ``ready [URL of private]`` there instead, and stops when the channel
-    reaches EOF (its supervisor is gone)."""
+    stdout (then the A2A endpoint's); a worker (``control``: its channel to the
+    supervisor) reports ``ready [URL of private]`` there instead, and stops
+    when the channel reaches EOF (its supervisor is gone). ``a2a``: the A2A
+    endpoint's socket, bound already (a worker's); else it is bound here when
+    ``[a2a] enabled``."""
     # WIRE.md 1.2: each agent's events POSTed to its webhook. The runner lives on
     # the server's event loop and hears every commit from it, as its one sink;
     # the pre-checks the op catalogue names check against the runner's allow list.
@@ -277,12 +283,22 @@ async def serve(
         listener.close()
         print(f"kungfud: cannot listen on {cfg.server.listen}: {e.strerror or e}", file=sys.stderr)
         return 2
+    endpoint = a2a_endpoint(server, cfg)
+    if endpoint is not None:
+        try:
+            a2a_addr = await endpoint.start(a2a if a2a is not None else bind_listener(*cfg.a2a_listen()))
+        except OSError as e:
+            print(f"kungfud: cannot listen on {cfg.a2a.listen or cfg.a2a_listen()} (A2A): {e.strerror or e}", file=sys.stderr)
+            await server.stop(1.0)
+            return 2
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     if control is None:
-        print(f"kungfud listening on {ws_url(host, port, cfg)}", flush=True)
+        print(f"kungfud listening on {ws_url(host, port, cfg)}", flush=endpoint is None)
+        if endpoint is not None:
+            print(f"kungfud a2a on {endpoint.url(*a2a_addr)}", flush=True)
     else:
         extra = "" if private is None else " " + ws_url(*private.getsockname()[:2], cfg)
         control.setblocking(True)
@@ -304,8 +320,23 @@ async def serve(
         loop.add_reader(control.fileno(), _supervisor_gone)
     await stop.wait()
     log.info("stopping: finishing in-flight requests")
+    if endpoint is not None:
+        await endpoint.stop()
     await server.stop()
     return 0
+
+
+def a2a_endpoint(server: Server, cfg: Config) -> "A2AServer | None":
+    """The A2A endpoint to start, when ``[a2a] enabled`` and the ``a2a`` extra
+    (a2a-sdk, uvicorn) is installed; None (said in the log) otherwise."""
+    if not cfg.a2a.enabled:
+        return None
+    try:
+        from .a2a.serve import A2AServer
+    except ImportError as e:
+        log.warning("A2A is not served: %s (pip install 'kungfud[a2a]')", e)
+        return None
+    return A2AServer(server, cfg)
 
 
 def ws_url(host: str, port: int, cfg: Config) -> str:

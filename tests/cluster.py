@@ -97,6 +97,7 @@ class Daemon:
         env: dict | None = None,
         test_clock: bool = False,
         clock_path: Path | None = None,
+        a2a: bool = True,
     ):
         self.data_dir = data_dir
         self.env = env
@@ -113,6 +114,10 @@ class Daemon:
         self.proc: subprocess.Popen | None = None
         self._stopping = False  # stop(): SIGTERM sent, exit not yet seen
         self.url = ""
+        # The A2A endpoint (WIRE.md 1.3), from the line after the readiness line;
+        # "" when the daemon serves no A2A ([a2a] enabled = false: pass a2a=False).
+        self.a2a_url = ""
+        self.a2a = a2a
         self.stderr_path = data_dir.parent / f"{data_dir.name}.stderr"
         DAEMON_LOGS.append(self.stderr_path)
 
@@ -142,6 +147,12 @@ class Daemon:
             raise RuntimeError(f"daemon did not start: {line!r}; stderr: {self.stderr_path.read_text()[-2000:]}")
         assert time.monotonic() < deadline
         self.url = line.split()[-1]
+        if self.a2a:
+            line = self.proc.stdout.readline()
+            if not line.startswith("kungfud a2a on "):
+                self.proc.kill()
+                raise RuntimeError(f"daemon serves no A2A: {line!r}; stderr: {self.stderr_path.read_text()[-2000:]}")
+            self.a2a_url = line.split()[-1]
         return self
 
     def advance_clock(self, seconds: float) -> None:
@@ -174,6 +185,11 @@ class Daemon:
     def urls(self) -> list[str]:
         """Every node's URL (one here)."""
         return [self.url]
+
+    @property
+    def a2a_urls(self) -> list[str]:
+        """Every node's A2A endpoint (one here)."""
+        return [self.a2a_url]
 
     @property
     def pids(self) -> list[int]:
@@ -343,6 +359,20 @@ class Cluster:
             return [n.url for n in self.nodes]
         with self._changed:
             return [self._workers[i][1] for i in sorted(self._workers)]
+
+    @property
+    def a2a_urls(self) -> list[str]:
+        """Every node's A2A endpoint: pg2, one per node; lmdb2, the one port every
+        worker serves (SO_REUSEPORT spreads the connections over them)."""
+        return [n.a2a_url for n in self.nodes]
+
+    @property
+    def a2a_url(self) -> str:
+        """The next node's A2A endpoint, round robin as ``url``."""
+        urls = self.a2a_urls
+        u = urls[self._turn % len(urls)]
+        self._turn += 1
+        return u
 
     @property
     def pids(self) -> list[int]:

@@ -400,12 +400,13 @@ class Runtime:
             self.key_ids[h] = held[3]
         return Identity(held[0], state.status, h, held[1], held[2])
 
-    def key_check(self, agent: str, key_hash: bytes | None, op: str = "subscribe") -> Rejection | None:
+    def key_check(self, agent: str, key_hash: bytes | None, op: str = "subscribe", kind: str = "R") -> Rejection | None:
         """:data:`KEY_REVOKED` when ``key_hash`` is no longer ``agent``'s key
-        (D185), or ``forbidden`` when its scope does not allow read ``op``,
-        for a request the server answers itself (``subscribe``)."""
+        (D185), or ``forbidden`` when its scope does not allow ``op`` (of
+        ``kind``), for a request the server answers itself (``subscribe``, or
+        one whose args do not decode: D375)."""
         with self.store.read() as view:
-            return key_refusal(view, agent, key_hash, self.clock(), op, "R")
+            return key_refusal(view, agent, key_hash, self.clock(), op, kind)
 
     def key_hashes_of(self, agents: Any) -> dict[str, set[bytes]]:
         """The hashes of each agent's keys that authenticate now (its main key

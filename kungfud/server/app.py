@@ -22,7 +22,7 @@ import functools
 import logging
 import socket
 import time
-from typing import Any
+from typing import Any, Callable
 
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
@@ -33,6 +33,7 @@ from ..config import Config
 from ..errors import Hint, Rejection, StoreUnavailable
 from . import audit
 from .bridge import Bridge
+from .calls import Caller
 from .connection import TURN_BUDGET_S, Conn, FrameConnection
 from .door import Unauthenticated, hello_deadline
 from .feed import Feed
@@ -113,6 +114,8 @@ class Server:
         # with requests in flight goes: stop() waits on it instead of polling.
         self._settled = asyncio.Event()
         self._prechecking = asyncio.Semaphore(4)  # pre-checks at once: webhook.set's host lookups (D216)
+        # Told the agents with new events (None: maybe anyone), as the feed is: A2A streams (kungfud/a2a).
+        self.on_events: list[Callable[[list[str] | None], None]] = []
 
     # --- lifecycle ---------------------------------------------------------
 
@@ -259,6 +262,14 @@ class Server:
                 self._settled.set()  # its requests no longer hold stop() back
             sender.cancel()
 
+    def call(self, agent: str, key_hash: bytes | None, frame: str, peer: str = "") -> "asyncio.Future[bytes]":
+        """Run one request frame as ``agent`` through the front door a websocket
+        frame takes (``_on_frame``); resolves to the reply frame. The A2A
+        endpoint's way in (kungfud/a2a, server/calls.py)."""
+        caller = Caller(agent, key_hash, peer)
+        self._on_frame(caller, frame)  # type: ignore[arg-type]  # Conn-shaped
+        return caller.reply
+
     # --- frames: the protocol front door -------------------------------------------
 
     def _direct_frame(self, conn: Conn, ws: FrameConnection, text: str) -> None:
@@ -309,7 +320,11 @@ class Server:
                 else:
                     self.feed.subscribe(conn, req_id, args)
         except wire.FrameError as e:
-            self._reject(conn, req_id, Rejection.bad_request(e.reason), op)
+            # D375: an op the key's scope never allows is `forbidden` whatever its args
+            # (WIRE.md 1.3 "Anything else is forbidden"), not a `bad_request` to revise in vain.
+            scoped = op != "hello" and conn.key_hash is not None
+            refused = self.rt.key_check(conn.agent, conn.key_hash, op, spec.kind) if scoped else None
+            self._reject(conn, req_id, refused or Rejection.bad_request(e.reason), op)
         except StoreUnavailable as e:  # the store's server is down or restarting: retry, not a bug
             log.warning("request %r: %s", req_id, e)
             self._reject(conn, req_id, e.rejection(), op)
@@ -444,7 +459,10 @@ class Server:
     def _published(self, events: list[tuple[str, int, bytes]]) -> None:
         """One commit's events, on the event loop: to subscribers and the sink."""
         self.feed.publish(events)
-        self.sink.wake(list({agent: None for agent, _, _ in events}))
+        agents = list({agent: None for agent, _, _ in events})
+        self.sink.wake(agents)
+        for listener in self.on_events:
+            listener(agents)
 
     def _woken(self, agents: list[str] | None) -> None:
         """Another node committed for ``agents`` (None: maybe anyone): new
@@ -459,6 +477,8 @@ class Server:
         self.feed.wake(agents)
         self.sink.wake(agents)
         self.revocation.recheck(agents)
+        for listener in self.on_events:
+            listener(agents)
 
     # --- answers -----------------------------------------------------------------------
 

@@ -142,7 +142,7 @@ class Pushes:
         now = _wall_ms()
         if cursor.attempts and now < self.schedule.next_at(cursor):
             return
-        _newest, page, _more, _reached = await self._call(lambda: self.rt.events_page(author, cursor.delivered, PAGE))
+        _newest, page, _more, reached = await self._call(lambda: self.rt.events_page(author, cursor.delivered, PAGE))
         extra = {"content-type": "application/a2a+json"}
         if c.scheme:
             extra["authorization"] = f"{c.scheme} {c.credentials or ''}".strip()
@@ -170,6 +170,7 @@ class Pushes:
                 cursor = msgspec.structs.replace(self.schedule.delivered(cursor, seq, _wall_ms()), delivered=-1)
                 await self._call(self.hooks.write, {push_cursor(task, c.id): cursor})
                 return
+        last = max(last, reached)  # the page read up to there: nothing of this Task's before it is left
         if last != cursor.delivered:
             await self._call(self.hooks.write, {push_cursor(task, c.id): self.schedule.delivered(cursor, last, _wall_ms())})
 

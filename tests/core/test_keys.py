@@ -56,13 +56,14 @@ def test_each_scope_allows_exactly_its_ops():
     for op, spec in wire.OPS.items():
         if op in ("hello", "agent.register"):
             continue
-        a2a = op.startswith("a2a.")  # the a2a scope's alone, reads too
-        assert keys.allows("read", op, spec.kind) == ((spec.kind == "R" and not a2a) or op == "agent.whoami"), op
-        assert keys.allows("worker", op, spec.kind) == ((spec.kind == "R" and not a2a) or op in worker_actions), op
+        a2a = op.startswith("a2a.")  # the a2a scope's actions; its reads are "every read" too (D376)
+        assert keys.allows("read", op, spec.kind) == (spec.kind == "R" or op == "agent.whoami"), op
+        assert keys.allows("worker", op, spec.kind) == (spec.kind == "R" or op in worker_actions), op
         assert keys.allows("a2a", op, spec.kind) == (a2a or op == "agent.whoami"), op
     for op, kind in (("a2a.send", "A"), ("a2a.task", "R"), ("a2a.some_future_op", "A")):
         assert keys.allows("a2a", op, kind)
-        assert not keys.allows("read", op, kind) and not keys.allows("worker", op, kind)
+        # an a2a.* action is the a2a scope's alone; an a2a.* read is "every read" of read and worker (D376)
+        assert keys.allows("read", op, kind) == keys.allows("worker", op, kind) == (kind == "R")
 
 
 @pytest.mark.rules("R4-3")
