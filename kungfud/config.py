@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
-__all__ = ["Config", "ServerConfig", "StorageConfig", "LimitsConfig", "DefaultsConfig", "load", "default_data_dir", "ConfigError"]
+__all__ = ["Config", "ServerConfig", "StorageConfig", "LimitsConfig", "DefaultsConfig", "TracingConfig", "load", "default_data_dir", "ConfigError"]
 
 Pos = Annotated[int, msgspec.Meta(ge=1)]
 Within = Annotated[int, msgspec.Meta(ge=1, le=31_536_000)]
@@ -131,6 +131,16 @@ class WebhooksConfig(_Section, frozen=True):
     disable_after_s: Annotated[float, msgspec.Meta(gt=0)] = 86_400
 
 
+class TracingConfig(_Section, frozen=True):
+    # WIRE.md 1.3 "Tracing": the OTLP/HTTP base URL (as OTEL_EXPORTER_OTLP_ENDPOINT;
+    # spans go to <endpoint>/v1/traces). Empty: no tracing, and nothing of
+    # OpenTelemetry is imported. Needs the tracing extra (pip install 'kungfud[tracing]').
+    otlp_endpoint: str = ""
+    # The share of traces started here that are kept; a request that comes with
+    # a trace context follows its parent's decision (parent-based sampling).
+    sample_ratio: Annotated[float, msgspec.Meta(ge=0, le=1)] = 1.0
+
+
 class A2AConfig(_Section, frozen=True):
     """WIRE.md 1.3 "A2A": the Agent2Agent endpoint and its defaults."""
 
@@ -151,6 +161,7 @@ class Config(_Section, frozen=True):
     limits: LimitsConfig = LimitsConfig()
     defaults: DefaultsConfig = DefaultsConfig()
     webhooks: WebhooksConfig = WebhooksConfig()
+    tracing: TracingConfig = TracingConfig()
     a2a: A2AConfig = A2AConfig()
 
     @property

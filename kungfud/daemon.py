@@ -31,7 +31,7 @@ from .store.quota import Quota
 if TYPE_CHECKING:
     from .a2a.serve import A2AServer
 
-__all__ = ["run", "serve", "limits_of", "bootstrap_admin", "bind_listener", "checked_store", "new_runtime", "ws_url"]
+__all__ = ["run", "serve", "limits_of", "bootstrap_admin", "bind_listener", "checked_store", "new_runtime", "ws_url", "start_tracing"]
 
 log = logging.getLogger("kungfud")
 
@@ -199,10 +199,22 @@ def new_runtime(store: Backend, cfg: Config, *, worker: int = 0, workers: int = 
     return rt
 
 
+def start_tracing(cfg: Config, worker: int = 0) -> None:
+    """WIRE.md 1.3 "Tracing": spans to ``[tracing] otlp_endpoint`` when it is
+    set (kungfud/tracing.py; TracingUnavailable without the extra); nothing
+    of OpenTelemetry is imported when it is not."""
+    if cfg.tracing.otlp_endpoint:
+        from . import __version__, tracing
+
+        node = f"{socket.gethostname()}:{os.path.abspath(cfg.data_dir)}" + (f"#{worker}" if worker else "")
+        tracing.configure(cfg.tracing.otlp_endpoint, cfg.tracing.sample_ratio, node, __version__)
+
+
 def run(cfg: Config) -> int:
     try:
         factory, loop_name = _loop_factory(cfg.server.event_loop)
-    except ConfigError as e:
+        start_tracing(cfg)
+    except (ConfigError, RuntimeError) as e:  # RuntimeError: TracingUnavailable
         print(f"kungfud: {e}", file=sys.stderr)
         return 2
     try:
@@ -234,6 +246,13 @@ def run(cfg: Config) -> int:
     finally:
         rt.stop()
         store.close()
+        _stop_tracing()
+
+
+def _stop_tracing() -> None:
+    """Export the spans still queued, for a few seconds at most."""
+    if "kungfud.tracing" in sys.modules:
+        sys.modules["kungfud.tracing"].shutdown()
 
 
 async def serve(

@@ -64,6 +64,8 @@ class Job(msgspec.Struct):
     # The hash of the key the sending connection authenticated with: an action
     # sent with a key that was rotated or reset is refused (D185); None: not checked.
     key_hash: bytes | None = None
+    # Its request's span (kungfud/tracing.py RequestSpan); None while tracing is off.
+    span: Any = None
 
 
 class Identity(NamedTuple):

@@ -115,6 +115,19 @@ def run_path(path: str | None, extra: str | None) -> str:
     return os.pathsep.join(parts)
 
 
+def trace_env(batch: list[dict]) -> dict[str, str]:
+    """``TRACEPARENT`` (and ``TRACESTATE``) of the newest event of ``batch``
+    that carries ``meta.traceparent`` (WIRE.md 1.3 "Tracing": the span of the
+    action that made it), for the command's environment; {} when none does."""
+    for event in reversed(batch):
+        meta = event.get("meta")
+        tp = meta.get("traceparent") if isinstance(meta, dict) else None
+        if isinstance(tp, str) and tp:
+            ts = meta.get("tracestate")
+            return {"TRACEPARENT": tp, **({"TRACESTATE": ts} if isinstance(ts, str) and ts else {})}
+    return {}
+
+
 def events_env(batch: list[dict]) -> tuple[str, int]:
     """KUNGFU_EVENTS for a run: the batch as a JSON array; when it is over
     EVENTS_LIMIT, the newest events that fit (none, if the newest alone is
@@ -280,6 +293,7 @@ class Waker:
                "KUNGFU_URL": self.st.url, "KUNGFU_KEY": self.st.key or "",
                "PATH": run_path(os.environ.get("PATH"), cli_dir())}
         env.pop("KUNGFU_PROFILE", None)  # the key passed on is the agent's, whatever profile gave it
+        env.update(trace_env(batch))  # WIRE.md 1.3: the command continues the trace of the action that woke it
         seqs = [e.get("seq") for e in batch]
         self.runs += 1
         note = f"; KUNGFU_EVENTS holds the newest {len(batch) - omitted} ({omitted} older left out, see turn)" if omitted else ""

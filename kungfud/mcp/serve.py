@@ -14,6 +14,7 @@ import sys
 from typing import Any, Callable
 
 from .. import __version__
+from ..client.trace import INCOMING, from_headers
 from .bridge import DEFAULT_URL, KEYLESS_OPS, Bridge, Outcome
 from .schemas import DEFAULT_TOOLSET, TOOLSETS, ToolSpec, instructions, tool_name, tool_specs
 
@@ -46,6 +47,18 @@ def _result(types: Any, out: Outcome) -> Any:
 
 class _ToolError(Exception):
     """mcp 1.x turns an exception raised by a tool into ``isError`` with its text."""
+
+
+def _trace_of(ctx: Any, params: Any) -> dict | None:
+    """The trace context of an MCP tool call: ``_meta.traceparent`` (SEP-414),
+    else the HTTP request's ``traceparent``/``tracestate`` headers."""
+    meta = getattr(params, "meta", None)
+    fields = meta.model_dump(by_alias=True) if hasattr(meta, "model_dump") else meta if isinstance(meta, dict) else {}
+    found = from_headers(fields.get) if isinstance(fields, dict) else None
+    request = getattr(ctx, "request", None)
+    if found is None and request is not None:
+        found = from_headers(request.headers.get)
+    return found
 
 
 def _build_server(
@@ -92,7 +105,11 @@ def _build_server(
             return types.ListToolsResult(tools=listed(b, toolset_for(ctx)))
 
         async def on_call_tool(ctx: Any, params: Any) -> Any:
-            out = await bridge_for(ctx).call(params.name, params.arguments, toolset_for(ctx))
+            token = INCOMING.set(_trace_of(ctx, params))  # WIRE.md 1.3: the call's trace context, to the daemon
+            try:
+                out = await bridge_for(ctx).call(params.name, params.arguments, toolset_for(ctx))
+            finally:
+                INCOMING.reset(token)
             if out.tools_changed:
                 await tell_tools_changed(ctx)
             return _result(types, out)

@@ -27,7 +27,7 @@ from typing import Any, Callable
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
-from .. import wire
+from .. import tracing, wire
 from ..actors import KEY_REVOKED, Committed, Failed, Job, Outcome, Replayed, Runtime
 from ..config import Config
 from ..errors import Hint, Rejection, StoreUnavailable
@@ -61,7 +61,7 @@ class _Ticket:
     """One admitted action waiting for its outcome (event loop only, but its
     ``reply`` may be called on any thread)."""
 
-    __slots__ = ("server", "conn", "req_id", "op", "caller", "started", "admitted")
+    __slots__ = ("server", "conn", "req_id", "op", "caller", "started", "admitted", "span")
 
     def __init__(self, server: "Server", conn: Conn, req_id: Any, op: str):
         self.server = server
@@ -71,8 +71,11 @@ class _Ticket:
         self.caller: str | None = None
         self.started = 0.0
         self.admitted: Admitted | None = None
+        self.span: tracing.RequestSpan | None = None
 
     def reply(self, outcome: Outcome) -> None:  # any thread
+        if self.span is not None:  # tracing: the commit this answer follows (writer thread)
+            self.span.replied(self.server.rt.writer, outcome)
         self.server.bridge.reply_soon((self, outcome))
 
 
@@ -283,6 +286,11 @@ class Server:
         except wire.FrameError as e:
             self._reject(conn, e.req_id, Rejection.bad_request(e.reason))
             return
+        if tracing.on:  # one span per request (kungfud/tracing.py)
+            return tracing.request(self._request, conn, env)
+        self._request(conn, env)
+
+    def _request(self, conn: Conn, env: wire.Envelope) -> None:
         req_id, op = env.id, env.op
         if conn.agent is not None:
             self.last_seen.saw(conn.agent, now_ms := _wall_ms())
@@ -375,6 +383,7 @@ class Server:
         ticket = _Ticket(self, conn, req_id, op)
         job = self.rt.job(conn.agent, op, key, args, ticket.reply, conn.key_hash)  # FrameError: content of the wrong shape
         ticket.caller = job.caller
+        ticket.span = job.span = tracing.current  # None unless tracing is on
         admitted = self.intake.admit(op, job.caller, conn.peer_key)
         if isinstance(admitted, Rejection):
             if not self._answer_from_receipt(conn, req_id, job):
@@ -407,6 +416,8 @@ class Server:
             return False
         if isinstance(outcome, Replayed):
             self.metrics.replays += 1
+            if tracing.current is not None:
+                tracing.current.replayed = True
             self._audit(job.caller, job.op, replayed=True, result=outcome.result)
             conn.send(wire.encode_ok(req_id, outcome.result, replayed=True))
         else:
@@ -416,6 +427,11 @@ class Server:
 
     def _finish(self, ticket: _Ticket, outcome: Outcome) -> None:
         """An action's outcome, on the event loop (bridge)."""
+        if ticket.span is not None:  # tracing: its span ends with the answer
+            return tracing.finishing(ticket.span, self._answer, ticket, outcome)
+        self._answer(ticket, outcome)
+
+    def _answer(self, ticket: _Ticket, outcome: Outcome) -> None:
         conn, req_id, op, caller = ticket.conn, ticket.req_id, ticket.op, ticket.caller
         conn.in_flight -= 1
         if conn.in_flight == 0:
@@ -473,6 +489,8 @@ class Server:
         ``caller``: the agent it was sent as (default: the connection's)."""
         agent = conn.agent if caller is False else caller
         self.metrics.rejected(rejection.code)
+        if tracing.current is not None:  # the request span's outcome
+            tracing.current.outcome = rejection.code
         if op in wire.ACTION_OPS:
             self._audit(agent, op, code=rejection.code)
         conn.send(wire.encode_error(req_id, rejection))
@@ -483,4 +501,4 @@ class Server:
         self, agent: str | None, op: str, *, code: str | None = None, replayed: bool = False, result: bytes | None = None
     ) -> None:
         if self.cfg.server.audit_log and audit.log.isEnabledFor(logging.INFO):
-            audit.record(_wall_ms(), agent, op, code, replayed, result)
+            audit.record(_wall_ms(), agent, op, code, replayed, result, tracing.current and tracing.current.trace_id)

@@ -21,6 +21,7 @@ import time
 from typing import Callable, Iterator
 
 from ..core.facts import member_obj
+from ..tracing import without_meta
 from ..core.kinds import apply_to
 from ..core.members import current
 from ..core.events import FactEvents
@@ -145,6 +146,8 @@ def _stored(kv: Snapshot, name: str, start: bytes = b"") -> Iterator[tuple[bytes
     ``meta``, only the derived rows)."""
     if name == "meta":
         return ((key, value) for key in sorted(DERIVED_META) if key >= start and (value := kv.get("meta", key)) is not None)
+    if name == "events":  # an event's trace context is kept, not derived (WIRE.md 1.3)
+        return ((key, without_meta(bytes(value))) for key, value in kv.scan(name, start))
     return kv.scan(name, start)
 
 
@@ -179,6 +182,11 @@ def write(
     w = store.begin_write()
     try:
         tx = w.tx
+        # Events keep the trace context they were written with (WIRE.md 1.3), where the rebuilt event is the same.
+        kept = {
+            key: bytes(old) for key, value in expected.get("events", {}).items()
+            if (old := tx.get("events", key)) is not None and bytes(old) != value and without_meta(bytes(old)) == value
+        }
         for name, rows in expected.items():
             if name == "meta":
                 for key in DERIVED_META:
@@ -186,7 +194,7 @@ def write(
             else:
                 tx.clear(name)
             for key, value in rows.items():
-                tx.put(name, key, value)
+                tx.put(name, key, kept.get(key, value) if name == "events" else value)
         for name, rows in (puts or {}).items():
             for key, value in rows.items():
                 tx.put(name, key, value)

@@ -23,6 +23,7 @@ import threading
 import time
 from typing import Callable
 
+from .. import tracing
 from ..core.webhook import webhook_agent
 from ..errors import Rejection
 from .failures import FailureLog, ReserveLog, storage_failure
@@ -232,6 +233,8 @@ class Writer:
         # while it waited for the write lock (another node's commit and its
         # fsyncs) and while it wrote the batch. Joining this commit answers
         # those sooner than the next one would, and fewer commits carry more.
+        if tracing.on:  # the kungfud.commit span starts here (kungfud/tracing.py)
+            self.began_ns = time.time_ns()
         topping_up = batch is self._filling
         if topping_up:
             self._take_queued(batch)
@@ -268,6 +271,7 @@ class Writer:
 
     def _finish_batch(self, batch: list[Item], outcomes: list[Outcome], written: list[Plan], room: Room) -> None:
         self.batches += 1
+        self.batch_size = len(batch)
         self.items += len(batch)
         for p in written:
             p.item.written = True

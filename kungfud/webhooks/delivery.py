@@ -36,6 +36,7 @@ from typing import Any
 import msgspec
 
 
+from .. import tracing
 from ..actors import OPEN_TASKS
 from ..actors.hooks import Cursor, Hooks
 from ..event_kinds import frame, kind_of
@@ -300,7 +301,10 @@ class Deliveries:
                 continue
             if not self.held[shard_of(agent)]:
                 return None
-            error = await self._post(reg, msg_id, body)
+            span = tracing.delivery(agent, seq, event) if tracing.on else None  # its traceparent on the POST
+            error = await self._post(reg, msg_id, body, span)
+            if span is not None:
+                span.end(error)
             if error is None:
                 self.delivered_total += 1
                 return cursor

@@ -29,6 +29,7 @@ from typing import Any
 
 import msgspec
 
+from .. import tracing
 from ..actors.hooks import Cursor, Hooks
 from .post import new_client, post
 from .schedule import Schedule
@@ -154,8 +155,11 @@ class Pushes:
             if event.get("event") != "a2a_task" or data.get("task") != task:
                 last = seq
                 continue
+            span = tracing.push(task, c.id, tracing.meta_of(body)) if tracing.on else None  # its traceparent on the POST
             error = await post(self._client, c.url, self.allow, b"", f"{c.id}.{seq}", now // 1000,
-                               status_update(task, context, data), extra=extra)
+                               status_update(task, context, data), span=span, extra=extra)
+            if span is not None:
+                span.end(error)
             if error is not None:
                 cursor = self.schedule.failed(msgspec.structs.replace(cursor, delivered=last), _wall_ms(), error)
                 await self._call(self.hooks.write, {push_cursor(task, c.id): cursor})

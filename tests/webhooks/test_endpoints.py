@@ -165,7 +165,7 @@ def test_a_registration_set_while_a_failed_post_is_recorded_is_used_without_the_
 
     posted: list[str] = []
 
-    async def fake_post(self, reg, msg_id, body):
+    async def fake_post(self, reg, msg_id, body, span=None):
         posted.append(reg.url)
         return "http_status 5xx" if reg.url.endswith("/bad") else None
 
