@@ -24,6 +24,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from .. import tracing
 from . import card as cards
 from .errors import Failure, from_rejection, invalid_request, method_not_found, parse_error, unsupported, version_error
 from .methods import Call, Methods, NoAgent, with_receipt
@@ -129,7 +130,7 @@ class A2AApp:
             return None, _unauthorized("unknown agent key (rotated or reset?)")
         judges = cards.EXTENSION in [e.strip() for e in request.headers.get("a2a-extensions", "").split(",")]
         peer = request.client.host if request.client else ""
-        return Call(who[0], who[1], to, judges, peer), None
+        return Call(who[0], who[1], to, judges, peer, meta=tracing.frame_meta(request.headers)), None
 
     async def _body(self, request: Request) -> Any:
         chunks, size = [], 0

@@ -35,6 +35,7 @@ class Call:
     judges: bool = False  # A2A-Extensions names E
     peer: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    meta: dict[str, str] | None = None  # the request's trace context (traceparent headers, wire.md 1.3 "Tracing")
 
 
 def parse(params: Any, kind: type) -> Any:
@@ -63,12 +64,16 @@ def _checked(answer: Answer) -> Any:
     return answer.result
 
 
+def _meta(call: Call) -> dict[str, Any]:
+    return {"meta": call.meta} if call.meta else {}
+
+
 class Methods:
     def __init__(self, ops: Ops):
         self.ops = ops
 
     async def _op(self, call: Call, op: str, args: dict, key: str = "") -> Any:
-        return _checked(await self.ops.call(call.agent, call.key_hash, op, args, key, call.peer))
+        return _checked(await self.ops.call(call.agent, call.key_hash, op, args, key, call.peer, **_meta(call)))
 
     # --- SendMessage / SendStreamingMessage: the op; blocking and streams are the app's --
 
@@ -92,7 +97,7 @@ class Methods:
         if op_config:
             args["configuration"] = op_config
         key = f"a2a:{call.to}:{message['messageId']}"
-        answer = await self.ops.call(call.agent, call.key_hash, "a2a.send", args, key, call.peer)
+        answer = await self.ops.call(call.agent, call.key_hash, "a2a.send", args, key, call.peer, **_meta(call))
         return _checked(answer), config, {"key": key, "replayed": answer.replayed}
 
     # --- reads ------------------------------------------------------------------------

@@ -36,7 +36,10 @@ class Answer:
 class Ops(Protocol):
     def authenticate(self, key: str) -> tuple[str, bytes] | None: ...
 
-    async def call(self, agent: str, key_hash: bytes | None, op: str, args: dict, key: str = "", peer: str = "") -> Answer: ...
+    async def call(
+        self, agent: str, key_hash: bytes | None, op: str, args: dict, key: str = "", peer: str = "",
+        meta: dict[str, str] | None = None,
+    ) -> Answer: ...
 
     def card(self, agent: str) -> dict | None: ...
 
@@ -82,10 +85,15 @@ class ServerOps:
         who = self.rt.authenticate(key)
         return None if who is None else (who.agent, who.key_hash)
 
-    async def call(self, agent: str, key_hash: bytes | None, op: str, args: dict, key: str = "", peer: str = "") -> Answer:
+    async def call(
+        self, agent: str, key_hash: bytes | None, op: str, args: dict, key: str = "", peer: str = "",
+        meta: dict[str, str] | None = None,
+    ) -> Answer:
         frame: dict[str, Any] = {"id": next(self._ids), "op": op, "args": args}
         if key:
             frame["key"] = key
+        if meta:  # the HTTP request's traceparent/tracestate: its span continues the caller's trace
+            frame["meta"] = meta
         reply = _dec.decode(await self.server.call(agent, key_hash, _enc.encode(frame).decode(), peer))
         if reply.get("ok"):
             return Answer(True, reply.get("result"), replayed=bool(reply.get("replayed")))

@@ -569,3 +569,32 @@ def test_each_a2a_push_post_is_a_span_linked_to_the_action_and_carries_its_trace
         await col.close()
 
     asyncio.run(go())
+
+
+def test_an_a2a_request_with_a_traceparent_header_continues_the_callers_trace(make_daemon):
+    """WIRE.md 1.3 "Tracing": the ``traceparent``/``tracestate`` headers of an
+    A2A HTTP request are a carrier in, like the websocket upgrade's: the
+    ``kungfud a2a.send`` span of a SendMessage is a child of the caller's span."""
+    import httpx
+
+    from tests.e2e.test_a2a_ops import pair
+
+    async def go():
+        col, d = await _traced(make_daemon)
+        client, _, worker, w = await pair(d.urls[0])
+        base = f"{d.a2a_urls[0]}/a2a/agents/{w}"
+        headers = {"A2A-Version": "1.0", "Authorization": f"Bearer {client.key}", "traceparent": PARENT}
+        body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {
+            "message": {"messageId": "traced-http-1", "role": "ROLE_USER", "parts": [{"text": "work"}]},
+            "configuration": {"returnImmediately": True}}}
+        async with httpx.AsyncClient(headers=headers) as http:
+            r = await http.post(base, json=body)
+        assert r.status_code == 200 and r.json()["result"]["task"]["id"].startswith("tk_"), r.text
+        await col.wait(lambda: any(s.trace_id == PARENT_TRACE for s in col.named("kungfud a2a.send")))
+        send = _request_span(col, "a2a.send", PARENT_TRACE)
+        assert send.parent == PARENT_SPAN and send.attributes["kungfud.outcome"] == "ok"
+        await client.close()
+        await worker.close()
+        await col.close()
+
+    asyncio.run(go())
