@@ -71,7 +71,7 @@ class Pushes:
     def __init__(self, runtime: Any, cfg: Any):
         self.rt = runtime
         self.hooks = Hooks(runtime)
-        self.allow = tuple(h.lower().strip("[]") for h in cfg.allow_hosts)
+        self.allow = tuple(cfg.allow_hosts)  # entries as written: host, host:port, [v6]:port, host:* (D328)
         self.schedule = Schedule(tuple(cfg.retry_pauses_s), cfg.disable_after_s)
         self.leases = [runtime.nodes.lease_for("a2a_push", n) for n in range(SHARDS)]
         self.running: dict[str, asyncio.Task] = {}
