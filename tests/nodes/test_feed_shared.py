@@ -44,6 +44,7 @@ class FakeConn:
     def __init__(self, floor: int):
         self.floor = floor
         self.open_tasks = False
+        self.a2a = False  # subscribe {a2a: true} (wire.md 1.3): off, as a plain subscriber
         self.closed = False
         self.outbox = asyncio.Queue()
         self.got: list[int] = []
