@@ -17,7 +17,7 @@ from a2a.types import a2a_pb2 as pb
 from google.protobuf.json_format import MessageToDict, ParseDict, ParseError
 
 from .card import EXTENSION
-from .errors import Failure, from_rejection, invalid_params
+from .errors import from_rejection, invalid_params
 from .ops import Answer, Ops
 
 __all__ = ["Call", "Methods", "NoAgent", "TERMINAL", "DONE", "with_receipt"]

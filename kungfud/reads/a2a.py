@@ -10,7 +10,6 @@ another's Task, a Task made over ``/v1``, an id that names nothing — is
 from __future__ import annotations
 
 import re
-from itertools import islice
 from typing import Any
 
 import msgspec

@@ -29,7 +29,6 @@ from .interface import SnapshotTail
 from .kv import Snapshot, prefix_stop
 from .layout import ADDED_EMPTY, DBS, FORMAT, PUBLIC, Receipt, decode_fact, decode_object, from_u64, u32, u64
 from .lmdb_kv import LmdbSnapshot, LmdbWriteTxn, SparseSnapshot, release_mapped
-import msgspec
 
 __all__ = ["Store", "StoreDamaged", "StoreLocked", "View"]
 
