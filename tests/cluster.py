@@ -31,6 +31,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -128,14 +129,29 @@ class Daemon:
     def spawn(self, listen: str = "127.0.0.1:0") -> None:
         """Start the process; :meth:`ready` waits until it listens."""
         cmd = [sys.executable, "-m", "kungfud", "serve", "--data-dir", str(self.data_dir), "--listen", listen]
-        if self.config is not None:
-            cmd += ["--config", str(self.config)]
+        config = self._a2a_pinned(self.config) if self.a2a and not listen.endswith(":0") else self.config
+        if config is not None:
+            cmd += ["--config", str(config)]
         cmd += self.extra
         self._stderr = open(self.stderr_path, "ab")
         self.proc = subprocess.Popen(
             cmd, stdout=subprocess.PIPE, stderr=self._stderr, cwd=ROOT, text=True,
             env=None if self.env is None else {**os.environ, **self.env},
         )
+
+    def _a2a_pinned(self, config: Path | None) -> Path | None:
+        """A start on a fixed websocket port (a restart a client reconnects to):
+        A2A's default listen would be that port + 1 (wire.md 1.3), which any
+        other process on the machine may hold (CI's console reconnect test met
+        one). Keep the A2A port this daemon had, or a free one — unless the
+        test's own config says where A2A listens."""
+        text = config.read_text() if config is not None else ""
+        if "[a2a]" in text:
+            return config
+        port = urlsplit(self.a2a_url).port if self.a2a_url else 0
+        path = self.data_dir.parent / f"{self.data_dir.name}.fixed-port.toml"
+        path.write_text(f'{text}\n[a2a]\nlisten = "127.0.0.1:{port}"\n')
+        return path
 
     def ready(self, timeout: float = 20.0) -> "Daemon":
         """Until the spawned process says it listens (its URL is then ``url``)."""
