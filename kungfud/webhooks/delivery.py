@@ -39,6 +39,7 @@ import msgspec
 from .. import tracing
 from ..actors import OPEN_TASKS
 from ..actors.hooks import Cursor, Hooks
+from ..actors.runtime import wall_ms as _wall_ms
 from ..event_kinds import frame, kind_of
 from .guard import Refused, target
 from .post import new_client, refused, send
@@ -60,10 +61,6 @@ PAGE = 64
 
 def shard_of(agent: str) -> int:
     return zlib.crc32(agent.encode()) % SHARDS
-
-
-def _wall_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class Deliveries:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-import time
 import zlib
 from typing import Any
 
@@ -31,6 +30,7 @@ import msgspec
 
 from .. import tracing
 from ..actors.hooks import Cursor, Hooks
+from ..actors.runtime import wall_ms as _wall_ms
 from .post import new_client, post
 from .schedule import Schedule
 
@@ -61,10 +61,6 @@ def status_update(task: str, context: str, data: dict) -> bytes:
         "status": {"state": data.get("state"), "timestamp": data.get("at")},
         "metadata": {E: {"generation": data.get("generation")}},
     }})
-
-
-def _wall_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class Pushes:
