@@ -33,7 +33,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import pykka
 
-from .object_actor import ObjectActor, Slot
+from .messages import ActorSlot
+from .object_actor import ObjectActor
 
 if TYPE_CHECKING:
     from .runtime import Runtime
@@ -104,7 +105,7 @@ class Registry:
         self.idle_stop_s = idle_stop_s
         self.may_start = may_start
         self._lock = threading.Lock()
-        self._actors: dict[str, tuple[ObjectActor, Slot]] = {}
+        self._actors: dict[str, tuple[ObjectActor, ActorSlot]] = {}
         self._carriers: list[pykka.ActorRef | None] = [None] * max(1, threads)
         self._closed = False
         self._stop_evt = threading.Event()
@@ -155,7 +156,7 @@ class Registry:
                     return False
                 entry = self._actors.get(key)
                 if entry is None:
-                    slot = Slot()
+                    slot = ActorSlot()
                     actor = ObjectActor(self.runtime, key, slot)
                     actor.ref = Ref(self._carrier(key), actor)
                     entry = self._actors[key] = (actor, slot)

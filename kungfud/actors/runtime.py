@@ -29,7 +29,7 @@ from ..core.events import OPEN as OPEN_TASKS
 from ..store.interface import Committer
 from ..store.layout import receipt_scope
 from ..store.quota import Quota
-from ..store.writer import mismatch
+from ..store.interface import replay
 from ..errors import Rejection
 from ..nodes import Nodes, single
 from ..nodes.link import Link
@@ -353,7 +353,7 @@ class Runtime:
             rec = view.receipt(job.scope)
         if rec is None:
             return None
-        return Replayed(rec.result) if rec.req_hash == job.req_hash else Failed(mismatch())
+        return replay(rec, job.req_hash)
 
     def read(
         self,

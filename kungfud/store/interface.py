@@ -38,7 +38,7 @@ if TYPE_CHECKING:  # the read view's named queries live on View (store.py)
     from .store import View
 
 __all__ = [
-    "Item", "Outcome", "Committed", "Replayed", "Stale", "Failed", "Snapshot", "Tx", "Recorder", "Committer",
+    "Item", "Outcome", "Committed", "Replayed", "Stale", "Failed", "mismatch", "replay", "Snapshot", "Tx", "Recorder", "Committer",
     "WriteTxn", "Backend", "SnapshotTail",
 ]
 
@@ -64,6 +64,23 @@ class Failed(msgspec.Struct, frozen=True):
 
 
 Outcome = Committed | Replayed | Stale | Failed
+
+
+def mismatch() -> Rejection:
+    return Rejection(
+        "idempotency_mismatch",
+        "this idempotency key was already used for a different request by this agent; use a new key",
+        "revise",
+    )
+
+
+def replay(receipt: Any, req_hash: bytes) -> Replayed | Failed:
+    """The receipt rule, written once: a request whose receipt exists is
+    answered with that receipt's replay (L3-2), or ``idempotency_mismatch``
+    when the same key carried another request (L3-3). ``receipt`` is a stored
+    :class:`~kungfud.store.layout.Receipt`. The writer applies it in the
+    commit; the actors and the runtime apply it to a refusal."""
+    return Replayed(receipt.result) if receipt.req_hash == req_hash else Failed(mismatch())
 
 
 @dataclass(slots=True, kw_only=True, eq=False)

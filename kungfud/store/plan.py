@@ -35,7 +35,7 @@ from ..tracing import with_meta
 from .events import number, rendered
 from .events import rows as event_rows
 from .indexes import fact_rows, state_rows
-from .interface import Failed, Item, Replayed, Stale, Tx
+from .interface import Failed, Item, Replayed, Stale, Tx, mismatch, replay
 from .layout import Receipt, decode_object, encode_fact, encode_object, from_u64, u64
 from .quota import Quota, Room
 
@@ -60,14 +60,6 @@ _receipt_dec = msgspec.msgpack.Decoder(Receipt)
 def redact(result: dict) -> dict:
     """DECISIONS.md B4: a stored receipt keeps every field but its secrets."""
     return {k: (None if k in SECRET_FIELDS else v) for k, v in result.items()}
-
-
-def mismatch() -> Rejection:
-    return Rejection(
-        "idempotency_mismatch",
-        "this idempotency key was already used for a different request by this agent; use a new key",
-        "revise",
-    )
 
 
 @dataclass(slots=True)
@@ -184,7 +176,7 @@ def plan(batch: BatchState, tx: Tx, item: Item, now: Callable[[], int]) -> Plan 
         raw = tx.get("receipts", item.scope)
         if raw is not None:
             rec = _receipt_dec.decode(raw)
-            return Replayed(rec.result) if rec.req_hash == item.req_hash else Failed(mismatch())
+            return replay(rec, item.req_hash)
     if item.valid_until is not None and now() >= item.valid_until:
         return Stale("deadline")  # B5: a deadline the decision did not apply has come due; decide again
     if item.after and not all(p.written or id(p) in batch.items for p in item.after):
