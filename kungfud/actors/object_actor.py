@@ -46,7 +46,7 @@ from .overlay import Reads, owns_deadlines
 from .shared_view import SharedView
 
 if TYPE_CHECKING:
-    from .runtime import Job, Runtime
+    from .runtime import Runtime
 
 __all__ = ["ObjectActor", "MAX_ATTEMPTS"]
 

@@ -24,7 +24,7 @@ from .key_check import KEY_READS, key_refusal
 from ..core.context import Ctx, Limits
 from ..core.ids import time_ordered
 from ..core.webhook import webhook_obj
-from ..store import Failed, Outcome, Replayed, Store, Writer
+from ..store import Failed, Outcome, Store, Writer
 from ..core.events import OPEN as OPEN_TASKS
 from ..store.interface import Committer
 from ..store.layout import receipt_scope

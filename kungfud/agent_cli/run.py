@@ -8,7 +8,7 @@ import asyncio
 import os
 import sys
 
-from .builders import Call
+from .call import PlannedCall
 from .exits import EXIT_CODES, Failed, UsageError
 from .plan import plan
 from .profiles import settings
@@ -20,7 +20,7 @@ from .watch import run_watch
 __all__ = ["main"]
 
 
-async def _run(ns: argparse.Namespace, call: Call | None, out: Out) -> int:
+async def _run(ns: argparse.Namespace, call: PlannedCall | None, out: Out) -> int:
     if ns.cmd == "register":
         return await run_register(ns, out)
     st = settings(ns)

@@ -15,7 +15,7 @@ import os
 from typing import Any
 
 from ..handshake import DEFAULT_URL, refusal
-from .builders import Call
+from .call import PlannedCall
 from .exits import Failed, UsageError
 from .profiles import Settings, config_path, load_profiles, save_profile
 from .names import NAMED_READS, resolve, with_names
@@ -62,7 +62,7 @@ async def _request(client, op: str, args: dict, key: str | None) -> dict:
     return await asyncio.wait_for(client.request(op, args, key=key), REPLY_TIMEOUT_S)
 
 
-async def _send(st: Settings, call: Call, out: Out) -> tuple[dict, Any]:
+async def _send(st: Settings, call: PlannedCall, out: Out) -> tuple[dict, Any]:
     """Send ``call`` (paging with ``follow``); returns (response, client to close).
     A request lost with its connection is resent once on a new connection; an
     action keeps its idempotency key, so the resend never does it twice (L3)."""
@@ -101,7 +101,7 @@ def _new_key() -> str:
     return new_key()
 
 
-async def _follow(client, call: Call, first: dict) -> dict:
+async def _follow(client, call: PlannedCall, first: dict) -> dict:
     """Every page of a list read, as one page ``{"items": all, "cursor": null}``."""
     items = list(first["result"]["items"])
     cursor = first["result"]["cursor"]
@@ -114,7 +114,7 @@ async def _follow(client, call: Call, first: dict) -> dict:
     return {**first, "result": {"items": items, "cursor": None}}
 
 
-async def run_call(st: Settings, call: Call, out: Out) -> int:
+async def run_call(st: Settings, call: PlannedCall, out: Out) -> int:
     from websockets.exceptions import ConnectionClosed
 
     if call.needs_agent and not st.key:
@@ -150,7 +150,7 @@ async def run_register(ns: argparse.Namespace, out: Out) -> int:
         url = (load_profiles(path).get(name) or {}).get("url") or url
     if ns.save and name in load_profiles(path) and not ns.force:
         raise UsageError(f"profile [{name}] already exists in {path}; pick another --profile or add --force")
-    call = Call("agent.register", {"content": {"name": ns.name}}, key=getattr(ns, "key", None))
+    call = PlannedCall("agent.register", {"content": {"name": ns.name}}, key=getattr(ns, "key", None))
     resp, client = await _send(Settings(url, None, name), call, out)
     await client.close()
     if not resp.get("ok"):
@@ -172,7 +172,7 @@ async def run_register(ns: argparse.Namespace, out: Out) -> int:
 NEW_KEY_OPS = frozenset({"admin.agent.create", "admin.agent.reset_key", "agent.rotate_key"})
 
 
-async def run_new_key(st: Settings, ns: argparse.Namespace, call: Call, out: Out) -> int:
+async def run_new_key(st: Settings, ns: argparse.Namespace, call: PlannedCall, out: Out) -> int:
     """Commands whose receipt carries a key shown only once: print it, or save
     it to a profile (``--save-as PROFILE``; ``rotate-key --save`` rewrites the
     profile the key came from). What can be checked is checked before acting,
