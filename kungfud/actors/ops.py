@@ -288,7 +288,7 @@ ACTIONS: dict[str, Action] = {
     "webhook.clear": Action(lambda a: webhook.ClearWebhook(), _caller, webhook.decide_clear),
     # memory (§5)
     "memory.create": Action(
-        lambda a: memory.Create(_content(a.content)), _caller, lambda c, ctx: memory.decide_create(c, ctx)
+        lambda a: memory.CreateMemory(_content(a.content)), _caller, lambda c, ctx: memory.decide_create(c, ctx)
     ),
     "memory.update": Action(
         lambda a: memory.Update(a.memory, _content(a.content)),
@@ -310,7 +310,7 @@ ACTIONS: dict[str, Action] = {
     ),
     # thread (§6)
     "thread.create": Action(
-        lambda a: thread.Create(_content(a.content) if a.content is not None else None), _caller, thread.decide_create
+        lambda a: thread.CreateThread(_content(a.content) if a.content is not None else None), _caller, thread.decide_create
     ),
     "thread.admit": Action(lambda a: thread.Admit(a.thread, a.role), _thread, thread.decide_admit),
     "thread.void_admission": Action(lambda a: thread.VoidAdmission(a.thread), _thread, thread.decide_void_admission),

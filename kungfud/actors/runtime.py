@@ -33,7 +33,7 @@ from ..store.interface import replay
 from ..errors import Rejection
 from ..nodes import Nodes, single
 from ..nodes.link import Link
-from .clock import DeadlineClock
+from .deadline_clock import DeadlineClock
 from .event_pages import PASS_LIMIT, EventPages
 from ..core.a2a_card import card_url
 from .ops import ACTIONS, ROUTE_READS, SERVICE_ACTORS, agent_actor, to_command

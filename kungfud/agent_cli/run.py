@@ -9,7 +9,7 @@ import os
 import sys
 
 from .call import PlannedCall
-from .exits import EXIT_CODES, Failed, UsageError
+from .exits import EXIT_CODES, CommandFailed, UsageError
 from .plan import plan
 from .profiles import settings
 from .render import Out
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as e:
         print(f"kungfu: error: {e}", file=sys.stderr)
         return EXIT_CODES["usage"]
-    except Failed as e:
+    except CommandFailed as e:
         return out.error(e.error)
     except KeyboardInterrupt:
         return 130

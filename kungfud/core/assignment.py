@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Literal, get_args
 import msgspec
 
 from ..errors import DecisionRefused, Rejection, rejects
-from .clock import rfc3339
+from .timestamps import rfc3339
 from .context import acting
 from .decision import make
 from .facts import (

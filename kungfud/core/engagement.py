@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 import msgspec
 
 from ..errors import Hint, DecisionRefused, Rejection, must, rejects
-from .clock import rfc3339
+from .timestamps import rfc3339
 from .context import acting
 from .decision import make
 from .facts import Decision, Fact

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from .context import Ctx
 
 __all__ = [
-    "Response",
+    "EntryResponse",
     "EntryState",
     "Post",
     "Handle",
@@ -55,7 +55,7 @@ __all__ = [
 ResponseStateName = Literal["pending", "replied", "handled", "retracted", "ended"]
 
 
-class Response(msgspec.Struct, frozen=True):
+class EntryResponse(msgspec.Struct, frozen=True):
     state: ResponseStateName
     at: int | None = None  # when it ended
     note: bytes | None = None  # handle note {"note": …}: entry author and responder only (R6.3-17)
@@ -69,7 +69,7 @@ class EntryState(msgspec.Struct, frozen=True):
     pin_memory: str
     pin_version: int
     responders: list[str]
-    responses: dict[str, Response]
+    responses: dict[str, EntryResponse]
     reply_to: int | None = None
     ask: list[str] | None = None
     task: str | None = None
@@ -257,7 +257,7 @@ def _end(state: EntryState, agents: list[str] | set[str], how: ResponseStateName
     responses = dict(state.responses)
     for a in agents:
         if responses.get(a) is not None and responses[a].state == "pending":
-            responses[a] = Response(how, at, note)
+            responses[a] = EntryResponse(how, at, note)
     return msgspec.structs.replace(state, responses=responses)
 
 
@@ -272,7 +272,7 @@ def apply(state: EntryState | None, fact: Fact) -> EntryState:
                 pin_memory=fact.pin_memory,
                 pin_version=fact.pin_version,
                 responders=list(fact.responders),
-                responses={a: Response("pending") for a in fact.responders},
+                responses={a: EntryResponse("pending") for a in fact.responders},
                 reply_to=fact.reply_to,
                 ask=fact.ask,
                 task=fact.task,

@@ -23,7 +23,7 @@ import msgspec
 
 from ..conventions import SCOPES, Scope, allows
 from ..errors import DecisionRefused, Hint, Rejection, rejects
-from .clock import rfc3339
+from .timestamps import rfc3339
 from .facts import Decision, Fact
 
 if TYPE_CHECKING:

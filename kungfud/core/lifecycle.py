@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from ..errors import Next, DecisionRefused, Rejection
-from .clock import deadline_passed
+from .timestamps import deadline_passed
 
 __all__ = ["Refusal", "Party", "Deadline", "Lifecycle", "due"]
 

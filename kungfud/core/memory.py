@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MemoryState",
-    "Create",
+    "CreateMemory",
     "Update",
     "SetVisibility",
     "Withdraw",
@@ -48,7 +48,7 @@ class MemoryState(msgspec.Struct, frozen=True):
         return self.status == "valid"
 
 
-class Create(msgspec.Struct, frozen=True):
+class CreateMemory(msgspec.Struct, frozen=True):
     content: bytes
 
 
@@ -67,7 +67,7 @@ class Withdraw(msgspec.Struct, frozen=True):
 
 
 @rejects
-def decide_create(cmd: Create, ctx: "Ctx") -> Decision:
+def decide_create(cmd: CreateMemory, ctx: "Ctx") -> Decision:
     me = acting(ctx)
     fits(cmd.content, ctx)
     memory = ctx.new_id("me_")

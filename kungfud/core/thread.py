@@ -26,7 +26,7 @@ import msgspec
 
 from ..errors import DecisionRefused, Hint, Rejection, rejects
 from .agent import require_active
-from .clock import rfc3339
+from .timestamps import rfc3339
 from .decision import make
 from .members import (  # re-exported: the Thread's public face
     SPEAKING,
@@ -66,7 +66,7 @@ __all__ = [
     "ADMISSION_HISTORY",
     "ThreadState",
     "AgentThreads",
-    "Create",
+    "CreateThread",
     "Admit",
     "VoidAdmission",
     "Join",
@@ -99,7 +99,7 @@ __all__ = [
 # --- commands -------------------------------------------------------------------
 
 
-class Create(msgspec.Struct, frozen=True):
+class CreateThread(msgspec.Struct, frozen=True):
     content: bytes | None = None
 
 
@@ -260,7 +260,7 @@ def _capacity(agent: str, ctx: "Ctx") -> Rejection | None:
 
 
 @rejects
-def decide_create(cmd: Create, ctx: "Ctx") -> Decision | Rejection:
+def decide_create(cmd: CreateThread, ctx: "Ctx") -> Decision | Rejection:
     """R6.1-1, R6.1-2: any active agent; the creator becomes governor; open."""
     if (r := require_active(ctx)) is not None:
         raise DecisionRefused(r)

@@ -6,7 +6,7 @@ from typing import Any, Iterator, Mapping
 
 import msgspec
 
-from ..core.clock import rfc3339
+from ..core.timestamps import rfc3339
 from ..errors import Rejection
 from ..store.store import View
 from . import pager

@@ -7,7 +7,7 @@ from typing import Any, Iterator
 
 import msgspec
 
-from ..core.clock import rfc3339
+from ..core.timestamps import rfc3339
 from ..core.visibility import may_list_memory, may_read_memory
 from ..errors import Rejection
 from ..store.store import View

@@ -21,7 +21,7 @@ import heapq
 import struct
 from typing import Any
 
-from ..core.clock import rfc3339
+from ..core.timestamps import rfc3339
 from ..core.engagement import is_party
 from ..core.facts import member_obj
 from ..core.members import current, readable_thread

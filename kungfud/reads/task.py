@@ -16,7 +16,7 @@ from typing import Any
 
 import msgspec
 
-from ..core.clock import rfc3339
+from ..core.timestamps import rfc3339
 from ..core.engagement import EngagementState, closed_to_takes, effective, is_party, take_refusal
 from ..core.task_facts import contract_obj
 from ..core.shapes import contract_view, delivery, held_obligations, judgment

@@ -13,7 +13,7 @@ from typing import Any
 import msgspec
 
 from ..core.assignment import AssignmentState, effective
-from ..core.clock import rfc3339
+from ..core.timestamps import rfc3339
 from ..core.entry import EntryState
 from ..core.facts import entry_obj, member_obj
 from ..core.shapes import delivery, held_obligations, judgment

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.clock import rfc3339
+from ..core.timestamps import rfc3339
 from ..core.webhook import webhook_obj
 from ..store.hooks import count_pending
 from ..store.store import View

@@ -59,7 +59,7 @@ class DeadlineClock:
 
     def wake(self) -> None:
         """A commit added a deadline (maybe earlier than the one it sleeps
-        towards), or a test moved the clock (kungfud/testing/clock.py): look
+        towards), or a test moved the clock (kungfud/testing/offset_clock.py): look
         again now. Any thread may call this."""
         with self._cond:
             self._woken = True
