@@ -21,7 +21,7 @@ from .layout import ADDED_EMPTY, DBS, FORMAT
 from .lmdb_kv import LmdbSnapshot, LmdbWriteTxn, SparseSnapshot, release_mapped
 from .view import View
 
-__all__ = ["LmdbBackend", "StoreDamaged", "StoreLocked"]
+__all__ = ["LmdbBackend"]
 
 
 def _format_behind(fmt: bytes | None, data_dir: str) -> bytes | None:
