@@ -29,8 +29,7 @@ from .events import KINDS_KEY, enabled, kinds_since, number, rendered
 from .events import rows as event_rows
 from .indexes import fact_rows, state_rows
 from .integrity import StoreDamaged
-from .codec import decode_fact, encode_object
-from .layout import DERIVED, DERIVED_META, FORMAT, PUBLIC, RETIRED, from_u64, u64
+from .layout import DERIVED, DERIVED_META, FORMAT, PUBLIC, RETIRED, decode_fact, encode_object, from_u64, u64
 from .integrity import log_problems
 from .interface import Backend
 from .kv import Snapshot

@@ -24,11 +24,8 @@ import time
 from itertools import islice
 from typing import Any, Callable, Iterator
 
-import lmdb
-
 from ..core.kinds import state_type
 from .codec import decode_object, encode_object
-from .lmdb_kv import release_mapped
 
 __all__ = ["Runs", "States", "differences", "Releasing", "repair_ranges", "Progress", "GROUP_BYTES"]
 
@@ -320,6 +317,8 @@ class States:
             self._release()
 
     def _release(self) -> None:
+        from .lmdb_kv import release_mapped
+
         release_mapped(os.path.join(self._dir, "data.mdb"))  # type: ignore[arg-type]
 
     def state(self, obj: str) -> Any:
@@ -333,6 +332,8 @@ class States:
             self._spill(len(mem) - self.cap // 2)
 
     def _spill(self, n: int) -> None:
+        import lmdb
+
         if self._env is None:
             self._dir = tempfile.mkdtemp(prefix="kungfud-check-states-", dir=self._where)
             self._env = lmdb.open(self._dir, map_size=1 << 40, sync=False, metasync=False, readahead=False, lock=False)

@@ -31,7 +31,7 @@ values' encoding: :mod:`~kungfud.store.codec`).
 | outcomes   | party, 0, seq (u64 BE), work id  | msgpack [thread or nil, outcome JSON]: ended assignments and engagements per party |
 | usage      | agent id                         | u64 BE: bytes of the facts its actions recorded (capacity limits, quota.py) |
 | hooks      | agent                            | b"" (agents with a webhook endpoint; WIRE.md 1.2) |
-| hook_cursors | agent                          | msgpack Cursor (store/codec.py; written by store/hooks.py): the delivery runner's position and state, not derived; also one per A2A push config, keyed ``tk_….push/<config>`` |
+| a2a_push   | author \0 task                   | b"" (A2A Tasks with push configs; WIRE.md 1.3) |
 | a2a_push   | author \0 task                   | b"" (A2A Tasks with push configs; WIRE.md 1.3) |
 
 Everything but ``log``, ``meta``, ``receipts`` and ``hook_cursors`` is derived
