@@ -41,7 +41,7 @@ from ..core.context import Ctx
 from ..core.facts import Decision
 from ..core.pins import Pin
 from ..errors import Rejection
-from ..store.store import View
+from ..store.view import View
 from ..wire.names import normalized
 from ..wire.reasons import teach
 

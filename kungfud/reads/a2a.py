@@ -21,7 +21,7 @@ from ..core.a2a_view import TERMINAL, Seen, render
 from ..core.engagement import LIFECYCLE, EngagementState, effective
 from ..core.task import TaskState
 from ..errors import Rejection
-from ..store.store import View
+from ..store.view import View
 
 __all__ = ["card_get", "task_get", "task_list", "push_list"]
 

@@ -8,7 +8,7 @@ import msgspec
 
 from ..core.timestamps import rfc3339
 from ..errors import Rejection
-from ..store.store import View
+from ..store.view import View
 from . import pager
 
 __all__ = ["whoami", "agent_list", "SCAN_BUDGET"]

@@ -29,7 +29,7 @@ from ..core.search import KINDS, parse, score, snippet
 from ..core.task import may_read_contract
 from ..core.visibility import may_read_memory
 from ..errors import Rejection
-from ..store.store import View
+from ..store.view import View
 from . import cursors
 
 __all__ = ["search", "WINDOW"]

@@ -22,7 +22,7 @@ from ..core.task_facts import contract_obj
 from ..core.shapes import contract_view, delivery, held_obligations, judgment
 from ..core.task import ContractState, TaskState, may_read_contract
 from ..errors import Rejection
-from ..store.store import View
+from ..store.view import View
 from .thread import READ_PAGE_BYTES
 
 __all__ = ["task_get", "task_list", "engagement_get", "takes_engagements"]

@@ -20,7 +20,7 @@ from ..core.shapes import delivery, held_obligations, judgment
 from ..core.task import TaskState, may_read_contract
 from ..core.thread import SPEAKING, ThreadState, readable_thread
 from ..errors import Rejection
-from ..store.store import View
+from ..store.view import View
 
 __all__ = [
     "thread_get", "thread_entries", "thread_entry", "thread_list", "assignment_get", "assignment_view", "entry_digest",

@@ -1,4 +1,5 @@
-"""Database names, key shapes and codecs of the LMDB environment.
+"""Table names, key shapes and what each row holds, in every backend (the
+values' encoding: :mod:`~kungfud.store.codec`).
 
 | db         | key                              | value                                  |
 |------------|----------------------------------|----------------------------------------|
@@ -30,7 +31,7 @@
 | outcomes   | party, 0, seq (u64 BE), work id  | msgpack [thread or nil, outcome JSON]: ended assignments and engagements per party |
 | usage      | agent id                         | u64 BE: bytes of the facts its actions recorded (capacity limits, quota.py) |
 | hooks      | agent                            | b"" (agents with a webhook endpoint; WIRE.md 1.2) |
-| hook_cursors | agent                          | msgpack Cursor (store/hooks.py): the delivery runner's position and state, not derived; also one per A2A push config, keyed ``tk_….push/<config>`` |
+| a2a_push   | author \0 task                   | b"" (A2A Tasks with push configs; WIRE.md 1.3) |
 | a2a_push   | author \0 task                   | b"" (A2A Tasks with push configs; WIRE.md 1.3) |
 
 Everything but ``log``, ``meta``, ``receipts`` and ``hook_cursors`` is derived
@@ -44,11 +45,10 @@ without a format step: a store that lacks them gets them empty when opened
 from __future__ import annotations
 
 import struct
-from typing import Any
 
-import msgspec
-
-from ..core.kinds import AnyFact
+# The stored rows' encoders live in codec.py (the one seam); named here too for
+# the modules outside store/ that read a row (actors' overlay, tests, bench).
+from .codec import Receipt, decode_fact, decode_object, encode_fact, encode_object
 
 __all__ = [
     "DBS",
@@ -117,37 +117,3 @@ def u32(n: int) -> bytes:
 
 def receipt_scope(agent: str | None, op: str, key: str) -> bytes:
     return (agent or "").encode() + b"\x00" + op.encode() + b"\x00" + key.encode()
-
-
-class Receipt(msgspec.Struct, frozen=True, array_like=True):
-    """The first success of (agent, op, key): request hash, redacted result, seq."""
-
-    req_hash: bytes
-    result: bytes  # JSON, secrets nulled (DECISIONS.md B4)
-    seq: int
-
-
-_fact_enc = msgspec.msgpack.Encoder()
-_fact_dec = msgspec.msgpack.Decoder(AnyFact)
-
-
-def encode_fact(fact: Any) -> bytes:
-    return _fact_enc.encode(fact)
-
-
-def decode_fact(data: bytes) -> Any:
-    return _fact_dec.decode(data)
-
-
-_obj_decoders: dict[type, msgspec.msgpack.Decoder] = {}
-
-
-def encode_object(version: int, state: Any) -> bytes:
-    return _fact_enc.encode((version, state))
-
-
-def decode_object(data: bytes, state_type: type) -> tuple[int, Any]:
-    dec = _obj_decoders.get(state_type)
-    if dec is None:
-        dec = _obj_decoders[state_type] = msgspec.msgpack.Decoder(tuple[int, state_type])
-    return dec.decode(data)
