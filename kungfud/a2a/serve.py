@@ -31,7 +31,7 @@ __all__ = ["A2AServer", "missing"]
 log = logging.getLogger("kungfud.a2a")
 
 STOP_WITHIN_S = 2.0  # open streams get this long to end when the daemon stops
-NEEDS = ("uvicorn", "h11", "starlette", "a2a", "google.protobuf")  # the ``a2a`` extra
+NEEDS = ("uvicorn", "h11", "starlette", "a2a")  # the ``a2a`` extra (top-level names: finding one imports nothing)
 
 
 def missing() -> str | None:
