@@ -22,8 +22,8 @@ __all__ = ["Carried", "LIMIT", "BUDGET"]
 # Objects (and agents' totals) carried at most, and the bytes of the objects'
 # stored forms; past either the least recently carried are forgotten (read
 # again as they come). Stored forms past MAX_BYTES are not carried.
-LIMIT = 50_000
-BUDGET = 24 * 1024 * 1024
+LIMIT = 40_000
+BUDGET = 16 * 1024 * 1024
 MAX_BYTES = 64 * 1024
 
 
