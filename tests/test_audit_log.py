@@ -104,12 +104,16 @@ def test_a_batch_of_outcomes_gives_the_lines_one_at_a_time_gives(fmt):
     the bytes of each outcome's own line, whatever recurs in the batch —
     callers, ops, outcomes, a millisecond shared or not, a trace id, a
     secret-shaped caller, a refusal after an acceptance of the same op."""
+    odd = [  # keys JSON writes with a quote, a comma, a colon or a space inside: never respaced by hand
+        (None, False, b'{"a\\":b":"ag_x","c, \\"d":["ag_y","ag_z"],"e: f":{"g":"th_1"},"seq":2}'),
+        (None, False, b'{"x":{"y":"ag_q","entry":5},"l":["ag_a","ag_b"],"k":[]}'),
+    ]
     items = []
-    for i, (code, replayed, result) in enumerate(RECEIPTS * 2):
+    for i, (code, replayed, result) in enumerate(RECEIPTS * 2 + odd):
         for agent in ("ag_alice", None, "ag_kf_looks_like_a_key", "ag_bob"):
             for op in ("thread.post", 'odd "op"\\ é', "memory.create"):
-                trace = "0af7651916cd43dd8448eb211c80319c" if i % 5 == 4 else None
-                items.append((audit._lines_of, 1764504000123 + i // 3 * 997, agent, op, code, replayed, result, trace))
+                for trace in (None, "0af7651916cd43dd8448eb211c80319c") if i % 5 == 4 else (None,):
+                    items.append((audit._lines_of, 1764504000123 + i // 3 * 997, agent, op, code, replayed, result, trace))
     got = audit._lines_of(fmt, items)
     assert got == [audit._line_of(fmt, None, *item[1:]) for item in items]
     assert audit._lines_of(fmt, items) == got  # a second batch, its parts kept from the first
