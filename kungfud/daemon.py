@@ -334,10 +334,11 @@ def a2a_endpoint(server: Server, cfg: Config) -> "A2AServer | None":
     (a2a-sdk, uvicorn) is installed; None (said in the log) otherwise."""
     if not cfg.a2a.enabled:
         return None
-    try:
-        from .a2a.serve import A2AServer
-    except ImportError as e:
-        log.warning("A2A is not served: %s (pip install 'kungfud[a2a]')", e)
+    from .a2a.serve import A2AServer, missing  # the app itself loads on the first connection (D400)
+
+    lacking = missing()
+    if lacking is not None:
+        log.warning("A2A is not served: No module named %r (pip install 'kungfud[a2a]')", lacking)
         return None
     return A2AServer(server, cfg)
 

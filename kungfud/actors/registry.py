@@ -68,13 +68,14 @@ class Carrier(pykka.ThreadingActor):
         threading.current_thread().name = f"{THREAD_NAME}-{self.index}"
 
     def on_receive(self, message: Any) -> None:
-        actor, inner = message
-        try:
-            actor.on_receive(inner)  # answers its own job's failures
-        except Exception:
-            # Never let one object's bug stop the thread that carries others
-            # (pykka stops an actor whose on_receive raises).
-            log.exception("an actor failed outside its job on %s", type(inner).__name__)
+        # ``(actor, message)``, or a list of them told together (Registry.tell_held)
+        for actor, inner in message if type(message) is list else (message,):
+            try:
+                actor.on_receive(inner)  # answers its own job's failures
+            except Exception:
+                # Never let one object's bug stop the thread that carries others
+                # (pykka stops an actor whose on_receive raises).
+                log.exception("an actor failed outside its job on %s", type(inner).__name__)
 
 
 class Ref:
@@ -139,9 +140,11 @@ class Registry:
             ref = self._carriers[at] = Carrier.start(at)
         return ref
 
-    def tell(self, key: str, message: Any) -> bool | None:
+    def tell(self, key: str, message: Any, held: "dict[Any, list] | None" = None) -> bool | None:
         """True when told; False when stopping; None when ``key`` names nothing
-        an actor may be started for (no actor is started, nothing is told)."""
+        an actor may be started for (no actor is started, nothing is told).
+        With ``held``, the message is kept there for its carrier instead, and
+        told with the others of that carrier by :meth:`tell_held`."""
         with self._lock:
             if self._closed:
                 return False
@@ -161,11 +164,29 @@ class Registry:
                     actor.ref = Ref(self._carrier(key), actor)
                     entry = self._actors[key] = (actor, slot)
                 entry[1].last_used = time.monotonic()
+        ref = entry[0].ref
+        if held is not None:
+            held.setdefault(ref.carrier, []).append((ref.actor, message))
+            return True
         try:
-            entry[0].ref.tell(message)
+            ref.tell(message)
             return True
         except pykka.ActorDeadError:  # the carriers stopped meanwhile
             return False
+
+    @staticmethod
+    def tell_held(held: "dict[Any, list]") -> list[Any]:
+        """Tell each carrier the messages ``held`` keeps for it, in one message
+        (issue 38: one wake-up of a carrier's thread per loop turn, not one
+        per actor); each actor's messages stay in the order kept. Returns the
+        messages not told (the carriers stopped meanwhile)."""
+        lost: list[Any] = []
+        for carrier, pairs in held.items():
+            try:
+                carrier.tell(pairs if len(pairs) > 1 else pairs[0])
+            except pykka.ActorDeadError:
+                lost += [message for _, message in pairs]
+        return lost
 
     def _reap_loop(self) -> None:
         interval = max(0.05, min(5.0, self.idle_stop_s / 4))

@@ -251,19 +251,30 @@ class Runtime(EventPages):
         elif not told:
             job.reply(Failed(Rejection.unavailable("the daemon is shutting down; retry against the restarted daemon")))
 
-    def submit_many(self, jobs: list[Job], actor_key: str) -> None:
-        """Several jobs for one actor in one message (handled in this order)."""
-        if len(jobs) == 1:
+    def submit_many(self, jobs: list[Job], actor_key: str, held: dict | None = None) -> None:
+        """Several jobs for one actor in one message (handled in this order);
+        ``held``: kept for :meth:`submit_turn` to tell each carrier once."""
+        if len(jobs) == 1 and held is None:
             self.submit(jobs[0], actor_key)
             return
-        told = self.registry.tell(actor_key, jobs)
+        told = self.registry.tell(actor_key, jobs[0] if len(jobs) == 1 else jobs, held)
         if told is None:
-            self._no_object(jobs)
+            self._no_object(jobs, held)
         elif not told:
             for job in jobs:
                 job.reply(Failed(Rejection.unavailable("the daemon is shutting down; retry against the restarted daemon")))
 
-    def _no_object(self, jobs: list[Job]) -> None:
+    def submit_turn(self, outgoing: dict[str, list[Job]]) -> None:
+        """The jobs of one event-loop turn, by actor: :meth:`submit_many` for
+        each, and each carrier told once with its actors' messages."""
+        held: dict = {}
+        for actor_key, jobs in outgoing.items():
+            self.submit_many(jobs, actor_key, held)
+        for message in self.registry.tell_held(held):
+            for job in message if type(message) is list else (message,):
+                job.reply(Failed(Rejection.unavailable("the daemon is shutting down; retry against the restarted daemon")))
+
+    def _no_object(self, jobs: list[Job], held: dict | None = None) -> None:
         """Jobs for an object that does not exist (M5): no actor is started for
         it. Each caller's own agent actor decides them instead, with the same
         core decision over the same store, so the answer (``not_found``) is the
@@ -276,7 +287,7 @@ class Runtime(EventPages):
                 continue
             by_actor.setdefault(agent_actor(job.caller), []).append(job)
         for key, mine in by_actor.items():
-            self.submit_many(mine, key)  # a service actor: always startable
+            self.submit_many(mine, key, held)  # a service actor: always startable
 
     # --- the one way in ----------------------------------------------------------
 
