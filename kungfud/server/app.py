@@ -394,14 +394,15 @@ class Server:
         ticket.admitted = admitted
         conn.in_flight += 1
         ticket.started = time.perf_counter()
-        if (precheck := self.rt.precheck(op)) is not None:  # the catalogue's column: I/O before routing (D216)
-            asyncio.ensure_future(self._send_checked(precheck, args, job, ticket))
+        precheck = self.rt.precheck(op)  # the catalogue's column: I/O before routing (D216)
+        if precheck is not None and (check := self.prechecks[precheck](args)) is not None:
+            asyncio.ensure_future(self._send_checked(check, job, ticket))
             return
         self.bridge.send(self.rt.route(job), job)
 
-    async def _send_checked(self, name: str, args: Any, job: Job, ticket: "_Ticket") -> None:
+    async def _send_checked(self, check: Any, job: Job, ticket: "_Ticket") -> None:
         async with self._prechecking:  # a few at a time: lookups share the loop's default executor
-            refusal = await self.prechecks[name](args)
+            refusal = await check
         if refusal is None:
             self.bridge.send(self.rt.route(job), job)
             return
