@@ -241,17 +241,18 @@ async def test_a_follow_up_without_a_verdict_is_unsupported_operation():
         assert r.json()["error"]["code"] == -32004
 
 
+async def _works_then_completes(ops: FakeOps, working_after_s: float, completed_after_s: float) -> None:
+    """The worker of the first Task: WORKING after a while, then COMPLETED with an artifact."""
+    await asyncio.sleep(working_after_s)
+    ops.move("tk_1", "TASK_STATE_WORKING")
+    await asyncio.sleep(completed_after_s)
+    ops.move("tk_1", "TASK_STATE_COMPLETED", {"artifactId": "en_1", "parts": [{"text": "done"}]})
+
+
 async def test_a_blocking_answer_writes_a_space_while_it_waits_and_is_valid_json():
     ops = FakeOps()
     async with _client(ops) as c:
-
-        async def work() -> None:
-            await asyncio.sleep(1.0)
-            ops.move("tk_1", "TASK_STATE_WORKING")
-            await asyncio.sleep(0.5)
-            ops.move("tk_1", "TASK_STATE_COMPLETED", {"artifactId": "en_1", "parts": [{"text": "done"}]})
-
-        worker = asyncio.ensure_future(work())
+        worker = asyncio.ensure_future(_works_then_completes(ops, 1.0, 0.5))
         r = await c.post(BASE, headers=V1, json=_rpc("SendMessage", _msg()))
         await worker
         assert r.content.startswith(b" ") and r.content.strip().startswith(b"{")
@@ -285,14 +286,7 @@ def _sse(raw: bytes) -> list[tuple[str | None, dict | None, bool]]:
 async def test_a_stream_is_the_task_then_changes_with_event_ids_and_comments_while_quiet():
     ops = FakeOps()
     async with _client(ops) as c:
-
-        async def work() -> None:
-            await asyncio.sleep(0.8)
-            ops.move("tk_1", "TASK_STATE_WORKING")
-            await asyncio.sleep(0.2)
-            ops.move("tk_1", "TASK_STATE_COMPLETED", {"artifactId": "en_1", "parts": [{"text": "done"}]})
-
-        worker = asyncio.ensure_future(work())
+        worker = asyncio.ensure_future(_works_then_completes(ops, 0.8, 0.2))
         r = await c.post(BASE, headers=V1, json=_rpc("SendStreamingMessage", _msg(), rid=5))
         await worker
         assert r.headers["content-type"].startswith("text/event-stream")
