@@ -126,8 +126,10 @@ def main() -> None:
     ap.add_argument("--tasks", type=int, default=30, help="tasks per block")
     ap.add_argument("--blocks", type=int, default=4, help="blocks per path (alternating)")
     ap.add_argument("--profile", action="store_true", help="py-spy the daemon during the A2A blocks")
+    ap.add_argument("--root", default=None, help="the checkout whose daemon is measured (an older build)")
     a = ap.parse_args()
-    with bench_daemon(prefix="kungfud-bench-a2a-") as b:
+    extra = {"root": Path(a.root).resolve()} if a.root else {}
+    with bench_daemon(prefix="kungfud-bench-a2a-", **extra) as b:
         line = b.daemon.stdout.readline()
         assert line.startswith("kungfud a2a on "), line
         asyncio.run(run(b.url, b.daemon.pid, a.tasks, a.blocks, a.profile))
