@@ -217,7 +217,7 @@ class A2AApp:
         if verb == "POST" and path == "/message:stream":
             return await self._send_stream(request, call, await self._body(request), None, False)
         if path == "/tasks" and verb == "GET":
-            params: dict[str, Any] = {k: q[k] for k in ("contextId", "status", "pageSize", "pageToken", "historyLength") if k in q}
+            params: dict[str, Any] = {k: q[k] for k in ("contextId", "status", "pageSize", "pageToken", "historyLength", "statusTimestampAfter") if k in q}
             if "includeArtifacts" in q:
                 params["includeArtifacts"] = q["includeArtifacts"].lower() == "true"
             return _json(await m.list_tasks(call, params))

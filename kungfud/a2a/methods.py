@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any
 
 from a2a.types import a2a_pb2 as pb
@@ -76,6 +77,22 @@ def parse(params: Any, kind: type) -> Any:
 
 def as_json(msg: Any) -> dict[str, Any]:
     return MessageToDict(msg, preserving_proto_field_name=False)
+
+
+def _when(task: dict) -> datetime:
+    return datetime.fromisoformat(task["status"]["timestamp"].replace("Z", "+00:00"))
+
+
+def _listed(task: dict, artifacts: bool, history: int | None) -> dict:
+    """A ListTasks item: without artifacts unless asked; its newest ``history``
+    messages (0: none), as GetTask's ``historyLength`` shows them."""
+    out = {k: v for k, v in task.items() if artifacts or k != "artifacts"}
+    if history is not None:
+        shown = out.get("history", [])[-history:] if history > 0 else []
+        out.pop("history", None)
+        if shown:
+            out["history"] = shown
+    return out
 
 
 class NoAgent(Exception):
@@ -152,8 +169,11 @@ class Methods:
             args["limit"] = req.page_size
         page = await self._op(call, "a2a.tasks", args)
         items = page.get("items", [])
-        if not req.include_artifacts:
-            items = [{k: v for k, v in t.items() if k != "artifacts"} for t in items]
+        if req.HasField("status_timestamp_after"):  # A2A's filter: changed after that time (D414)
+            after = req.status_timestamp_after.ToDatetime(tzinfo=timezone.utc)
+            items = [t for t in items if _when(t) > after]
+        history = req.history_length if req.HasField("history_length") else None
+        items = [_listed(t, req.include_artifacts, history) for t in items]
         return {"tasks": items, "nextPageToken": page.get("cursor") or "", "pageSize": len(items)}
 
     # --- cancel -----------------------------------------------------------------------

@@ -175,6 +175,32 @@ async def test_cancel_before_a_take_is_canceled(daemon):
         assert refused.value.code == "conflict"
 
 
+async def test_list_tasks_with_the_stock_client_newest_change_first_paged(daemon):
+    """ListTasks (WIRE.md 1.3: `a2a.tasks`, newest change first, paged by
+    cursor, `nextPageToken` "" at the end): a Task canceled after the others
+    comes first, pages neither skip nor repeat, and A2A's `historyLength` and
+    `statusTimestampAfter` are honoured (D410, D414)."""
+    from a2a.types import ListTasksRequest
+
+    async with stock_session(daemon, streaming=False) as s:
+        made = [[ev async for ev in s.client.send_message(request(f"task {i}", return_immediately=True))][0].task.id
+                for i in range(3)]
+        canceled = await s.client.cancel_task(CancelTaskRequest(id=made[0]))
+        first = await s.client.list_tasks(ListTasksRequest(page_size=2))
+        assert [t.id for t in first.tasks] == [made[0], made[2]] and first.next_page_token
+        rest = await s.client.list_tasks(ListTasksRequest(page_size=2, page_token=first.next_page_token))
+        assert [t.id for t in rest.tasks] == [made[1]] and rest.next_page_token == ""
+        assert all(t.history for t in first.tasks)
+        bare = await s.client.list_tasks(ListTasksRequest(history_length=0))
+        assert [t.id for t in bare.tasks] == [made[0], made[2], made[1]] and not any(t.history for t in bare.tasks)
+        later = ListTasksRequest()
+        later.status_timestamp_after.CopyFrom(canceled.status.timestamp)
+        assert list((await s.client.list_tasks(later)).tasks) == []
+        since = ListTasksRequest()
+        since.status_timestamp_after.FromSeconds(0)
+        assert len((await s.client.list_tasks(since)).tasks) == 3
+
+
 @pytest.mark.rules("R12-9")
 async def test_another_callers_task_is_not_found(daemon):
     worker, _, base = await published(daemon.url)
