@@ -394,8 +394,7 @@ class Server:
         ticket.admitted = admitted
         conn.in_flight += 1
         ticket.started = time.perf_counter()
-        precheck = self.rt.precheck(op)  # the catalogue's column: I/O before routing (D216)
-        if precheck is not None and (check := self.prechecks[precheck](args)) is not None:
+        if (name := self.rt.precheck(op)) is not None and (check := self.prechecks[name](args)) is not None:  # D216
             asyncio.ensure_future(self._send_checked(check, job, ticket))
             return
         self.bridge.send(self.rt.route(job), job)

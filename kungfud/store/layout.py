@@ -38,8 +38,8 @@ Everything but ``log``, ``meta``, ``receipts`` and ``hook_cursors`` is derived
 (rebuildable from the log), and so is ``meta/events``; receipts are the record
 of each first success; ``hook_cursors`` is written by the webhook delivery
 runner, not by actions (D212). ``hooks``, ``hook_cursors``, ``a2a_push`` and
-``a2a_changed`` were added without a format step: a store that lacks them gets them empty when opened
-(ADDED_EMPTY).
+``a2a_changed`` were added without a format step: a store that lacks them
+gets them empty when opened (ADDED_EMPTY).
 """
 
 from __future__ import annotations

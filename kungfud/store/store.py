@@ -446,8 +446,7 @@ class View:
             yield author, task
 
     def a2a_changed(self, author: str, before: tuple[int, str] | None) -> Iterator[tuple[int, str]]:
-        """(last change, task) of ``author``'s A2A Tasks, newest change first
-        (ties: newest id first), strictly before the position ``before`` (D410)."""
+        """(last change, task) of ``author``'s A2A Tasks, newest first, before ``before`` (D410)."""
         pos = None if before is None else u64(before[0]) + before[1].encode()
         for suffix, _ in self._before("a2a_changed", author.encode() + b"\x00", pos):
             yield from_u64(suffix[:8]), suffix[8:].decode()
