@@ -5,8 +5,10 @@ SO_REUSEPORT, as the websocket port is).
 uvicorn rather than hypercorn: it is the ASGI server the a2a-sdk's own examples
 run, it takes already-bound sockets, and its ``startup``/``shutdown`` run on a
 running loop without taking the process's signal handlers (the daemon keeps
-its own SIGTERM handling). HTTP/1.1 only (h11), which is all A2A's HTTP
-bindings use.
+its own SIGTERM handling). HTTP/1.1 only, which is all A2A's HTTP bindings
+use: parsed by httptools (C; the ``a2a`` extra installs it) when it is
+installed, else by h11 (D413: httptools cut the endpoint's CPU per task by a
+tenth in bench/a2a.py). ``KUNGFUD_A2A_HTTP=h11`` picks h11 (for comparing).
 
 Loaded on the first connection (issue 38, D400): the socket listens from the
 start on a plain asyncio server, and the app — uvicorn, starlette, the a2a-sdk
@@ -20,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import logging
+import os
 import socket
 from typing import Any
 
@@ -88,7 +91,7 @@ class A2AServer:
         settings = Settings(public_url=rt.a2a_public_url, block_s=self.cfg.a2a.block_s, auto_adopt_s=self.cfg.a2a.auto_adopt_s)
         self.app = A2AApp(self._ops, settings)
         config = uvicorn.Config(
-            self.app, lifespan="off", http="h11", ws="none", log_config=None, log_level="warning",
+            self.app, lifespan="off", http=os.environ.get("KUNGFUD_A2A_HTTP", "auto"), ws="none", log_config=None, log_level="warning",
             access_log=False, server_header=False, date_header=False, proxy_headers=False,
             timeout_graceful_shutdown=STOP_WITHIN_S, timeout_keep_alive=30,
         )

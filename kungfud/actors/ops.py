@@ -345,9 +345,10 @@ ACTIONS: dict[str, Action] = {
     # A2A (WIRE.md 1.3): a card on the caller's actor, the rest on the Task's
     "a2a.card.set": Action(a2a_ops.card_set, _caller, a2a_card.decide_set),
     "a2a.card.clear": Action(lambda a: a2a_card.ClearCard(), _caller, a2a_card.decide_clear),
-    "a2a.send": Action(a2a_ops.send, _a2a_task, a2a.decide_send),
+    # a push config's host resolved before routing, as webhook.set's (D411)
+    "a2a.send": Action(a2a_ops.send, _a2a_task, a2a.decide_send, precheck="push_host"),
     "a2a.cancel": Action(a2a_ops.cancel, _a2a_task, a2a.decide_cancel),
-    "a2a.push.set": Action(a2a_ops.push_set, _a2a_task, a2a.decide_push_set),
+    "a2a.push.set": Action(a2a_ops.push_set, _a2a_task, a2a.decide_push_set, precheck="push_host"),
     "a2a.push.clear": Action(a2a_ops.push_clear, _a2a_task, a2a.decide_push_clear),
 }
 

@@ -138,6 +138,12 @@ class A2ATaskState(msgspec.Struct, frozen=True):
     canceled_at: int | None = None
     state: str = SUBMITTED  # as of its last recorded change (a deadline not yet recorded aside)
     generation: int = 1
+    changed_at: int | None = None  # its last recorded A2A-visible change (a2a.tasks' order; None: created_at)
+
+    @property
+    def changed(self) -> int:
+        """When its last recorded A2A-visible change happened (creation first)."""
+        return self.created_at if self.changed_at is None else self.changed_at
 
 
 class Send(msgspec.Struct, frozen=True):
@@ -386,7 +392,7 @@ def apply(state: A2ATaskState | None, fact: Fact) -> A2ATaskState:
         case Canceled():
             return rep(state, canceled_at=fact.at)
         case Progressed():
-            return rep(state, state=fact.state, generation=fact.generation)
+            return rep(state, state=fact.state, generation=fact.generation, changed_at=fact.at)
     raise TypeError(f"a2a task cannot apply {type(fact).__name__}")
 
 

@@ -66,14 +66,14 @@ class ActionPath:
         ticket.admitted = admitted
         conn.in_flight += 1
         ticket.started = time.perf_counter()
-        if (precheck := self.rt.precheck(op)) is not None:  # the catalogue's column: I/O before routing (D216)
-            asyncio.ensure_future(self._send_checked(precheck, args, job, ticket))
+        if (name := self.rt.precheck(op)) is not None and (check := self.prechecks[name](args)) is not None:  # D216
+            asyncio.ensure_future(self._send_checked(check, job, ticket))
             return
         self.bridge.send(self.rt.route(job), job)
 
-    async def _send_checked(self, name: str, args: Any, job: Job, ticket: "ActionTicket") -> None:
+    async def _send_checked(self, check: Any, job: Job, ticket: "ActionTicket") -> None:
         async with self._prechecking:  # a few at a time: lookups share the loop's default executor
-            refusal = await self.prechecks[name](args)
+            refusal = await check
         if refusal is None:
             self.bridge.send(self.rt.route(job), job)
             return

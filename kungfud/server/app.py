@@ -242,7 +242,7 @@ class Server(ActionPath):
                 self._settled.set()  # its requests no longer hold stop() back
             sender.cancel()
 
-    def call(self, agent: str, key_hash: bytes | None, frame: str, peer: str = "") -> "asyncio.Future[bytes]":
+    def call(self, agent: str, key_hash: bytes | None, frame: str | bytes, peer: str = "") -> "asyncio.Future[bytes]":
         """Run one request frame as ``agent`` through the front door a websocket
         frame takes (``_on_frame``); resolves to the reply frame. The A2A
         endpoint's way in (kungfud/a2a, server/calls.py)."""

@@ -28,6 +28,7 @@ from ..core.task import TaskState
 from ..core.members import SPEAKING, MemberState
 from ..core.thread import ThreadState
 from ..core.webhook import WebhookState
+from ..core.a2a import A2ATaskState
 from ..core.a2a_push import PushState
 from ..core.facts import entry_obj, member_obj
 from ..core.queries import live_engagement, live_of
@@ -96,6 +97,16 @@ def _webhook_rows(obj: str, state: WebhookState, obligations: Obligations) -> It
 def _push_rows(obj: str, state: PushState, obligations: Obligations) -> Iterator[Row]:
     if state.configs:  # the A2A Tasks the push runner serves (WIRE.md 1.3)
         yield "a2a_push", state.author.encode() + b"\x00" + state.task.encode(), b""
+
+
+def a2a_changed_key(author: str, changed: int, task: str) -> bytes:
+    """An ``a2a_changed`` key: the author's A2A Tasks by their last change (D410)."""
+    return author.encode() + b"\x00" + u64(changed) + task.encode()
+
+
+def _a2a_task_rows(obj: str, state: A2ATaskState, obligations: Obligations) -> Iterator[Row]:
+    # a2a.tasks lists the author's Tasks newest change first (WIRE.md 1.3, D410)
+    yield "a2a_changed", a2a_changed_key(state.author, state.changed, state.task), b""
 
 
 def _memory_rows(obj: str, state: MemoryState, obligations: Obligations) -> Iterator[Row]:
@@ -183,6 +194,7 @@ _STATE_ROWS: dict[type, Callable[[str, Any, Obligations], Iterator[Row]]] = {
     AgentState: _agent_rows,
     WebhookState: _webhook_rows,
     PushState: _push_rows,
+    A2ATaskState: _a2a_task_rows,
     MemoryState: _memory_rows,
     MemberState: _member_rows,
     ThreadState: _thread_rows,

@@ -33,13 +33,14 @@ values' encoding: :mod:`~kungfud.store.codec`).
 | hooks      | agent                            | b"" (agents with a webhook endpoint; WIRE.md 1.2) |
 | a2a_push   | author \0 task                   | b"" (A2A Tasks with push configs; WIRE.md 1.3) |
 | a2a_push   | author \0 task                   | b"" (A2A Tasks with push configs; WIRE.md 1.3) |
+| a2a_changed| author \0 changed (u64) task     | b"" (an author's A2A Tasks by their last A2A-visible change; a2a.tasks, D410) |
 
 Everything but ``log``, ``meta``, ``receipts`` and ``hook_cursors`` is derived
 (rebuildable from the log), and so is ``meta/events``; receipts are the record
 of each first success; ``hook_cursors`` is written by the webhook delivery
-runner, not by actions (D212). ``hooks`` and ``hook_cursors`` were added
-without a format step: a store that lacks them gets them empty when opened
-(ADDED_EMPTY).
+runner, not by actions (D212). ``hooks``, ``hook_cursors``, ``a2a_push`` and
+``a2a_changed`` were added without a format step: a store that lacks them
+gets them empty when opened (ADDED_EMPTY).
 """
 
 from __future__ import annotations
@@ -83,12 +84,13 @@ DBS = (
     "meta", "log", "objects", "receipts", "agent_keys", "memories", "versions",
     "memberships", "members", "pending", "live", "tokens", "obligations", "deadlines", "opportunities", "tasks", "engagements", "adopted",
     "events", "outcomes", "usage", "hooks", "hook_cursors", "a2a_push",
+    "a2a_changed",
 )
 DERIVED = tuple(d for d in DBS if d not in ("meta", "log", "receipts", "hook_cursors"))
 # The ``meta`` rows that are derived (rebuilt by ``kungfud check``): the last event seq.
 DERIVED_META = (b"events",)
 # Tables added empty to a store that lacks them, with no format step (D212).
-ADDED_EMPTY = ("hooks", "hook_cursors", "a2a_push")
+ADDED_EMPTY = ("hooks", "hook_cursors", "a2a_push", "a2a_changed")
 # Tables of older formats, dropped when a store is migrated (D186).
 RETIRED = ("stream",)
 # Tables a format step added, by that format: a store of an older format lacks

@@ -237,11 +237,11 @@ class View:
             author, _, task = bytes(key).decode().partition("\x00")
             yield author, task
 
-    def tasks_authored(self, agent: str, before: str | None) -> Iterator[str]:
-        """Task ids ``agent`` authored, newest first, strictly before ``before``."""
-        for suffix, kind in self._before("tasks", agent.encode() + b"\x00", before.encode() if before else None):
-            if kind == b"author":
-                yield suffix.decode()
+    def a2a_changed(self, author: str, before: tuple[int, str] | None) -> Iterator[tuple[int, str]]:
+        """(last change, task) of ``author``'s A2A Tasks, newest first, before ``before`` (D410)."""
+        pos = None if before is None else u64(before[0]) + before[1].encode()
+        for suffix, _ in self._before("a2a_changed", author.encode() + b"\x00", pos):
+            yield from_u64(suffix[:8]), suffix[8:].decode()
 
     def tasks_for(self, agent: str, mine: bool, after: str | None) -> Iterator[str]:
         """Task ids in id order after ``after``: with ``mine``, those ``agent``

@@ -94,7 +94,8 @@ class A2ATasksArgs(Args, frozen=True):
     to: AgentId | None = None
     context: Annotated[str, msgspec.Meta(max_length=256)] | None = None
     state: A2ATaskState | None = None
-    cursor: Annotated[str, msgspec.Meta(pattern=r"^tk_[0-9a-z_]{1,60}$(?!\n)")] | None = None
+    # the position of the last Task a page looked at: <change ms>.<task> (D410)
+    cursor: Annotated[str, msgspec.Meta(pattern=r"^[0-9]{1,15}\.tk_[0-9a-z_]{1,60}$(?!\n)")] | None = None
     limit: Limit = 50
 
 
