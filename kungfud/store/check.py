@@ -1,11 +1,7 @@
 """``kungfud check``: rebuild every derived index from the fact log and compare.
 
-Derived rows are a pure function of the log (L1-1): object snapshots are the fold
-of each object's facts through the core's ``apply``; versions count the facts that
-touched each object; the other indexes come from :func:`fact_rows` over the log
-and :func:`state_rows` over the folded states; the events and their seqs from
-the feed of each fact in log order (:func:`~kungfud.store.events.number`), and
-with them the last event seq (``meta/events``, the one derived ``meta`` row).
+Derived rows are a pure function of the log (L1-1): the fold of the log
+(:func:`~kungfud.store.derived_fold.derive`) makes every one of them.
 Any difference is reported; ``--rebuild`` replaces the stored rows with the
 rebuilt ones. The check does it in bounded memory (D365): the rebuilt rows go
 to sorted runs and each table is walked beside its stored rows in key order
@@ -14,27 +10,23 @@ to sorted runs and each table is walked beside its stored rows in key order
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import sys
 import time
+from functools import partial
 from typing import Callable, Iterator
 
-from ..core.facts import member_obj
 from ..tracing import without_meta
-from ..core.kinds import apply_to
-from ..core.members import current
-from ..core.events import FactEvents
-from .events import KINDS_KEY, enabled, kinds_since, number, rendered
-from .events import rows as event_rows
-from .indexes import fact_rows, state_rows
-from .integrity import StoreDamaged
-from .layout import DERIVED, DERIVED_META, FORMAT, PUBLIC, RETIRED, decode_fact, encode_object, from_u64, u64
-from .integrity import log_problems
+from .derived_fold import derive
+from .derived_runs import GROUP_BYTES, Progress, Releasing, Runs, Sums, differences, repair_ranges, summed
+from .integrity import StoreDamaged, log_problems
 from .interface import Backend
 from .kv import Snapshot
-from .quota import TABLE as USAGE
-from .quota import add_usage
+from .layout import DERIVED, DERIVED_META, FORMAT, PUBLIC, RETIRED
+from .search_index import check_index
+from .task_rows import step_3_to_4
 
 # The derived tables a store of format 2 or 3 rebuilds from the log to reach
 # format 4 (D200, D233, D242); its other derived rows stay as they are, but
@@ -43,9 +35,6 @@ FORMAT_4_TABLES = ("events", "memories", "usage")
 # The derived table a store of format 4 or older rebuilds to reach format 5:
 # the obligations of one holder keyed in the order they arose (D282).
 FORMAT_5_TABLES = ("obligations",)
-from .task_rows import step_3_to_4
-from .search_index import check_index
-from .derived_runs import GROUP_BYTES, Progress, Releasing, Runs, States, differences, repair_ranges
 
 __all__ = ["expected_indexes", "compare", "write", "migrate", "run_check"]
 
@@ -67,78 +56,6 @@ def expected_indexes(
     out: dict[str, dict[bytes, bytes]] = {name: {} for name in (*tables, "meta")}
     derive(kv, lambda db, key, value: out[db].__setitem__(key, value), errors, tables)
     return out
-
-
-def derive(
-    kv: Snapshot, put: Callable[[str, bytes, bytes], None], errors: list[str] | None = None,
-    tables: tuple[str, ...] = DERIVED, progress: Callable[[int], None] | None = None,
-) -> None:
-    """Each derived row of ``tables`` (and of ``meta``, :data:`DERIVED_META`)
-    the log in ``kv`` makes, handed to ``put(table, key, value)``; a later row
-    of one key replaces the earlier. Memory holds the most recently written
-    of the objects' states (:class:`~kungfud.store.derived_runs.States`), never
-    the rows. ``progress(seq)`` now and then."""
-    with States() as folded_states:
-        _derive(kv, put, errors, frozenset(tables), progress, folded_states)
-
-
-def _derive(
-    kv: Snapshot, put: Callable[[str, bytes, bytes], None], errors: list[str] | None, wanted: frozenset[str],
-    progress: Callable[[int], None] | None, states: States,
-) -> None:
-    usage: dict[bytes, int] = {}
-    event_seq = 0
-    # D285: a kind recorded after the store began is made from its first fact on.
-    since = kinds_since(kv.get("meta", KINDS_KEY))
-    indexes = any(t not in ("events", "outcomes") for t in wanted)
-    for n, (k, v) in enumerate(kv.scan("log")):
-        if len(k) != 8:
-            if errors is None:
-                raise ValueError(f"log key {k!r} is not a seq")
-            errors.append(f"log: a key that is not a seq: {k[:32]!r}")
-            continue
-        seq = from_u64(k)
-        if progress is not None and not n & 1023:
-            progress(seq)
-        try:
-            fact = decode_fact(v)
-            objs = list(fact.objects())
-            folded = {}
-            for obj in objs:
-                folded[obj] = apply_to(obj, folded[obj] if obj in folded else states.state(obj), fact)
-        except Exception as e:  # noqa: BLE001 — a damaged fact is a finding, not a crash
-            if errors is None:
-                raise
-            errors.append(f"log: the fact at seq {seq} does not decode or apply: {type(e).__name__}: {e}")
-            continue
-        feed = FactEvents(lambda th, ag: current(states.state(member_obj(th, ag))) is not None, states.state)
-        for obj in objs:
-            version, before = states.get(obj)
-            states.set(obj, version + 1, folded[obj])
-            feed.observe(obj, before, folded[obj], fact)
-        numbered = number(rendered(feed, enabled(since, seq)), event_seq, seq)
-        if numbered:
-            event_seq = numbered[-1][1]
-        for db, key, value in event_rows(feed, seq, numbered):
-            if db in wanted and db != USAGE:
-                put(db, key, value)
-        if indexes:
-            for db, key, value in fact_rows(fact, seq):
-                if db in wanted and db != USAGE:
-                    put(db, key, value)
-        add_usage(usage, fact, len(v))
-    if USAGE in wanted:
-        for key, n in usage.items():
-            put(USAGE, key, u64(n))
-    if indexes:
-        for obj, version, state in states.items():
-            if "objects" in wanted:
-                put("objects", obj.encode(), encode_object(version, state))
-            for db, key, value in state_rows(obj, state):
-                if db in wanted:
-                    put(db, key, value)
-    if event_seq:
-        put("meta", b"events", u64(event_seq))
 
 
 def _stored(kv: Snapshot, name: str, start: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
@@ -280,20 +197,30 @@ def run_check(
     except Exception as e:
         print(f"kungfud check: {e}", file=sys.stderr)
         return 2
+    # The fold makes millions of short-lived objects and next to no cycles:
+    # the cyclic collector's passes over the states it holds cost more than
+    # they find (D396). Refcounting frees everything as before.
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         return _check(store, do_rebuild, group)
     except Exception as e:  # noqa: BLE001 — reported, never a traceback
         print(f"kungfud check: could not finish checking {data_dir}: {type(e).__name__}: {e}", file=sys.stderr)
         return 2
     finally:
+        if collecting:
+            gc.enable()
         store.close()
 
 
 def _check(store: Backend, do_rebuild: bool, group: int = GROUP_BYTES) -> int:
-    """The check in bounded memory (D365): the rebuilt rows go to sorted runs
-    (:class:`~kungfud.store.derived_runs.Runs`), then each table is walked
-    beside its stored rows; ``--rebuild`` walks them again in its write
-    transaction, a range at a time, writing only what differs."""
+    """The check in bounded memory (D365, D395): the fold of the log keeps
+    only a sum of each table's rebuilt rows (:class:`~kungfud.store.derived_runs.Sums`),
+    compared with the same sum of its stored rows; the tables that disagree
+    are rebuilt again, to sorted runs (:class:`~kungfud.store.derived_runs.Runs`),
+    and walked beside their stored rows: each difference is reported in key
+    order; ``--rebuild`` walks them again in its write transaction, a range at
+    a time, writing only what differs."""
     if store.migrate_from is not None:  # read-only: a rebuild (or a start) migrates it
         print(
             f"storage format {store.migrate_from.decode()} is older than {FORMAT.decode()}: start the daemon "
@@ -301,10 +228,18 @@ def _check(store: Backend, do_rebuild: bool, group: int = GROUP_BYTES) -> int:
         )
         return 1
     progress = Progress()
-    release = getattr(store, "release_pages", None)  # LMDB's mapped pages (D367)
+    release: Callable[[], None] | None = None
+    if getattr(store, "release_pages", None) is not None:  # LMDB's mapped pages (D367), found once (D396)
+        from .lmdb_kv import mapped_spans, release_spans
 
-    def rebuilding(seq: int) -> None:  # every 1,024 facts
-        progress.say(f"rebuilding, fact {seq} of {n}")
+        spans = mapped_spans(os.path.join(store.env.path(), "data.mdb"))  # type: ignore[attr-defined]
+        release = partial(release_spans, spans)
+
+    def saying(what: str) -> Callable[[int], None]:
+        def said(seq: int) -> None:  # every 1,024 facts
+            progress.say(f"{what}, fact {seq} of {n}")
+
+        return said
 
     with Runs(group) as runs:
         with store.read() as whole:
@@ -314,14 +249,22 @@ def _check(store: Backend, do_rebuild: bool, group: int = GROUP_BYTES) -> int:
             # The log itself: its seqs and every fact decoding and applying. Derived
             # rows are the comparison's business.
             damage = [f"log: {p}" for p in log_problems(view.kv, derived=False)]
-            derive(view.kv, runs.put, damage, progress=rebuilding)
+            sums = Sums()
+            derive(view.kv, sums.put, damage, progress=saying("rebuilding"))
             found = 0
             for p in damage:
                 found = _say(p, found, progress)
+            differ = []
             for name in (*DERIVED, "meta"):
                 progress.say(f"comparing {name}", force=True)
-                for p in _problems(name, runs.rows(name), view.kv):
-                    found = _say(p, found, progress)
+                if summed(_stored(whole.kv, name), release=release) != sums.of(name):
+                    differ.append(name)
+            if differ:  # rebuilt again, those tables only, and walked row by row
+                derive(view.kv, runs.put, [], tuple(t for t in differ if t != "meta"), progress=saying("finding the differences"))
+                for name in differ:
+                    progress.say(f"comparing {name}, row by row", force=True)
+                    for p in _problems(name, runs.rows(name), view.kv):
+                        found = _say(p, found, progress)
             # Search's derived index (a file beside the data): compared, and remade by --rebuild.
             progress.say("checking the search index", force=True)
             for p in check_index(store, view, do_rebuild and not damage):
@@ -337,7 +280,7 @@ def _check(store: Backend, do_rebuild: bool, group: int = GROUP_BYTES) -> int:
             )
             return 1
         if found and do_rebuild:
-            _repair(store, runs, progress)
+            _repair(store, runs, differ, progress)
             progress.done()
             print(f"rebuilt derived indexes from {n} facts ({found} differences fixed)")
             return 0
@@ -356,13 +299,14 @@ def _say(problem: str, found: int, progress: Progress) -> int:
     return found + 1
 
 
-def _repair(store: Backend, runs: Runs, progress: Progress) -> None:
-    """Every derived table made equal to its rebuilt rows in one transaction,
-    a range of stored rows at a time: only the rows that differ are written."""
+def _repair(store: Backend, runs: Runs, tables: list[str], progress: Progress) -> None:
+    """The derived ``tables`` made equal to their rebuilt rows in one
+    transaction, a range of stored rows at a time: only the rows that differ
+    are written."""
     w = store.begin_write()
     try:
         tx = w.tx
-        for name in (*DERIVED, "meta"):
+        for name in tables:
             progress.say(f"rebuilding {name}", force=True)
             repair_ranges(
                 runs.rows(name), lambda start, name=name: _stored(tx, name, start),

@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterator
 from ..core.kinds import state_type
 from .layout import decode_object, encode_object
 
-__all__ = ["Runs", "States", "differences", "Releasing", "repair_ranges", "Progress", "GROUP_BYTES"]
+__all__ = ["Runs", "States", "Sums", "summed", "differences", "Releasing", "repair_ranges", "Progress", "GROUP_BYTES"]
 
 # The rows a check keeps in memory before it spills a sorted run: their bytes
 # plus a per-row allowance for the Python objects that hold them.
@@ -36,6 +36,8 @@ _ROW_OVERHEAD = 160
 # The objects' states the fold keeps decoded in memory before it spills the
 # older half (:class:`States`).
 STATES_CAP = 100_000
+# The states one write transaction of a spill puts (D396).
+SPILL_TXN = 4096
 # The stored rows ``--rebuild`` reads at a time before it writes their range.
 RANGE = 4096
 _LEN = struct.Struct(">II")
@@ -126,6 +128,42 @@ def _merged(streams: list) -> Iterator[tuple[bytes, bytes]]:
         last_key, last_value = key, value
     if last_key is not None:
         yield last_key, last_value
+
+
+class Sums:
+    """The rows of many tables as they are made, kept only as a sum per
+    table (D395): how many, and the sum of their hashes (``hash((key,
+    value))``, this process's keyed 64-bit hash of both). Two tables whose
+    sums agree hold the same rows but with a chance of 2**-64; where they
+    disagree (or a key was made twice), the rows are walked (:class:`Runs`)."""
+
+    def __init__(self) -> None:
+        self.tables: dict[str, list[int]] = {}
+
+    def put(self, table: str, key: bytes, value: bytes) -> None:
+        t = self.tables.get(table)
+        if t is None:
+            t = self.tables[table] = [0, 0]
+        t[0] += 1
+        t[1] += hash((key, value))
+
+    def of(self, table: str) -> tuple[int, int]:
+        t = self.tables.get(table)
+        return (0, 0) if t is None else (t[0], t[1])
+
+
+def summed(rows: Iterator[tuple[bytes, bytes]], every: int = 1 << 11, release: Callable[[], None] | None = None) -> tuple[int, int]:
+    """(how many, the sum of their hashes) of ``rows`` (bytes keys and values),
+    as :class:`Sums` counts them; ``release()`` after each ``every`` rows."""
+    n = total = 0
+    while True:
+        chunk = list(islice(rows, every))
+        if not chunk:
+            return n, total
+        n += len(chunk)
+        total += sum(map(hash, chunk))
+        if release is not None:
+            release()
 
 
 def differences(
@@ -279,6 +317,7 @@ class States:
         self._dir: str | None = None
         self._read: Any = None
         self._reads = 0
+        self._spans: list[tuple[int, int]] = []
         self.spilled = 0
 
     def __enter__(self) -> "States":
@@ -317,9 +356,9 @@ class States:
             self._release()
 
     def _release(self) -> None:
-        from .lmdb_kv import release_mapped
+        from .lmdb_kv import release_spans
 
-        release_mapped(os.path.join(self._dir, "data.mdb"))  # type: ignore[arg-type]
+        release_spans(self._spans)
 
     def state(self, obj: str) -> Any:
         return self.get(obj)[1]
@@ -334,20 +373,27 @@ class States:
     def _spill(self, n: int) -> None:
         import lmdb
 
+        from .lmdb_kv import mapped_spans
+
         if self._env is None:
             self._dir = tempfile.mkdtemp(prefix="kungfud-check-states-", dir=self._where)
             self._env = lmdb.open(self._dir, map_size=1 << 40, sync=False, metasync=False, readahead=False, lock=False)
+            self._spans = mapped_spans(os.path.join(self._dir, "data.mdb"))
         if self._read is not None:
             self._read.abort()
         mem = self._mem
-        with self._env.begin(write=True) as txn:
-            for i, obj in enumerate(sorted(islice(mem, n)), 1):  # in key order: fewer pages touched
-                version, state = mem.pop(obj)
-                txn.put(obj.encode(), encode_object(version, state))
-                if not i & 0x1FFF:
-                    self._release()  # the pages the puts read through the map (D367)
+        # In key order (fewer pages touched), committed every SPILL_TXN puts:
+        # a write transaction holds each page it changes in memory of its own
+        # until it commits (D396).
+        spilled = sorted(islice(mem, n))
+        for at in range(0, len(spilled), SPILL_TXN):
+            with self._env.begin(write=True) as txn:
+                put = txn.put
+                for obj in spilled[at : at + SPILL_TXN]:
+                    version, state = mem.pop(obj)
+                    put(obj.encode(), encode_object(version, state))
+            self._release()  # the pages the puts read through the map (D367)
         self._read = self._env.begin(buffers=False)
-        self._release()
         self.spilled += 1
 
     def items(self) -> Iterator[tuple[str, int, Any]]:
