@@ -36,8 +36,12 @@ _ROW_OVERHEAD = 160
 # The objects' states the fold keeps decoded in memory before it spills the
 # older half (:class:`States`).
 STATES_CAP = 100_000
-# The states one write transaction of a spill puts (D396).
-SPILL_TXN = 4096
+# The states one write transaction of a spill puts, and the states read
+# back, before the pages they mapped are let go of: each read of a page not
+# mapped yet maps the cached pages around it too (the kernel's fault-around,
+# 64 KiB), so a random read costs up to 16 pages of RSS until released (D396).
+SPILL_TXN = 1024
+RANDOM_READS = 256
 # The stored rows ``--rebuild`` reads at a time before it writes their range.
 RANGE = 4096
 _LEN = struct.Struct(">II")
@@ -351,7 +355,7 @@ class States:
 
     def _tick(self) -> None:
         self._reads += 1
-        if self._reads >= 1 << 11:  # let go of the spill file's pages read (D367)
+        if self._reads >= RANDOM_READS:  # let go of the spill file's pages read (D367, D396)
             self._reads = 0
             self._release()
 
@@ -389,10 +393,12 @@ class States:
         for at in range(0, len(spilled), SPILL_TXN):
             with self._env.begin(write=True) as txn:
                 put = txn.put
-                for obj in spilled[at : at + SPILL_TXN]:
+                for i, obj in enumerate(spilled[at : at + SPILL_TXN], 1):
                     version, state = mem.pop(obj)
                     put(obj.encode(), encode_object(version, state))
-            self._release()  # the pages the puts read through the map (D367)
+                    if not i % RANDOM_READS:
+                        self._release()  # the pages the puts read through the map (D367)
+            self._release()
         self._read = self._env.begin(buffers=False)
         self.spilled += 1
 
