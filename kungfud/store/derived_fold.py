@@ -72,6 +72,12 @@ class _Kinds:
             raise KeyError(f"no object kind for id {obj!r}")
         return k.apply(state, fact)
 
+    def state_type(self, obj: str) -> type:
+        k = self.of(obj)
+        if k is None:
+            raise KeyError(f"no object kind for id {obj!r}")
+        return k.state
+
     def obligations(self, obj: str, state: Any) -> list:
         if state is None:
             return []
@@ -111,13 +117,14 @@ def derive(
     of the objects' states (:class:`~kungfud.store.derived_runs.States`), never
     the rows. With ``errors``, a fact that does not decode or apply is reported
     there and skipped instead of raising. ``progress(seq)`` now and then."""
-    with States() as states:
-        _derive(kv, put, errors, frozenset(tables), progress, states)
+    kinds = _Kinds()
+    with States(types=kinds.state_type) as states:
+        _derive(kv, put, errors, frozenset(tables), progress, states, kinds)
 
 
 def _derive(
     kv: Snapshot, put: Callable[[str, bytes, bytes], None], errors: list[str] | None, wanted: frozenset[str],
-    progress: Callable[[int], None] | None, states: States,
+    progress: Callable[[int], None] | None, states: States, kinds: "_Kinds",
 ) -> None:
     usage: dict[bytes, int] = {}
     event_seq = 0
@@ -125,7 +132,6 @@ def _derive(
     kinds_at = _Enabled(kinds_since(kv.get("meta", KINDS_KEY))).at
     indexes = any(t not in ("events", "outcomes") for t in wanted)
     feed_rows = bool(wanted & {"events", "outcomes"})
-    kinds = _Kinds()
     apply, obligations = kinds.apply, kinds.obligations
     state_of, get, set_state = states.state, states.get, states.set
 
@@ -183,9 +189,9 @@ def _derive(
             put(USAGE, key, u64(n))
     if indexes:
         want_objects = "objects" in wanted
-        for obj, version, state in states.items():
+        for obj, version, state, row in states.items():
             if want_objects:
-                put("objects", obj.encode(), encode_object(version, state))
+                put("objects", obj.encode(), row if row is not None else encode_object(version, state))
             for db, key, value in state_rows(obj, state, obligations):
                 if db in wanted:
                     put(db, key, value)

@@ -313,9 +313,10 @@ class States:
     environment and decoded again when a later fact reads it. Use as a
     context manager: the environment is removed at the end."""
 
-    def __init__(self, cap: int | None = None, where: str | None = None):
+    def __init__(self, cap: int | None = None, where: str | None = None, types: Callable[[str], type] = state_type):
         self.cap = cap or STATES_CAP
         self._where = where
+        self._type = types  # an object's state type by its id
         self._mem: dict[str, tuple[int, Any]] = {}
         self._env: Any = None
         self._dir: str | None = None
@@ -351,7 +352,7 @@ class States:
             return 0, None
         raw = self._read.get(obj.encode())
         self._tick()
-        return (0, None) if raw is None else decode_object(raw, state_type(obj))
+        return (0, None) if raw is None else decode_object(raw, self._type(obj))
 
     def _tick(self) -> None:
         self._reads += 1
@@ -392,26 +393,26 @@ class States:
         spilled = sorted(islice(mem, n))
         for at in range(0, len(spilled), SPILL_TXN):
             with self._env.begin(write=True) as txn:
-                put = txn.put
-                for i, obj in enumerate(spilled[at : at + SPILL_TXN], 1):
-                    version, state = mem.pop(obj)
-                    put(obj.encode(), encode_object(version, state))
-                    if not i % RANDOM_READS:
-                        self._release()  # the pages the puts read through the map (D367)
-            self._release()
+                cur = txn.cursor()
+                chunk = spilled[at : at + SPILL_TXN]
+                for i in range(0, len(chunk), RANDOM_READS):
+                    cur.putmulti([(obj.encode(), encode_object(*mem.pop(obj))) for obj in chunk[i : i + RANDOM_READS]])
+                    self._release()  # the pages the puts read through the map (D367)
         self._read = self._env.begin(buffers=False)
         self.spilled += 1
 
-    def items(self) -> Iterator[tuple[str, int, Any]]:
-        """Every object once: (id, facts that touched it, state), the spilled
-        ones first."""
+    def items(self) -> Iterator[tuple[str, int, Any, bytes | None]]:
+        """Every object once: (id, facts that touched it, state, its encoded
+        ``objects`` row or None), the spilled ones first (with their row: what
+        the spill holds)."""
         mem = self._mem
         if self._read is not None:
+            types = self._type
             for key, raw in self._read.cursor():
                 obj = key.decode()
                 self._tick()
                 if obj not in mem:
-                    version, state = decode_object(raw, state_type(obj))
-                    yield obj, version, state
+                    version, state = decode_object(raw, types(obj))
+                    yield obj, version, state, raw
         for obj, (version, state) in mem.items():
-            yield obj, version, state
+            yield obj, version, state, None
