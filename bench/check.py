@@ -1,6 +1,6 @@
 """``kungfud check``: wall time and peak memory against the store's size (issue 38 §2).
 
-    python bench/check.py [--facts 100000,1000000] [--keep DIR]
+    python bench/check.py [--facts 100000,1000000] [--keep DIR] [--base DIR] [--rounds N]
 
 For each N, a store of at least N facts is built in-process through the real
 actors and writer (bench/write_cost.py's ``Bench``): 200 agents, 20 Threads of
@@ -11,9 +11,13 @@ this prints, as one JSON line per N: facts, the store's bytes on disk, the
 check's wall time and exit status, its peak RSS (``ru_maxrss`` of the child,
 which counts the pages of the store file it mapped as well as its own) and the
 peak of its anonymous memory (``RssAnon`` sampled every 20 ms: what the check
-itself holds), and the load average before and after. ``--rebuild`` times
-``kungfud check --rebuild`` on the same (consistent) store too. With ``--keep``
-the stores are built once under DIR and reused on the next run.
+itself holds), and the load average before and after, and its CPU time (user + system, which
+a loaded machine inflates less than the wall time). ``--rebuild`` times
+``kungfud check --rebuild`` on the same (consistent) store too. The stores are
+built once under ``--keep`` (default ``$TMPDIR/kungfud-check-bench``) and
+reused by later runs. ``--base DIR``: a checkout of another build (say 43954a0
+in a worktree) checked on the same stores in the same run, alternating with
+this one ``--rounds`` times, each run in its own row (``"build"``).
 """
 
 from __future__ import annotations
@@ -83,11 +87,13 @@ def build(n: int, where: str) -> int:
         shutil.rmtree(b.dir, ignore_errors=True)
 
 
-def measure(data: str, *extra: str) -> dict:
-    """One ``kungfud check`` run: wall time, exit status, peak RSS and peak anonymous RSS."""
+def measure(data: str, *extra: str, code: str | None = None) -> dict:
+    """One ``kungfud check`` run (of the build at ``code``, default this one):
+    wall and CPU time, exit status, peak RSS and peak anonymous RSS."""
     t0 = time.monotonic()
+    env = dict(os.environ, PYTHONPATH=code) if code else None
     p = subprocess.Popen([sys.executable, "-m", "kungfud", "check", "--data-dir", data, *extra],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=code)
     anon = [0, 0]
     done = threading.Event()
 
@@ -114,7 +120,7 @@ def measure(data: str, *extra: str) -> dict:
     out = p.stdout.read().decode().strip().splitlines()  # type: ignore[union-attr]
     s.join()
     return {
-        "wall_s": round(wall, 2), "rc": p.returncode, "said": out[-1] if out else "",
+        "wall_s": round(wall, 2), "cpu_s": round(usage.ru_utime + usage.ru_stime, 2), "rc": p.returncode, "said": out[-1] if out else "",
         "peak_rss_mib": round(usage.ru_maxrss / 1024, 1), "peak_anon_mib": round(anon[0] / 1024, 1),
         "peak_file_mib": round(anon[1] / 1024, 1),
     }
@@ -127,33 +133,34 @@ def store_bytes(data: str) -> int:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--facts", default="100000,1000000")
-    ap.add_argument("--keep", default=None, help="build the stores here once and reuse them")
+    ap.add_argument("--keep", default=os.path.join(os.environ.get("TMPDIR", "/tmp"), "kungfud-check-bench"),
+                    help="build the stores here once and reuse them")
     ap.add_argument("--rebuild", action="store_true", help="time check --rebuild as well")
+    ap.add_argument("--base", default=None, help="a checkout of the build to compare with, in the same run")
+    ap.add_argument("--rounds", type=int, default=1, help="runs of each build, alternating")
     a = ap.parse_args()
-    root = a.keep or os.path.join(os.environ.get("TMPDIR", "/tmp"), f"kf-check-bench-{os.getpid()}")
-    try:
-        for n in (int(x) for x in a.facts.split(",")):
-            data = os.path.join(root, f"facts-{n}")
-            t0 = time.monotonic()
-            if not os.path.isdir(data):
-                build(n, data)
-            built = time.monotonic() - t0
-            store = Store(data, readonly=True, lock=False)
-            try:
-                with store.read() as view:
-                    facts = view.kv.count("log")
-            finally:
-                store.close()
-            load = os.getloadavg()[0]
-            row = {"bench": "check", "facts": facts, "store_mib": round(store_bytes(data) / 2**20, 1),
-                   "build_s": round(built, 1), **measure(data)}
-            if a.rebuild:
-                row["rebuild"] = measure(data, "--rebuild")
-            row["load"] = [round(load, 2), round(os.getloadavg()[0], 2)]
-            print(json.dumps(row), flush=True)
-    finally:
-        if a.keep is None:
-            shutil.rmtree(root, ignore_errors=True)
+    for n in (int(x) for x in a.facts.split(",")):
+        data = os.path.join(a.keep, f"facts-{n}")
+        t0 = time.monotonic()
+        if not os.path.isdir(data):
+            build(n, data)
+        built = time.monotonic() - t0
+        store = Store(data, readonly=True, lock=False)
+        try:
+            with store.read() as view:
+                facts = view.kv.count("log")
+        finally:
+            store.close()
+        builds = [("this", None)] + ([("base", os.path.abspath(a.base))] if a.base else [])
+        for _ in range(a.rounds):
+            for name, code in builds:
+                load = os.getloadavg()[0]
+                row = {"bench": "check", "build": name, "facts": facts, "store_mib": round(store_bytes(data) / 2**20, 1),
+                       "build_s": round(built, 1), **measure(data, code=code)}
+                if a.rebuild:
+                    row["rebuild"] = measure(data, "--rebuild", code=code)
+                row["load"] = [round(load, 2), round(os.getloadavg()[0], 2)]
+                print(json.dumps(row), flush=True)
 
 
 if __name__ == "__main__":

@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         from .store.postgres.migrate import run_migrate
 
         return run_migrate(cfg.data_dir, args.to, map_size_mb=cfg.storage.map_size_mb)
-    from .store.check import run_check
+    from .store.check_run import run_check
 
     return run_check(cfg.data_dir, rebuild=args.rebuild, map_size_mb=cfg.storage.map_size_mb, url=cfg.storage.url)
 

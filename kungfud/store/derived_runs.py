@@ -24,10 +24,13 @@ import time
 from itertools import islice
 from typing import Any, Callable, Iterator
 
+import lmdb
+
 from ..core.kinds import state_type
 from .codec import decode_object, encode_object
+from .lmdb_kv import mapped_spans, release_spans
 
-__all__ = ["Runs", "States", "differences", "Releasing", "repair_ranges", "Progress", "GROUP_BYTES"]
+__all__ = ["Runs", "States", "Sums", "summed", "differences", "Releasing", "repair_ranges", "Progress", "GROUP_BYTES"]
 
 # The rows a check keeps in memory before it spills a sorted run: their bytes
 # plus a per-row allowance for the Python objects that hold them.
@@ -36,6 +39,12 @@ _ROW_OVERHEAD = 160
 # The objects' states the fold keeps decoded in memory before it spills the
 # older half (:class:`States`).
 STATES_CAP = 100_000
+# The states one write transaction of a spill puts, and the states read
+# back, before the pages they mapped are let go of: each read of a page not
+# mapped yet maps the cached pages around it too (the kernel's fault-around,
+# 64 KiB), so a random read costs up to 16 pages of RSS until released (D396).
+SPILL_TXN = 1024
+RANDOM_READS = 256
 # The stored rows ``--rebuild`` reads at a time before it writes their range.
 RANGE = 4096
 _LEN = struct.Struct(">II")
@@ -126,6 +135,42 @@ def _merged(streams: list) -> Iterator[tuple[bytes, bytes]]:
         last_key, last_value = key, value
     if last_key is not None:
         yield last_key, last_value
+
+
+class Sums:
+    """The rows of many tables as they are made, kept only as a sum per
+    table (D395): how many, and the sum of their hashes (``hash((key,
+    value))``, this process's keyed 64-bit hash of both). Two tables whose
+    sums agree hold the same rows but with a chance of 2**-64; where they
+    disagree (or a key was made twice), the rows are walked (:class:`Runs`)."""
+
+    def __init__(self) -> None:
+        self.tables: dict[str, list[int]] = {}
+
+    def put(self, table: str, key: bytes, value: bytes) -> None:
+        t = self.tables.get(table)
+        if t is None:
+            t = self.tables[table] = [0, 0]
+        t[0] += 1
+        t[1] += hash((key, value))
+
+    def of(self, table: str) -> tuple[int, int]:
+        t = self.tables.get(table)
+        return (0, 0) if t is None else (t[0], t[1])
+
+
+def summed(rows: Iterator[tuple[bytes, bytes]], every: int = 1 << 11, release: Callable[[], None] | None = None) -> tuple[int, int]:
+    """(how many, the sum of their hashes) of ``rows`` (bytes keys and values),
+    as :class:`Sums` counts them; ``release()`` after each ``every`` rows."""
+    n = total = 0
+    while True:
+        chunk = list(islice(rows, every))
+        if not chunk:
+            return n, total
+        n += len(chunk)
+        total += sum(map(hash, chunk))
+        if release is not None:
+            release()
 
 
 def differences(
@@ -271,14 +316,16 @@ class States:
     environment and decoded again when a later fact reads it. Use as a
     context manager: the environment is removed at the end."""
 
-    def __init__(self, cap: int | None = None, where: str | None = None):
+    def __init__(self, cap: int | None = None, where: str | None = None, types: Callable[[str], type] = state_type):
         self.cap = cap or STATES_CAP
         self._where = where
+        self._type = types  # an object's state type by its id
         self._mem: dict[str, tuple[int, Any]] = {}
         self._env: Any = None
         self._dir: str | None = None
         self._read: Any = None
         self._reads = 0
+        self._spans: list[tuple[int, int]] = []
         self.spilled = 0
 
     def __enter__(self) -> "States":
@@ -308,18 +355,16 @@ class States:
             return 0, None
         raw = self._read.get(obj.encode())
         self._tick()
-        return (0, None) if raw is None else decode_object(raw, state_type(obj))
+        return (0, None) if raw is None else decode_object(raw, self._type(obj))
 
     def _tick(self) -> None:
         self._reads += 1
-        if self._reads >= 1 << 11:  # let go of the spill file's pages read (D367)
+        if self._reads >= RANDOM_READS:  # let go of the spill file's pages read (D367, D396)
             self._reads = 0
             self._release()
 
     def _release(self) -> None:
-        from .lmdb_kv import release_mapped
-
-        release_mapped(os.path.join(self._dir, "data.mdb"))  # type: ignore[arg-type]
+        release_spans(self._spans)
 
     def state(self, obj: str) -> Any:
         return self.get(obj)[1]
@@ -332,34 +377,39 @@ class States:
             self._spill(len(mem) - self.cap // 2)
 
     def _spill(self, n: int) -> None:
-        import lmdb
-
         if self._env is None:
             self._dir = tempfile.mkdtemp(prefix="kungfud-check-states-", dir=self._where)
             self._env = lmdb.open(self._dir, map_size=1 << 40, sync=False, metasync=False, readahead=False, lock=False)
+            self._spans = mapped_spans(os.path.join(self._dir, "data.mdb"))
         if self._read is not None:
             self._read.abort()
         mem = self._mem
-        with self._env.begin(write=True) as txn:
-            for i, obj in enumerate(sorted(islice(mem, n)), 1):  # in key order: fewer pages touched
-                version, state = mem.pop(obj)
-                txn.put(obj.encode(), encode_object(version, state))
-                if not i & 0x1FFF:
+        # In key order (fewer pages touched), committed every SPILL_TXN puts:
+        # a write transaction holds each page it changes in memory of its own
+        # until it commits (D396).
+        spilled = sorted(islice(mem, n))
+        for at in range(0, len(spilled), SPILL_TXN):
+            with self._env.begin(write=True) as txn:
+                cur = txn.cursor()
+                chunk = spilled[at : at + SPILL_TXN]
+                for i in range(0, len(chunk), RANDOM_READS):
+                    cur.putmulti([(obj.encode(), encode_object(*mem.pop(obj))) for obj in chunk[i : i + RANDOM_READS]])
                     self._release()  # the pages the puts read through the map (D367)
         self._read = self._env.begin(buffers=False)
-        self._release()
         self.spilled += 1
 
-    def items(self) -> Iterator[tuple[str, int, Any]]:
-        """Every object once: (id, facts that touched it, state), the spilled
-        ones first."""
+    def items(self) -> Iterator[tuple[str, int, Any, bytes | None]]:
+        """Every object once: (id, facts that touched it, state, its encoded
+        ``objects`` row or None), the spilled ones first (with their row: what
+        the spill holds)."""
         mem = self._mem
         if self._read is not None:
+            types = self._type
             for key, raw in self._read.cursor():
                 obj = key.decode()
                 self._tick()
                 if obj not in mem:
-                    version, state = decode_object(raw, state_type(obj))
-                    yield obj, version, state
+                    version, state = decode_object(raw, types(obj))
+                    yield obj, version, state, raw
         for obj, (version, state) in mem.items():
-            yield obj, version, state
+            yield obj, version, state, None

@@ -12,7 +12,7 @@ import lmdb
 
 from .layout import RETIRED
 
-__all__ = ["LmdbSnapshot", "LmdbTx", "LmdbWriteTxn", "release_mapped"]
+__all__ = ["LmdbSnapshot", "LmdbTx", "LmdbWriteTxn", "release_mapped", "mapped_spans", "release_spans"]
 
 
 class LmdbSnapshot:
@@ -137,6 +137,26 @@ def release_mapped(path: str) -> None:
     and a later read maps them again, so nothing read changes; a long scan
     (``kungfud check``) then holds in its resident memory only what it read
     since (D367). Linux only; elsewhere nothing."""
+    release_spans(mapped_spans(path))
+
+
+def mapped_spans(path: str) -> list[tuple[int, int]]:
+    """The address ranges where this process maps the file ``path`` (an open
+    LMDB environment maps its whole map size once, at open): found once and
+    released many times by :func:`release_spans` while the environment stays
+    open (D396). Linux only; elsewhere none."""
+    target = os.path.realpath(path)
+    try:
+        with open("/proc/self/maps") as f:
+            spans = [line.split(None, 1)[0] for line in f if line.rstrip("\n").endswith(target)]
+    except OSError:
+        return []
+    return [(int(lo, 16), int(hi, 16)) for lo, hi in (span.split("-") for span in spans)]
+
+
+def release_spans(spans: list[tuple[int, int]]) -> None:
+    """``madvise(MADV_DONTNEED)`` over ``spans`` of a shared file mapping
+    (:func:`mapped_spans`, of an environment still open)."""
     global _libc
     if _libc is None:
         try:
@@ -150,14 +170,7 @@ def release_mapped(path: str) -> None:
             _libc = False
     if not _libc:
         return
-    target = os.path.realpath(path)
-    try:
-        with open("/proc/self/maps") as f:
-            spans = [line.split(None, 1)[0] for line in f if line.rstrip("\n").endswith(target)]
-    except OSError:
-        return
-    for span in spans:
-        lo, hi = (int(x, 16) for x in span.split("-"))
+    for lo, hi in spans:
         _libc.madvise(lo, hi - lo, _MADV_DONTNEED)
 
 

@@ -399,7 +399,7 @@ def test_L1_1_a_check_in_small_groups_reports_and_repairs_every_difference_in_ev
     ``meta`` row that the log does not make — is still reported, once, and repaired, and nothing else is
     written."""
     from kungfud.store import derived_runs
-    from kungfud.store.check import run_check
+    from kungfud.store.check_run import run_check
 
     data, _ = populated
     store = Store(str(data))
@@ -544,7 +544,7 @@ def test_L1_1_on_postgresql_a_check_in_small_groups_reports_and_repairs_every_di
     byte order) finds and repairs every corruption, in groups and ranges far
     smaller than the store."""
     from kungfud.store import derived_runs
-    from kungfud.store.check import run_check
+    from kungfud.store.check_run import run_check
     from kungfud.store.open import open_store
 
     data, _ = populated

@@ -280,7 +280,7 @@ def test_L1_1_a_format_2_store_is_migrated_once_by_dropping_its_stream_table(pg_
     57bd251, copied in, given back the ``kf_stream`` table and rows and the
     format that 57bd251 wrote — is migrated once on open: the table dropped,
     the format recorded, every other row as it was, and it checks OK."""
-    from kungfud.store.check import run_check
+    from kungfud.store.check_run import run_check
     from tests.store.test_migration import _unpack
 
     data = _unpack(tmp_path, "v2")
@@ -327,7 +327,7 @@ def test_L1_1_a_format_3_store_gets_its_public_memory_rows_once(pg_server, tmp_p
     copied in as format 3 wrote it — no public-Memory rows — is migrated once
     on open: the rows added, the format recorded, every row as the LMDB
     migration made it, and it checks OK."""
-    from kungfud.store.check import run_check
+    from kungfud.store.check_run import run_check
     from tests.store.test_migration import _unpack
 
     data = _unpack(tmp_path, "v3m")
@@ -403,7 +403,7 @@ def _opened(url: str, tmp_path: Path, caplog) -> tuple[list[str], dict, int]:
 
 
 def _checks_ok_and_migrates_once(url: str, tmp_path: Path, caplog) -> None:
-    from kungfud.store.check import run_check
+    from kungfud.store.check_run import run_check
 
     with psycopg.connect(url) as conn:
         assert conn.execute("SELECT value FROM kf_meta WHERE key = 'format'::bytea").fetchall() == [(FORMAT,)]

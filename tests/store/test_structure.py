@@ -26,15 +26,6 @@ DEFERRED = {
     # go of mapped pages (D367): the daemon never loads it (idle RSS, issue 38).
     ("store/lmdb_kv.py", "ctypes"),
     ("store/lmdb_kv.py", "ctypes.util"),
-    # `kungfud check`'s spill file of folded states (LMDB, and letting go of its
-    # pages): no circle; store/derived_runs.py is being rewritten this round
-    # (issue 38, engineer `check`), and these move to module level once it lands.
-    ("store/derived_runs.py", "lmdb"),
-    ("store/derived_runs.py", "lmdb_kv"),
-    # `kungfud check`'s command opens the store through open.py, which migrates
-    # with this module's engine: the one circle left, until run_check moves out
-    # of check.py (being rewritten this round by another change; D381).
-    ("store/check.py", "open"),
 }
 
 # Modules allowed to call msgspec's msgpack, each with why.

@@ -98,7 +98,7 @@ def test_L1_1_a_format_3_directory_fills_its_usage_table_once_and_old_writes_cou
 def test_L1_1_a_format_3_postgresql_store_gets_its_usage_table_once(pg_server, tmp_path, caplog):
     """The same step on PostgreSQL: a format-3 store (the fixture copied in,
     without ``kf_usage``, format 3) gets the table created and filled on open."""
-    from kungfud.store.check import run_check
+    from kungfud.store.check_run import run_check
     from kungfud.store.postgres import PgStore
 
     data = _unpack(tmp_path, "v3")
