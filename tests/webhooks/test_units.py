@@ -424,8 +424,6 @@ def test_https_posts_to_the_checked_address_with_the_urls_host_in_sni_and_the_ce
     conns = 0
 
     async def go():
-        nonlocal conns
-
         async def handler(reader, writer):
             nonlocal conns
             conns += 1
@@ -490,3 +488,47 @@ def test_a_kept_connection_the_receiver_closed_is_replaced_once():
         return first, second, len(got)
 
     assert asyncio.run(go()) == (None, None, 2)
+
+
+@pytest.mark.parametrize(
+    "answer, status, kept",
+    [
+        (b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n", 200, True),
+        (b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n", 204, True),
+        (b"HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 0\r\n\r\n", 200, False),
+        (b"HTTP/1.0 200 OK\r\ncontent-length: 0\r\n\r\n", 200, False),
+        (b"HTTP/1.1 500 X\r\ncontent-length: 9000\r\n\r\n" + b"x" * 9000, 500, False),  # not read: closed
+        (b"HTTP/1.1 200 OK\r\n\r\nuntil the close", 200, False),
+    ],
+)
+def test_an_answer_is_read_to_its_end_only_when_bounded_and_the_connection_kept_only_then(answer, status, kept):
+    """D390: the client keeps a connection only when it read the whole answer
+    (a length within 4 KiB, or chunked within it) and the receiver did not ask
+    to close; the status counts either way."""
+    from kungfud.webhooks.http1 import Connections
+
+    async def go():
+        async def handler(reader, writer):
+            try:
+                while True:
+                    head = await reader.readuntil(b"\r\n\r\n")
+                    await reader.readexactly(int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0]))
+                    writer.write(answer)
+                    await writer.drain()
+            except (asyncio.IncompleteReadError, ConnectionError):
+                pass
+            finally:
+                writer.close()
+
+        srv = await asyncio.start_server(handler, "127.0.0.1", 0)
+        port = srv.sockets[0].getsockname()[1]
+        c = Connections()
+        req = b"POST /h HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\n\r\n{}"
+        try:
+            got = await asyncio.wait_for(c.post("http", "127.0.0.1", port, "127.0.0.1", req), 5)
+            return got, c.idle_count
+        finally:
+            await c.aclose()
+            srv.close()
+
+    assert asyncio.run(go()) == (status, 1 if kept else 0)
