@@ -283,3 +283,47 @@ def test_an_acknowledgement_written_while_the_next_read_runs_sends_nothing_twice
         d._pool.shutdown()
 
     asyncio.run(go())
+
+
+@pytest.mark.rules("R8-20")
+def test_one_wake_of_more_agents_than_a_round_reads_each_once_and_posts_each_event_once(monkeypatch):
+    """D392: the agents one commit wakes are read together, ``ROUND`` to a
+    read; each agent with an event is read once and gets its POST once (no
+    second read to find nothing), the others none."""
+    import kungfud.webhooks.delivery as delivery
+
+    posted: list[str] = []
+
+    async def fake_post(self, reg, msg_id, body, span=None):
+        posted.append(msg_id)
+        return None
+
+    monkeypatch.setattr(delivery.Deliveries, "_post", fake_post)
+    n = delivery.ROUND * 2 + 7
+    agents = [f"ag_{i:05d}" for i in range(n)]
+    calls: list[int] = []
+
+    class Hooks(_Hooks):
+        def events_after(self, agent, after, limit, kinds):
+            page = [(5, b'{"event":"turn","data":{}}')] if after < 5 and agent != agents[0] else []
+            return page, None, max(after, 5) if page else after
+
+        def due(self, wanted, limit):
+            calls.append(len(wanted))
+            return super().due(wanted, limit)
+
+    async def go():
+        d = Deliveries(_Runtime(), WebhooksConfig())
+        hooks = d.hooks = Hooks({a: _reg(a) for a in agents})  # type: ignore[assignment]
+        d.held = [True] * SHARDS
+        await d._sweep(range(SHARDS))
+        hooks.reads.clear()
+        calls.clear()
+        d.wake(agents)
+        await _settle(d)
+        assert sorted(posted) == sorted(f"{a}.5" for a in agents[1:])  # each once; none for the first
+        assert sorted(hooks.reads) == sorted(agents)  # each read once
+        assert max(calls) <= delivery.ROUND and sum(calls) == n
+        d._pool.shutdown()
+
+    asyncio.run(go())
