@@ -216,31 +216,36 @@ def _load() -> float:
     return round(os.getloadavg()[0], 2)
 
 
-async def _setup_many(url: str, n: int, url_for) -> tuple[Client, str, list[str]]:
-    """An asker, a Thread, ``n`` agents that joined it, agent i's endpoint
+PER_THREAD = 5000
+
+
+async def _setup_many(url: str, n: int, url_for) -> tuple[Client, list[str], list[str]]:
+    """An asker, Threads of ``PER_THREAD`` agents, ``n`` agents that joined them, agent i's endpoint
     ``url_for(i, agent)``; at most 16 set up at a time."""
     reg = await Client.connect(url)
     ka = (await reg.act("agent.register", {"content": {"name": "asker"}}))["key"]
     await reg.close()
     a = await Client.connect(url, ka)
-    t = (await a.act("thread.create", {"content": {"title": "fanout"}}))["thread"]
+    threads, grants = [], []
+    for _ in range(0, n, PER_THREAD):  # a Thread holds at most 10,000 members by default
+        threads.append((await a.act("thread.create", {"content": {"title": "fanout"}}))["thread"])
+        grants.append(await a.act("thread.admit", {"thread": threads[-1], "role": "speaker"}))  # one grant, all join
     agents: list[str] = [""] * n
     gate = asyncio.Semaphore(16)
-    g = await a.act("thread.admit", {"thread": t, "role": "speaker"})  # one live grant, every agent joins with it
 
     async def one(i: int) -> None:
         async with gate:
             r = await a.act("agent.register", {"content": {"name": f"h{i}"}})
             c = await Client.connect(url, r["key"])
             try:
-                await c.act("thread.join", {"token": g["token"]})
+                await c.act("thread.join", {"token": grants[i // PER_THREAD]["token"]})
                 await c.act("webhook.set", {"url": url_for(i, r["agent"])})
             finally:
                 await c.close()
             agents[i] = r["agent"]
 
     await asyncio.gather(*(one(i) for i in range(n)))
-    return a, t, agents
+    return a, threads, agents
 
 
 async def _fan_once(d: dict, rxs: list[Receiver], wait_for: list[str], q: int) -> dict:
@@ -254,7 +259,8 @@ async def _fan_once(d: dict, rxs: list[Receiver], wait_for: list[str], q: int) -
     sent = time.perf_counter()
     agents = d["agents"]
     await asyncio.gather(*(
-        d["asker"].act("thread.post", {"thread": d["thread"], "content": {"q": q}, "ask": agents[i:i + 1000]})
+        d["asker"].act("thread.post", {"thread": d["thread"][i // PER_THREAD], "content": {"q": q},
+                                       "ask": agents[i:i + 1000]})
         for i in range(0, len(agents), 1000)
     ))
     got = [t - sent for t in await asyncio.wait_for(asyncio.gather(*futs), 600)]
