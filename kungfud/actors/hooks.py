@@ -22,7 +22,6 @@ class Due(NamedTuple):
     reg: WebhookState | None  # None, or url None: no endpoint
     cursor: Cursor | None  # where delivery resumes (None: no endpoint)
     page: list[tuple[int, bytes]]  # events after the cursor, at most the limit
-    first_at: int | None  # when the first of them was recorded (ms)
     reached: int  # the seq the read reached (open-Task rows passed over up to it, D331)
     more: bool  # the page was cut at the limit: more may follow
 
@@ -105,19 +104,23 @@ class Hooks:
             for agent, pending in wanted.items():
                 reg = view.state(webhook_obj(agent))
                 if reg is None or reg.url is None:
-                    out[agent] = Due(reg, None, [], None, 0, False)
+                    out[agent] = Due(reg, None, [], 0, False)
                     continue
                 cursor = pending if pending is not None and pending.hook == reg.hook else None
                 if cursor is None:
                     stored = view.hook_cursor(agent)
                     cursor = stored if stored is not None and stored.hook == reg.hook else Cursor(reg.hook, reg.since)
                 if cursor.disabled_at:
-                    out[agent] = Due(reg, cursor, [], None, cursor.delivered, False)
+                    out[agent] = Due(reg, cursor, [], cursor.delivered, False)
                     continue
                 page, more, reached = _page(view, agent, cursor.delivered, limit, "task_offered" in reg.events)
-                first_at = getattr(view.fact_at_or_before(page[0][0]), "at", None) if page else None
-                out[agent] = Due(reg, cursor, page, first_at, reached, more)
+                out[agent] = Due(reg, cursor, page, reached, more)
         return out
+
+    def recorded_at(self, seq: int) -> int | None:
+        """When the event ``seq`` was recorded (ms; None: not known)."""
+        with self.store.read() as view:
+            return getattr(view.fact_at_or_before(seq), "at", None)
 
     def push_tasks(self) -> list[tuple[str, str]]:
         """(author, task) of every A2A Task with a push config (WIRE.md 1.3)."""

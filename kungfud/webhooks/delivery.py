@@ -68,10 +68,10 @@ ROUND = 500  # agents read together at most (D392)
 class _Read:
     """A :class:`~kungfud.actors.hooks.Due`, unpacked once."""
 
-    __slots__ = ("reg", "cursor", "page", "first_at", "reached", "more")
+    __slots__ = ("reg", "cursor", "page", "reached", "more")
 
     def __init__(self, d: Any):
-        self.reg, self.cursor, self.page, self.first_at, self.reached, self.more = d
+        self.reg, self.cursor, self.page, self.reached, self.more = d
 
 
 def shard_of(agent: str) -> int:
@@ -94,7 +94,8 @@ class Deliveries:
         self._round: asyncio.Future | None = None
         self.pokes: dict[str, asyncio.Event] = {}  # agent -> wakes its task from a pause between attempts
         self.acked: dict[str, Cursor] = {}
-        self.oldest: dict[str, int] = {}  # agent -> when its oldest undelivered event was recorded (ms)
+        self.oldest: dict[str, int] = {}  # agent -> the seq of its oldest undelivered event
+        self._oldest_at: tuple[int, int] | None = None  # (seq, when recorded, ms): dated each LEASE_S
         # D272: every agent with an endpoint, and maybe some that no longer have
         # one (a read of the registration removes those). Added to by each sweep
         # and by each commit that writes a registration (``changed``), removed
@@ -248,6 +249,10 @@ class Deliveries:
             if taken or now - last_sweep >= SWEEP_S:
                 await self._sweep(range(SHARDS) if now - last_sweep >= SWEEP_S else taken)
                 last_sweep = now if now - last_sweep >= SWEEP_S else last_sweep
+            try:
+                await self._date_oldest()
+            except Exception:
+                log.exception("dating the oldest webhook event failed")
             await asyncio.sleep(LEASE_S)
 
     async def _sweep_all(self) -> None:
@@ -312,8 +317,7 @@ class Deliveries:
         if not due.page:
             self._passed(agent, cursor, due.reached)
             return due.more
-        if due.first_at is not None:
-            self.oldest[agent] = due.first_at
+        self.oldest[agent] = due.page[0][0]
         kinds = reg.events
         for seq, event in due.page:  # every event has its own seq (WIRE.md 1.2)
             if kind_of(event) in kinds:
@@ -427,7 +431,20 @@ class Deliveries:
         ]
 
     def oldest_age_s(self) -> float:
-        """Age of the oldest undelivered event this node is delivering (0: none)."""
-        if not self.oldest:
+        """Age of the oldest undelivered event this node is delivering (0:
+        none), as dated by the last :meth:`_date_oldest` (within ``LEASE_S``)."""
+        if not self.oldest or self._oldest_at is None:
             return 0.0
-        return max(0.0, (_wall_ms() - min(self.oldest.values())) / 1000)
+        return max(0.0, (_wall_ms() - self._oldest_at[1]) / 1000)
+
+    async def _date_oldest(self) -> None:
+        """When the oldest event being delivered was recorded: one read per
+        ``LEASE_S`` when it changed, not one per agent per page (a fan-out of
+        a thousand agents read a fact each for this gauge)."""
+        if not self.oldest:
+            return
+        seq = min(self.oldest.values())
+        if self._oldest_at is None or self._oldest_at[0] != seq:
+            at = await self._call(self.hooks.recorded_at, seq)
+            if at is not None:
+                self._oldest_at = (seq, at)

@@ -65,13 +65,13 @@ class _Hooks:
         for agent, pending in wanted.items():
             reg, cursor = self.state(agent)
             if reg is None or reg.url is None:
-                out[agent] = Due(reg, None, [], None, 0, False)
+                out[agent] = Due(reg, None, [], 0, False)
                 continue
             if pending is not None and pending.hook == reg.hook:
                 cursor = pending
             cursor = cursor or Cursor(reg.hook, reg.since)
-            page, first_at, reached = self.events_after(agent, cursor.delivered, limit, reg.events)
-            out[agent] = Due(reg, cursor, page, first_at, reached, False)
+            page, _first_at, reached = self.events_after(agent, cursor.delivered, limit, reg.events)
+            out[agent] = Due(reg, cursor, page, reached, False)
         return out
 
 
@@ -257,7 +257,7 @@ def test_an_acknowledgement_written_while_the_next_read_runs_sends_nothing_twice
                 cursor = pending if pending is not None and pending.hook == reg.hook else stored
                 cursor = cursor or Cursor(reg.hook, reg.since)
                 page = [(s, b'{"event":"turn","data":{}}') for s in self.events if s > cursor.delivered]
-                out[agent] = Due(reg, cursor, page, None, page[-1][0] if page else cursor.delivered, False)
+                out[agent] = Due(reg, cursor, page, page[-1][0] if page else cursor.delivered, False)
             return out
 
         def write(self, cursors):
@@ -324,6 +324,49 @@ def test_one_wake_of_more_agents_than_a_round_reads_each_once_and_posts_each_eve
         assert sorted(posted) == sorted(f"{a}.5" for a in agents[1:])  # each once; none for the first
         assert sorted(hooks.reads) == sorted(agents)  # each read once
         assert max(calls) <= delivery.ROUND and sum(calls) == n
+        d._pool.shutdown()
+
+    asyncio.run(go())
+
+
+def test_the_oldest_undelivered_gauge_dates_a_stuck_event_by_when_it_was_recorded(monkeypatch):
+    """``kungfud_webhook_oldest_undelivered_seconds`` (docs/operations.md):
+    an event whose POST keeps failing shows its age since it was recorded;
+    the date is read once per lease turn, not per agent per page (D392)."""
+    import kungfud.webhooks.delivery as delivery
+    from kungfud.actors.runtime import wall_ms
+
+    async def failing(self, reg, msg_id, body, span=None):
+        return "http_status 5xx"
+
+    monkeypatch.setattr(delivery.Deliveries, "_post", failing)
+
+    class Hooks(_Hooks):
+        dated: list[int] = []
+
+        def events_after(self, agent, after, limit, kinds):
+            return ([(9, b'{"event":"turn","data":{}}')] if after < 9 else []), None, max(after, 9)
+
+        def recorded_at(self, seq):
+            self.dated.append(seq)
+            return wall_ms() - 5_000
+
+        def write(self, cursors):
+            pass
+
+    async def go():
+        d = Deliveries(_Runtime(), WebhooksConfig(retry_pauses_s=(60,)))
+        hooks = d.hooks = Hooks({"ag_x": _reg("ag_x")})  # type: ignore[assignment]
+        d.held = [True] * SHARDS
+        d.wake(["ag_x"])
+        while not d.oldest:
+            await asyncio.sleep(0.01)
+        assert d.oldest_age_s() == 0.0  # not dated yet
+        await d._date_oldest()
+        await d._date_oldest()  # the same event: not read again
+        assert 4.5 < d.oldest_age_s() < 60 and hooks.dated == [9]
+        for t in d.tasks.values():
+            t.cancel()
         d._pool.shutdown()
 
     asyncio.run(go())
