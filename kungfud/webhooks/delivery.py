@@ -65,15 +65,6 @@ PAGE = 64
 ROUND = 500  # agents read together at most (D392)
 
 
-class _Read:
-    """A :class:`~kungfud.actors.hooks.Due`, unpacked once."""
-
-    __slots__ = ("reg", "cursor", "page", "reached", "more")
-
-    def __init__(self, d: Any):
-        self.reg, self.cursor, self.page, self.reached, self.more = d
-
-
 def shard_of(agent: str) -> int:
     return zlib.crc32(agent.encode()) % SHARDS
 
@@ -228,8 +219,7 @@ class Deliveries:
         """The :class:`~kungfud.actors.hooks.Due` of each of ``agents``."""
         acked = self.acked
         wanted = {a: acked.get(a) for a in agents}  # taken before the read begins (D393)
-        got = await self._call(self.hooks.due, wanted, PAGE)
-        return {a: _Read(d) for a, d in got.items()}
+        return await self._call(self.hooks.due, wanted, PAGE)
 
     async def _lease_loop(self) -> None:
         last_sweep = 0.0
