@@ -19,7 +19,7 @@ HERE = Path(__file__).resolve().parent
 
 SUITE = [
     ("memory_create.py", [], ["--seconds", "1"]),
-    ("webhooks.py", [], ["--quick"]),
+    ("webhooks.py", ["--fanout", "1000"], ["--quick"]),  # 10,000 agents: run it on its own (--fanout 10000)
     ("thread_bench.py", ["--history", "10,10000,100000"], ["--seconds", "1", "--history", "10,1000", "--deadlines", "100"]),
     ("scale_bench.py", [], ["--obligations", "1000", "--cycles-seconds", "1", "--idle", "1000", "--stored-threads", "5000", "--events", "100"]),
     ("scale_targets.py", [], ["--members", "100", "--member-posts", "100", "--creates", "2560", "--posts", "320", "--blocks", "4"]),

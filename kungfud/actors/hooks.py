@@ -5,14 +5,25 @@ blocks (a read or write transaction); the runner makes them off the event loop."
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..core.a2a import a2a_obj
 from ..core.a2a_push import push_obj
 from ..core.webhook import WebhookState, webhook_agent, webhook_obj
 from ..store.hooks import Cursor, put_cursors
+from .event_pages import page as feed_page
 
-__all__ = ["Hooks", "Cursor", "split_registrations"]
+__all__ = ["Hooks", "Cursor", "Due", "split_registrations"]
+
+
+class Due(NamedTuple):
+    """What one agent's delivery needs, read from one view (:meth:`Hooks.due`)."""
+
+    reg: WebhookState | None  # None, or url None: no endpoint
+    cursor: Cursor | None  # where delivery resumes (None: no endpoint)
+    page: list[tuple[int, bytes]]  # events after the cursor, at most the limit
+    reached: int  # the seq the read reached (open-Task rows passed over up to it, D331)
+    more: bool  # the page was cut at the limit: more may follow
 
 
 def split_registrations(names: list[str]) -> tuple[list[str], list[str]]:
@@ -78,6 +89,38 @@ class Hooks:
         with self.store.read() as view:
             fact = view.fact_at_or_before(page[0][0])
         return page, getattr(fact, "at", None), reached
+
+    def due(self, wanted: dict[str, Cursor | None], limit: int) -> dict[str, Due]:
+        """For each agent of ``wanted``: its registration, where delivery
+        resumes, and a page of its events after that, all from ONE view (a
+        fan-out reads once for every agent one commit concerns, D392).
+        ``wanted`` maps each agent to its acknowledged cursor not yet written
+        (None: none), taken BEFORE this read began: a batch of cursors written
+        meanwhile is then either seen here or older than it, never newer, so a
+        delivery never resumes behind what was acknowledged (the race that sent
+        an event twice with nothing failing, D393)."""
+        out: dict[str, Due] = {}
+        with self.store.read() as view:
+            for agent, pending in wanted.items():
+                reg = view.state(webhook_obj(agent))
+                if reg is None or reg.url is None:
+                    out[agent] = Due(reg, None, [], 0, False)
+                    continue
+                cursor = pending if pending is not None and pending.hook == reg.hook else None
+                if cursor is None:
+                    stored = view.hook_cursor(agent)
+                    cursor = stored if stored is not None and stored.hook == reg.hook else Cursor(reg.hook, reg.since)
+                if cursor.disabled_at:
+                    out[agent] = Due(reg, cursor, [], cursor.delivered, False)
+                    continue
+                page, more, reached = feed_page(view, agent, cursor.delivered, limit, "task_offered" in reg.events)
+                out[agent] = Due(reg, cursor, page, reached, more)
+        return out
+
+    def recorded_at(self, seq: int) -> int | None:
+        """When the event ``seq`` was recorded (ms; None: not known)."""
+        with self.store.read() as view:
+            return getattr(view.fact_at_or_before(seq), "at", None)
 
     def push_tasks(self) -> list[tuple[str, str]]:
         """(author, task) of every A2A Task with a push config (WIRE.md 1.3)."""

@@ -9,8 +9,10 @@ off the path of every action.
   try every ``LEASE_S`` and sweep the shards they take.
 - **When.** A commit (this node's, or another's through the bus) wakes the
   agents it names; a sweep every ``SWEEP_S`` catches what a lost wake-up missed.
-  A woken agent with an endpoint gets a task that delivers until nothing is
-  pending, then ends. Which agents have one is known in memory (D272:
+  The agents woken together are read together (D392: one view, one thread hop,
+  for their registrations, positions and pages of events); each that has
+  something to deliver gets a task that delivers until nothing is pending,
+  then ends. Which agents have one is known in memory (D272:
   ``endpoints``, from the sweeps and from every commit that writes a
   registration, this node's or another's), so a wake-up of any other agent
   costs a set lookup: no task, no store read.
@@ -21,7 +23,11 @@ off the path of every action.
   A failed attempt is recorded at once (cursor: failing since, attempts, last
   error) and retried after the schedule's pause; acknowledged positions are
   written in batches (``FLUSH_S``): a crash before the write sends those
-  events again (at least once), never skips one.
+  events again (at least once), never skips one. A read takes the positions
+  acknowledged but not yet written before it begins (D393), so a batch
+  written while it runs never sends an event twice.
+- **The POST** is :mod:`.post` on :mod:`.http1`'s kept-alive connections per
+  checked address (D390).
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ import concurrent.futures
 import logging
 import time
 import zlib
+from itertools import islice
 from typing import Any
 
 import msgspec
@@ -49,14 +56,13 @@ from .slots import Slots
 __all__ = ["Deliveries", "SHARDS", "shard_of"]
 
 log = logging.getLogger("kungfud.webhooks")
-# httpx logs every request at INFO (with the URL): one line per delivery is not ours to log.
-logging.getLogger("httpx").setLevel(logging.WARNING)
 
 SHARDS = 4
 LEASE_S = 1.0
 SWEEP_S = 15.0
 FLUSH_S = 0.05
 PAGE = 64
+ROUND = 500  # agents read together at most (D392)
 
 
 def shard_of(agent: str) -> int:
@@ -74,9 +80,13 @@ class Deliveries:
         self.held = [False] * SHARDS
         self.tasks: dict[str, asyncio.Task] = {}
         self.rewake: set[str] = set()
+        self._due: set[str] = set()  # woken, to be read by the next round (_read_round)
+        self._reading: set[str] = set()  # being read by the round in flight
+        self._round: asyncio.Future | None = None
         self.pokes: dict[str, asyncio.Event] = {}  # agent -> wakes its task from a pause between attempts
         self.acked: dict[str, Cursor] = {}
-        self.oldest: dict[str, int] = {}  # agent -> when its oldest undelivered event was recorded (ms)
+        self.oldest: dict[str, int] = {}  # agent -> the seq of its oldest undelivered event
+        self._oldest_at: tuple[int, int] | None = None  # (seq, when recorded, ms): dated each LEASE_S
         # D272: every agent with an endpoint, and maybe some that no longer have
         # one (a read of the registration removes those). Added to by each sweep
         # and by each commit that writes a registration (``changed``), removed
@@ -106,7 +116,8 @@ class Deliveries:
 
     async def stop(self) -> None:
         self._stopping = True
-        running = [*self.tasks.values(), *self._loops, *([self._sweeping] if self._sweeping is not None else [])]
+        running = [*self.tasks.values(), *self._loops,
+                   *(f for f in (self._sweeping, self._round) if f is not None)]
         for t in running:
             t.cancel()
         await asyncio.gather(*running, return_exceptions=True)
@@ -157,13 +168,58 @@ class Deliveries:
 
     def _run(self, agent: str) -> None:
         task = self.tasks.get(agent)
-        if task is not None and not task.done():
+        if (task is not None and not task.done()) or agent in self._reading:
             self.rewake.add(agent)  # it reads again before it ends
             poke = self.pokes.get(agent)
             if poke is not None:
                 poke.set()  # a pause ends early to look at the registration again
             return
-        self.tasks[agent] = asyncio.ensure_future(self._deliver(agent))
+        self._due.add(agent)
+        if self._round is None:
+            self._round = asyncio.ensure_future(self._read_round())
+
+    async def _read_round(self) -> None:
+        """Read the agents woken since the last round together, ``ROUND`` to
+        a view (D392): a post that asks a thousand agents costs two reads, not
+        a thousand; each agent with something to deliver then gets its task."""
+        try:
+            while self._due and not self._stopping:
+                if len(self._due) <= ROUND:
+                    agents, self._due = self._due, set()
+                else:  # the first POSTs go while the rest is read
+                    agents = set(islice(self._due, ROUND))
+                    self._due -= agents
+                self._reading = agents
+                self.rewake.difference_update(agents)  # a wake from now on reads again
+                try:
+                    got = await self._read(agents)
+                except Exception:
+                    log.exception("reading webhook deliveries failed; retried at the next sweep")
+                    got = {}
+                finally:
+                    self._reading = set()
+                rewake = self.rewake
+                for agent, due in got.items():
+                    if due.page or due.more:
+                        self.tasks[agent] = asyncio.ensure_future(self._deliver(agent, due))
+                    elif agent in rewake:  # woken during the read: read in the next round
+                        rewake.discard(agent)
+                        self._due.add(agent)
+                    elif due.reg is None or due.reg.url is None:
+                        self.acked.pop(agent, None)
+                        self.endpoints.discard(agent)  # changed() adds it back with a registration
+                    else:
+                        self.endpoints.add(agent)
+                        if due.cursor is not None and not due.cursor.disabled_at:
+                            self._passed(agent, due.cursor, due.reached)
+        finally:
+            self._round = None
+
+    async def _read(self, agents: Any) -> dict[str, Any]:
+        """The :class:`~kungfud.actors.hooks.Due` of each of ``agents``."""
+        acked = self.acked
+        wanted = {a: acked.get(a) for a in agents}  # taken before the read begins (D393)
+        return await self._call(self.hooks.due, wanted, PAGE)
 
     async def _lease_loop(self) -> None:
         last_sweep = 0.0
@@ -183,6 +239,10 @@ class Deliveries:
             if taken or now - last_sweep >= SWEEP_S:
                 await self._sweep(range(SHARDS) if now - last_sweep >= SWEEP_S else taken)
                 last_sweep = now if now - last_sweep >= SWEEP_S else last_sweep
+            try:
+                await self._date_oldest()
+            except Exception:
+                log.exception("dating the oldest webhook event failed")
             await asyncio.sleep(LEASE_S)
 
     async def _sweep_all(self) -> None:
@@ -208,17 +268,20 @@ class Deliveries:
 
     # --- one agent ------------------------------------------------------------------
 
-    async def _deliver(self, agent: str) -> None:
+    async def _deliver(self, agent: str, due: Any) -> None:
         # Set by every wake-up while this task runs (_run), from before its
         # first read: a wake that comes during a POST or a cursor write is not
         # lost to the pause that follows (_until_delivered).
         self.pokes.setdefault(agent, asyncio.Event())
         try:
             while True:
-                self.rewake.discard(agent)
-                more = await self._deliver_some(agent)
+                more = await self._deliver_some(agent, due)
                 if not more and agent not in self.rewake:
                     return
+                self.rewake.discard(agent)
+                if not self.held[shard_of(agent)]:
+                    return
+                due = (await self._read((agent,)))[agent]
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -229,11 +292,9 @@ class Deliveries:
             if self.tasks.get(agent) is asyncio.current_task():
                 del self.tasks[agent]
 
-    async def _deliver_some(self, agent: str) -> bool:
-        """Deliver one page of ``agent``'s events; True when more may follow."""
-        if not self.held[shard_of(agent)]:
-            return False
-        reg, cursor = await self._call(self.hooks.state, agent)
+    async def _deliver_some(self, agent: str, due: Any) -> bool:
+        """Deliver the page ``due`` read; True when more may follow."""
+        reg, cursor = due.reg, due.cursor
         if reg is None or reg.url is None:
             self.acked.pop(agent, None)
             # A registration written after this read was announced to changed(),
@@ -241,20 +302,15 @@ class Deliveries:
             self.endpoints.discard(agent)
             return False
         self.endpoints.add(agent)
-        pending = self.acked.get(agent)
-        if pending is not None and pending.hook == reg.hook:
-            cursor = pending  # acknowledged, not yet written
-        if cursor is None:
-            cursor = Cursor(reg.hook, reg.since)
         if cursor.disabled_at:
             return False
-        page, first_at, reached = await self._call(self.hooks.events_after, agent, cursor.delivered, PAGE, reg.events)
-        if not page:
-            return self._passed(agent, cursor, reached)
-        if first_at is not None:
-            self.oldest[agent] = first_at
-        for seq, event in page:  # every event has its own seq (WIRE.md 1.2)
-            if kind_of(event) in reg.events:
+        if not due.page:
+            self._passed(agent, cursor, due.reached)
+            return due.more
+        self.oldest[agent] = due.page[0][0]
+        kinds = reg.events
+        for seq, event in due.page:  # every event has its own seq (WIRE.md 1.2)
+            if kind_of(event) in kinds:
                 cursor = await self._until_delivered(agent, reg, cursor, f"{agent}.{seq}", seq, event)
                 if cursor is None:
                     return False  # disabled, replaced, cleared or no longer ours
@@ -262,8 +318,8 @@ class Deliveries:
             self.acked[agent] = cursor
             self._flush_due.set()
             self.oldest.pop(agent, None)
-        self._passed(agent, cursor, reached)
-        return True
+        self._passed(agent, cursor, due.reached)
+        return due.more
 
     def _passed(self, agent: str, cursor: Cursor, reached: int) -> bool:
         """The read reached ``reached`` past the cursor over offers not meant
@@ -365,7 +421,20 @@ class Deliveries:
         ]
 
     def oldest_age_s(self) -> float:
-        """Age of the oldest undelivered event this node is delivering (0: none)."""
-        if not self.oldest:
+        """Age of the oldest undelivered event this node is delivering (0:
+        none), as dated by the last :meth:`_date_oldest` (within ``LEASE_S``)."""
+        if not self.oldest or self._oldest_at is None:
             return 0.0
-        return max(0.0, (_wall_ms() - min(self.oldest.values())) / 1000)
+        return max(0.0, (_wall_ms() - self._oldest_at[1]) / 1000)
+
+    async def _date_oldest(self) -> None:
+        """When the oldest event being delivered was recorded: one read per
+        ``LEASE_S`` when it changed, not one per agent per page (a fan-out of
+        a thousand agents read a fact each for this gauge)."""
+        if not self.oldest:
+            return
+        seq = min(self.oldest.values())
+        if self._oldest_at is None or self._oldest_at[0] != seq:
+            at = await self._call(self.hooks.recorded_at, seq)
+            if at is not None:
+                self._oldest_at = (seq, at)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from ..core.webhook import SETTING, address_refused, allows, default_port, every_port
 
@@ -35,19 +35,35 @@ class Refused(Exception):
         self.detail = detail
 
 
+_PARSED: dict[str, tuple] = {}  # url -> its parts (a URL's text parses the same every time)
+_PARSED_MAX = 100_000
+
+
+def _parse(url: str) -> tuple:
+    parts = urlsplit(url)
+    netloc = parts.netloc.rsplit("@", 1)[-1]
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    return (
+        parts.scheme, (parts.hostname or "").lower(), parts.port or default_port(parts.scheme), netloc,
+        parts.path or "/", parts.query,
+        quote(path, safe="!#$%&'()*+,/:;=?@[]~").encode("ascii"),  # the request target (non-ASCII escaped)
+        netloc.encode("idna" if not netloc.isascii() else "ascii"),
+    )
+
+
 class Target:
     """Where one delivery goes: the URL's parts and the checked address."""
 
-    __slots__ = ("scheme", "host", "port", "netloc", "path", "query", "addr", "coarse")
+    __slots__ = ("scheme", "host", "port", "netloc", "path", "query", "target", "host_header", "addr", "coarse")
 
     def __init__(self, url: str, addr: str = ""):
-        parts = urlsplit(url)
-        self.scheme = parts.scheme
-        self.host = (parts.hostname or "").lower()
-        self.port = parts.port or default_port(parts.scheme)
-        self.netloc = parts.netloc.rsplit("@", 1)[-1]
-        self.path = parts.path or "/"
-        self.query = parts.query
+        parsed = _PARSED.get(url)
+        if parsed is None:
+            if len(_PARSED) >= _PARSED_MAX:
+                _PARSED.clear()
+            parsed = _PARSED[url] = _parse(url)
+        (self.scheme, self.host, self.port, self.netloc, self.path, self.query, self.target,
+         self.host_header) = parsed
         self.addr = addr
         self.coarse = False  # every port of the host is listed: a failure is told as "failed" only (D328)
 
@@ -68,13 +84,7 @@ async def resolve(host: str, port: int, allow: tuple[str, ...], scheme: str = "h
         if not allowed and address_refused(literal):
             raise Refused(f"address {host} is not public; the operator must list it (and its port) in {SETTING}")
         return str(literal)
-    loop = asyncio.get_running_loop()
-    try:
-        infos = await asyncio.wait_for(
-            loop.getaddrinfo(host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP), RESOLVE_TIMEOUT_S
-        )
-    except (OSError, asyncio.TimeoutError) as e:
-        raise Refused(f"host {host} does not resolve ({e.__class__.__name__})", "dns") from None
+    infos = await _getaddrinfo(host, port)
     addrs = list(dict.fromkeys(info[4][0] for info in infos))
     if not addrs:
         raise Refused(f"host {host} does not resolve", "dns")
@@ -89,12 +99,55 @@ async def resolve(host: str, port: int, allow: tuple[str, ...], scheme: str = "h
     return addrs[0]
 
 
+_IN_FLIGHT: dict[tuple, asyncio.Future] = {}
+_LITERALS: dict[tuple, tuple] = {}  # (host, port, scheme, allow) of an address literal -> its outcome
+
+
+async def _getaddrinfo(host: str, port: int) -> list:
+    """``host``'s addresses, looked up now. Lookups of one name that overlap
+    share the one in flight (D391): a fan-out to a thousand agents behind one
+    receiving host resolves it once, at the time of their POSTs, not a
+    thousand times; a later delivery starts a lookup of its own."""
+    loop = asyncio.get_running_loop()
+    key = (host, port, loop)
+    fut = _IN_FLIGHT.get(key)
+    if fut is None:
+        fut = _IN_FLIGHT[key] = asyncio.ensure_future(asyncio.wait_for(
+            loop.getaddrinfo(host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP), RESOLVE_TIMEOUT_S
+        ))
+        fut.add_done_callback(lambda _f: _IN_FLIGHT.pop(key, None))
+    try:
+        return await asyncio.shield(fut)
+    except (OSError, asyncio.TimeoutError) as e:
+        raise Refused(f"host {host} does not resolve ({e.__class__.__name__})", "dns") from None
+
+
 async def target(url: str, allow: tuple[str, ...]) -> Target:
     """The checked destination of a delivery to ``url`` (raises :class:`Refused`).
-    Run before a POST slot is taken: a slow resolver holds no slot (D330)."""
+    Run before a POST slot is taken: a slow resolver holds no slot (D330).
+    A name is resolved and checked at every delivery; an address literal's
+    outcome depends on its text and ``allow`` only, and is kept (D391)."""
     t = Target(url)
-    t.addr = await resolve(t.host, t.port, allow, t.scheme)
-    t.coarse = every_port(allow, t.host)
+    key = (t.host, t.port, t.scheme, allow)
+    known = _LITERALS.get(key)
+    if known is None:
+        coarse = every_port(allow, t.host)
+        try:
+            ipaddress.ip_address(t.host)
+        except ValueError:  # a name: looked up now, every time
+            t.addr = await resolve(t.host, t.port, allow, t.scheme)
+            t.coarse = coarse
+            return t
+        try:
+            known = (await resolve(t.host, t.port, allow, t.scheme), coarse, None)
+        except Refused as e:
+            known = ("", coarse, (str(e), e.category, e.detail))
+        if len(_LITERALS) >= 10_000:
+            _LITERALS.clear()
+        _LITERALS[key] = known
+    t.addr, t.coarse, refusal = known
+    if refusal is not None:
+        raise Refused(*refusal)
     return t
 
 

@@ -1,10 +1,8 @@
-"""One delivery: a POST with httpx (chosen over aiohttp because it is already
-a dependency of the test suite and the MCP bridge's stack, its AsyncClient
-takes a per-request SNI host name, and it never follows a redirect unless
-asked; D214), to the address :mod:`.guard` checked, with the URL's host in
-``Host`` and in TLS (SNI and certificate check). The answer is bounded: its
-status, and at most ``READ_LIMIT`` bytes read and dropped; the whole POST
-must finish within ``TIMEOUT_S``.
+"""One delivery: a POST on :mod:`.http1`'s kept-alive connections (D390;
+httpx until then, D214), to the address :mod:`.guard` checked, with the URL's
+host in ``Host`` and in TLS (SNI and certificate check), never following a
+redirect. The answer is bounded: its status, and at most ``READ_LIMIT`` bytes
+of its body read and dropped; the whole POST must finish within ``TIMEOUT_S``.
 
 What went wrong is told in two ways (D329): the agent's ``webhook.get``
 shows one of a few stable categories (``CATEGORIES``), which tell a receiver's
@@ -15,21 +13,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import ssl
 from typing import Any
-from urllib.parse import urlunsplit
-
-import httpx
 
 from .guard import Refused, Target, target
-from .sign import headers
+from .http1 import READ_LIMIT, Connections, PostFailure
+from .sign import signature
 
-__all__ = ["post", "send", "refused", "TIMEOUT_S", "READ_LIMIT", "new_client", "CATEGORIES"]
+__all__ = ["post", "send", "refused", "TIMEOUT_S", "READ_LIMIT", "new_client", "CATEGORIES", "request"]
 
 log = logging.getLogger("kungfud.webhooks")
 
 TIMEOUT_S = 10.0
-READ_LIMIT = 4096
 CATEGORIES = (
     "timeout", "refused", "tls", "dns", "address_refused", "protocol",
     "http_status 1xx", "http_status 3xx", "http_status 4xx", "http_status 5xx",
@@ -37,18 +31,13 @@ CATEGORIES = (
 )
 
 
-def new_client(connections: int) -> httpx.AsyncClient:
-    return httpx.AsyncClient(
-        follow_redirects=False,
-        timeout=httpx.Timeout(TIMEOUT_S),
-        limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
-        trust_env=False,  # no proxy from the environment: the checked address is the one connected to
-        headers={"user-agent": "kungfud-webhooks"},
-    )
+def new_client(connections: int) -> Connections:
+    """Kept-alive connections for up to ``connections`` POSTs at once."""
+    return Connections(idle_max=max(4, connections))
 
 
 async def post(
-    client: httpx.AsyncClient, url: str, allow: tuple[str, ...], key: bytes, msg_id: str, timestamp: int, body: bytes,
+    client: Connections, url: str, allow: tuple[str, ...], key: bytes, msg_id: str, timestamp: int, body: bytes,
     span: Any = None, extra: dict[str, str] | None = None,
 ) -> str | None:
     """Check ``url``'s destination, then :func:`send`: None when the receiver
@@ -69,37 +58,45 @@ def refused(e: Refused, url: str, msg_id: str) -> str:
     return e.category
 
 
+def request(
+    t: Target, key: bytes, msg_id: str, timestamp: int, body: bytes, span: Any = None,
+    extra: dict[str, str] | None = None,
+) -> bytes:
+    """The whole request, one buffer: the Standard Webhooks headers (signed
+    when ``key``), the caller's ``extra`` and the span's (WIRE.md 1.2)."""
+    more = b""
+    if extra or span is not None:
+        hdrs = {**(extra or {}), **(span.headers if span is not None else {})}
+        for name, value in hdrs.items():
+            if "\r" in value or "\n" in value or "\r" in name or "\n" in name:
+                raise ValueError(f"header {name!r}: a line break")
+            more += b"%s: %s\r\n" % (name.encode("latin-1"), value.encode("latin-1"))
+    ctype = b"" if (extra and "content-type" in extra) or not key else b"content-type: application/json\r\n"
+    sig = b"webhook-signature: %s\r\n" % signature(key, msg_id, timestamp, body).encode() if key else b""
+    return b"POST %s HTTP/1.1\r\nhost: %s\r\nuser-agent: kungfud-webhooks\r\n%swebhook-id: %s\r\nwebhook-timestamp: %d\r\n%s%scontent-length: %d\r\n\r\n%s" % (
+        t.target, t.host_header, ctype, msg_id.encode(), timestamp, sig, more, len(body), body,
+    )
+
+
 async def send(
-    client: httpx.AsyncClient, t: Target, key: bytes, msg_id: str, timestamp: int, body: bytes, span: Any = None,
+    client: Connections, t: Target, key: bytes, msg_id: str, timestamp: int, body: bytes, span: Any = None,
     extra: dict[str, str] | None = None,
 ) -> str | None:
     """POST ``body`` to the checked target ``t``: None on a 2xx within the
     timeout; else the category (the detail to the log). ``span``: an object
     whose ``headers`` the POST carries too (a tracing span's traceparent);
     ``key`` empty: no signature; ``extra``: headers of the caller's own."""
-    shown = f"[{t.addr}]" if ":" in t.addr else t.addr
-    pinned = urlunsplit((t.scheme, f"{shown}:{t.port}", t.path, t.query, ""))
-    hdrs = headers(key, msg_id, timestamp, body) if key else {"webhook-id": msg_id, "webhook-timestamp": str(timestamp)}
-    hdrs.update(extra or {})
-    hdrs["host"] = t.netloc
-    if span is not None:
-        hdrs.update(span.headers)
-    extensions = {"sni_hostname": t.host} if t.scheme == "https" else {}
+    try:
+        req = request(t, key, msg_id, timestamp, body, span, extra)
+    except ValueError as e:
+        return _failed(t, msg_id, "protocol", str(e))
     try:
         async with asyncio.timeout(TIMEOUT_S):
-            async with client.stream("POST", pinned, content=body, headers=hdrs, extensions=extensions) as resp:
-                read = 0
-                async for chunk in resp.aiter_raw():
-                    read += len(chunk)
-                    if read >= READ_LIMIT:
-                        break
-                status = resp.status_code
-    except (TimeoutError, httpx.TimeoutException):
+            status = await client.post(t.scheme, t.addr, t.port, t.host, req)
+    except TimeoutError:
         return _failed(t, msg_id, "timeout", f"no answer within {TIMEOUT_S:g} s")
-    except httpx.ConnectError as e:
-        return _failed(t, msg_id, "tls" if _tls(e) else "refused", _short(e))
-    except httpx.HTTPError as e:
-        return _failed(t, msg_id, "protocol", f"{e.__class__.__name__} ({_short(e)})")
+    except PostFailure as e:
+        return _failed(t, msg_id, e.category, _short(e))
     if 200 <= status < 300:
         return None
     detail = f"HTTP {status}" + (": a redirect, not followed" if 300 <= status < 400 else "")
@@ -113,17 +110,6 @@ def _failed(t: Target, msg_id: str, category: str, detail: str) -> str:
 
 def _where(t: Target) -> str:
     return t.origin  # the scheme, host and port only: a path or query may carry the receiver's own secrets
-
-
-def _tls(e: BaseException) -> bool:
-    seen: BaseException | None = e
-    for _ in range(8):  # the cause chain: httpx → httpcore → ssl
-        if seen is None:
-            return False
-        if isinstance(seen, ssl.SSLError) or "SSL" in str(seen) or "CERTIFICATE" in str(seen).upper():
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
 
 
 def _short(e: BaseException) -> str:

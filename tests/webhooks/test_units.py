@@ -387,5 +387,148 @@ def test_a_failure_tells_the_agent_a_category_and_the_operator_the_detail(caplog
 
     assert asyncio.run(go()) == "refused"
     logged = "\n".join(r.getMessage() for r in caplog.records)
-    assert "HTTP 501" in logged and "RemoteProtocolError" in logged and "ag_x.1" in logged
+    assert "HTTP 501" in logged and "closed without a complete answer" in logged and "ag_x.1" in logged
     assert set(CATEGORIES) >= {"timeout", "refused", "tls", "dns", "address_refused", "http_status 5xx"}
+
+
+def _tls_server(tmp_path, name: str):
+    """A TLS receiver with a self-signed certificate for ``name``; the client
+    context that trusts it."""
+    import ssl
+    import subprocess
+
+    key, cert = tmp_path / "k.pem", tmp_path / "c.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+         "-days", "1", "-subj", f"/CN={name}", "-addext", f"subjectAltName=DNS:{name}"],
+        check=True, capture_output=True,
+    )
+    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server.load_cert_chain(cert, key)
+    client = ssl.create_default_context(cafile=str(cert))
+    return server, client
+
+
+@pytest.mark.rules("R8-20")
+def test_https_posts_to_the_checked_address_with_the_urls_host_in_sni_and_the_certificate(tmp_path):
+    """D390 (the hand-written HTTP/1.1 client): https connects to the address
+    the guard checked, sends the URL's host as SNI and checks the certificate
+    for it; a certificate for another name fails as ``tls``; two POSTs share
+    one kept-alive connection."""
+    from kungfud.webhooks import post as post_mod
+    from kungfud.webhooks.guard import Target
+    from kungfud.webhooks.http1 import Connections
+
+    server_ctx, client_ctx = _tls_server(tmp_path, "hooks.test")
+    seen: list[str] = []
+    conns = 0
+
+    async def go():
+        async def handler(reader, writer):
+            nonlocal conns
+            conns += 1
+            try:
+                while True:
+                    head = await reader.readuntil(b"\r\n\r\n")
+                    n = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+                    await reader.readexactly(n)
+                    writer.write(b"HTTP/1.1 204 No Content\r\n\r\n")
+            except (asyncio.IncompleteReadError, ConnectionError):
+                pass
+            finally:
+                writer.close()
+
+        server_ctx.sni_callback = lambda _obj, name, _ctx: seen.append(name)  # the SNI each handshake sent
+        srv = await asyncio.start_server(handler, "127.0.0.1", 0, ssl=server_ctx)
+        port = srv.sockets[0].getsockname()[1]
+        client = Connections(verify=client_ctx)
+        try:
+            ok = [await post_mod.send(client, Target(f"https://hooks.test:{port}/h", "127.0.0.1"), b"k" * 32,
+                                      f"ag_x.{i}", 1, b"{}") for i in range(2)]
+            wrong = await post_mod.send(client, Target(f"https://other.test:{port}/h", "127.0.0.1"), b"k" * 32,
+                                        "ag_x.3", 1, b"{}")
+        finally:
+            await client.aclose()
+            srv.close()
+        return ok, wrong
+
+    ok, wrong = asyncio.run(go())
+    assert ok == [None, None] and wrong == "tls"
+    assert seen == ["hooks.test", "other.test"] and conns <= 2  # one connection for both POSTs; the refused one its own
+
+
+def test_a_kept_connection_the_receiver_closed_is_replaced_once():
+    """A receiver that closes an idle kept-alive connection (its own idle
+    timeout) costs no failed attempt: the POST goes on a new connection."""
+    from kungfud.webhooks import post as post_mod
+    from kungfud.webhooks.guard import Target
+
+    async def go():
+        got: list[bytes] = []
+
+        async def handler(reader, writer):
+            head = await reader.readuntil(b"\r\n\r\n")
+            got.append(head)
+            await reader.readexactly(int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0]))
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+            await writer.drain()
+            writer.close()  # kept-alive by its answer, closed right after
+
+        srv = await asyncio.start_server(handler, "127.0.0.1", 0)
+        port = srv.sockets[0].getsockname()[1]
+        client = post_mod.new_client(2)
+        t = Target(f"http://127.0.0.1:{port}/h", "127.0.0.1")
+        try:
+            first = await post_mod.send(client, t, b"k" * 32, "ag_x.1", 1, b"{}")
+            await asyncio.sleep(0.1)
+            second = await post_mod.send(client, t, b"k" * 32, "ag_x.2", 1, b"{}")
+        finally:
+            await client.aclose()
+            srv.close()
+        return first, second, len(got)
+
+    assert asyncio.run(go()) == (None, None, 2)
+
+
+@pytest.mark.parametrize(
+    "answer, status, kept",
+    [
+        (b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n", 200, True),
+        (b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n", 204, True),
+        (b"HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 0\r\n\r\n", 200, False),
+        (b"HTTP/1.0 200 OK\r\ncontent-length: 0\r\n\r\n", 200, False),
+        (b"HTTP/1.1 500 X\r\ncontent-length: 9000\r\n\r\n" + b"x" * 9000, 500, False),  # not read: closed
+        (b"HTTP/1.1 200 OK\r\n\r\nuntil the close", 200, False),
+    ],
+)
+def test_an_answer_is_read_to_its_end_only_when_bounded_and_the_connection_kept_only_then(answer, status, kept):
+    """D390: the client keeps a connection only when it read the whole answer
+    (a length within 4 KiB, or chunked within it) and the receiver did not ask
+    to close; the status counts either way."""
+    from kungfud.webhooks.http1 import Connections
+
+    async def go():
+        async def handler(reader, writer):
+            try:
+                while True:
+                    head = await reader.readuntil(b"\r\n\r\n")
+                    await reader.readexactly(int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0]))
+                    writer.write(answer)
+                    await writer.drain()
+            except (asyncio.IncompleteReadError, ConnectionError):
+                pass
+            finally:
+                writer.close()
+
+        srv = await asyncio.start_server(handler, "127.0.0.1", 0)
+        port = srv.sockets[0].getsockname()[1]
+        c = Connections()
+        req = b"POST /h HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\n\r\n{}"
+        try:
+            got = await asyncio.wait_for(c.post("http", "127.0.0.1", port, "127.0.0.1", req), 5)
+            return got, c.idle_count
+        finally:
+            await c.aclose()
+            srv.close()
+
+    assert asyncio.run(go()) == (status, 1 if kept else 0)
