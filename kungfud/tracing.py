@@ -55,12 +55,18 @@ on = False
 current: "RequestSpan | None" = None
 
 INSTALL = "pip install 'kungfud[tracing]'"
+QUEUE = 8192  # spans the export queue holds (D341, D415; OTEL_BSP_MAX_QUEUE_SIZE over it)
+BATCH = 1024  # spans per export POST (OTEL_BSP_MAX_EXPORT_BATCH_SIZE over it)
 
 _tracer: Any = None
 _prop: Any = None  # the W3C TraceContext propagator (OpenTelemetry's)
 _api: Any = None  # opentelemetry.trace
 _provider: Any = None
 _processor: Any = None
+_resource: Any = None
+_Readable: Any = None  # opentelemetry.sdk.trace.ReadableSpan
+_UNSET: Any = None  # a span's status when it is not an error: left out
+_INTERNAL: Any = None  # SpanKind.INTERNAL
 _counts = {"queue_full": 0, "export_failed": 0}
 _lock = threading.Lock()
 
@@ -98,12 +104,12 @@ def configure(endpoint: str, sample_ratio: float, node: str, version: str) -> No
     ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` and ``_HEADERS``/``_TIMEOUT``,
     ``OTEL_TRACES_SAMPLER``, ``OTEL_BSP_*``). Raises :class:`TracingUnavailable`
     naming the extra when OpenTelemetry's SDK or exporter is missing."""
-    global on, _tracer, _prop, _api, _provider, _processor
+    global on, _tracer, _prop, _api, _provider, _processor, _resource, _Readable, _UNSET, _INTERNAL
     try:
         from opentelemetry import trace as api
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
         from opentelemetry.sdk.resources import Resource
-        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExportResult
         from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
         from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
@@ -121,17 +127,44 @@ def configure(endpoint: str, sample_ratio: float, node: str, version: str) -> No
             return result
 
     class _Processor(BatchSpanProcessor):
-        def on_end(self, span: Any) -> None:
+        def __init__(self, exporter: Any):
+            # D415: a larger queue and batch than the SDK's defaults (2048, 512) unless
+            # OTEL_BSP_* say: every request makes three spans, and each export is an HTTP POST.
+            env = os.environ.get
+            super().__init__(
+                exporter,
+                max_queue_size=None if env("OTEL_BSP_MAX_QUEUE_SIZE") else QUEUE,
+                max_export_batch_size=None if env("OTEL_BSP_MAX_EXPORT_BATCH_SIZE") else BATCH,
+            )
             q = getattr(getattr(self, "_batch_processor", None), "_queue", None)
-            if q is not None and q.maxlen is not None and len(q) >= q.maxlen:
+            self._kf_queue = q if q is not None and q.maxlen is not None else None
+
+        def on_end(self, span: Any) -> None:
+            q = self._kf_queue
+            if q is not None and len(q) >= q.maxlen:  # type: ignore[operator]
                 _counts["queue_full"] += 1  # the bounded queue drops its oldest span
             super().on_end(span)
+
+    class _Resource(Resource):
+        """The resource, its hash made once: the exporter groups every span by
+        it, and ``Resource.__hash__`` serializes its attributes each time."""
+
+        def __init__(self, made: Any):
+            super().__init__(made.attributes, made.schema_url)
+            self._hash = Resource.__hash__(made)
+
+        def __hash__(self) -> int:
+            return self._hash
+
+        def __eq__(self, other: object) -> bool:
+            return self is other or Resource.__eq__(self, other)
 
     attrs: dict[str, Any] = {"service.version": version, "kungfud.node": node, "service.instance.id": node}
     if not os.environ.get("OTEL_SERVICE_NAME") and "service.name=" not in os.environ.get("OTEL_RESOURCE_ATTRIBUTES", ""):
         attrs["service.name"] = "kungfud"
     sampler = None if os.environ.get("OTEL_TRACES_SAMPLER") else ParentBased(TraceIdRatioBased(sample_ratio))
-    provider = TracerProvider(resource=Resource.create(attrs), sampler=sampler, shutdown_on_exit=False)
+    resource = _Resource(Resource.create(attrs))
+    provider = TracerProvider(resource=resource, sampler=sampler, shutdown_on_exit=False)
     traces = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or endpoint.rstrip("/") + "/v1/traces"
     processor = _Processor(_Exporter(endpoint=traces))
     try:  # a collector that stays down: its warnings at most once per 20 s each, as the SDK's queue does
@@ -142,6 +175,8 @@ def configure(endpoint: str, sample_ratio: float, node: str, version: str) -> No
         pass
     provider.add_span_processor(processor)
     _api, _prop, _provider, _processor = api, TraceContextTextMapPropagator(), provider, processor
+    # A span's status UNSET is left out (None), as OTLP's default: nothing to encode.
+    _resource, _Readable, _UNSET, _INTERNAL = resource, ReadableSpan, None, api.SpanKind.INTERNAL
     _tracer = provider.get_tracer("kungfud", version)
     on = True
 
@@ -232,12 +267,23 @@ def without_meta(event: bytes) -> bytes:
 
 class RequestSpan:
     """One request's span and the stamps of its decision and commit (taken
-    on the actor's and the writer's threads, turned into spans at the end)."""
+    on the actor's and the writer's threads, turned into spans at the end).
 
-    __slots__ = ("span", "op", "agent", "outcome", "replayed", "d0", "d1", "commit", "_tp")
+    Lean by design (issue 36 §3): nothing of the SDK's live ``Span`` (its
+    lock, bounded attribute and event lists, a copy at its end) is made. The
+    span's context — the SDK's sampler deciding, its id generator naming —
+    is made once, when first asked (the events' ``traceparent``, the audit
+    line's ``trace_id``) or at the end; at the end the request span and its
+    ``kungfud.decide`` and ``kungfud.commit`` children are handed to the
+    batch processor as finished SDK spans (``ReadableSpan``), their
+    attributes built in one dict each."""
+
+    __slots__ = ("parent", "kind", "start", "op", "agent", "outcome", "replayed", "d0", "d1", "commit", "_tp", "_made")
 
     def __init__(self, op: str, parent: Any, kind: Any = None):
-        self.span = _tracer.start_span(f"kungfud {op}", context=parent, kind=kind or _api.SpanKind.SERVER)
+        self.parent = parent  # an OpenTelemetry Context (of the caller's traceparent) or None
+        self.kind = kind
+        self.start = time.time_ns()
         self.op = op
         self.agent: str | None = None
         self.outcome = "ok"
@@ -245,16 +291,23 @@ class RequestSpan:
         self.d0 = self.d1 = 0
         self.commit: tuple | None = None
         self._tp: str | None = None
+        self._made: tuple | None = None  # (its SpanContext, the parent's or None, recording, the sampler's attributes)
+
+    def _context(self) -> tuple:
+        made = self._made
+        if made is None:
+            made = self._made = _span_context(self.parent, f"kungfud {self.op}", self.kind or _api.SpanKind.SERVER)
+        return made
 
     @property
     def trace_id(self) -> str:
-        return format(self.span.get_span_context().trace_id, "032x")
+        return format(self._context()[0].trace_id, "032x")
 
     @property
     def traceparent(self) -> str:
         """This span's ``traceparent`` (the events of its facts keep it)."""
         if self._tp is None:
-            self._tp = _carrier(self.span).get("traceparent", "")
+            self._tp = _carrier(_api.NonRecordingSpan(self._context()[0])).get("traceparent", "")
         return self._tp
 
     def deciding(self) -> None:  # actor thread
@@ -270,31 +323,72 @@ class RequestSpan:
 
     def finish(self, agent: str | None = None, outcome: str | None = None, replayed: bool | None = None) -> None:
         """End the span (event loop), with its children."""
-        span = self.span
+        end = time.time_ns()
         if agent is not None:
             self.agent = agent
         if outcome is not None:
             self.outcome = outcome
         if replayed is not None:
             self.replayed = replayed
-        if span.is_recording():
-            if self.agent is not None:
-                span.set_attribute("kungfud.agent", self.agent)
-            span.set_attribute("kungfud.op", self.op)
-            span.set_attribute("kungfud.outcome", self.outcome)
-            span.set_attribute("kungfud.replayed", self.replayed)
-            if self.outcome in ("internal", "unavailable"):
-                span.set_status(_api.Status(_api.StatusCode.ERROR, self.outcome))
-            parent = _api.set_span_in_context(span)
-            if self.d0:
-                _tracer.start_span("kungfud.decide", context=parent, start_time=self.d0).end(self.d1 or time.time_ns())
-            if self.commit is not None:
-                batch, began, ended, actions = self.commit
-                child = _tracer.start_span("kungfud.commit", context=parent, start_time=began)
-                child.set_attribute("kungfud.commit.actions", actions)
-                child.end(ended)
-                span.add_link(_group_commit(batch, child))
-        span.end()
+        sc, parent, recording, sampled = self._context()
+        if not recording:
+            return
+        attrs = {"kungfud.op": self.op, "kungfud.outcome": self.outcome, "kungfud.replayed": self.replayed}
+        if self.agent is not None:
+            attrs["kungfud.agent"] = self.agent
+        if sampled:
+            attrs = {**sampled, **attrs}
+        status = _error(self.outcome) if self.outcome in ("internal", "unavailable") else _UNSET
+        on_end = _processor.on_end
+        links: tuple = ()
+        if self.d0:
+            on_end(_finished("kungfud.decide", _child(sc), sc, None, (), _INTERNAL, _UNSET, self.d0, self.d1 or end))
+        if self.commit is not None:
+            batch, began, ended, actions = self.commit
+            child = _child(sc)
+            on_end(_finished("kungfud.commit", child, sc, {"kungfud.commit.actions": actions}, (), _INTERNAL, _UNSET, began, ended))
+            links = (_api.Link(_group_commit(batch, child)),)
+        kind = self.kind or _api.SpanKind.SERVER
+        on_end(_finished(f"kungfud {self.op}", sc, parent, attrs, links, kind, status, self.start, end))
+
+
+def _span_context(parent: Any, name: str, kind: Any) -> tuple:
+    """What the SDK's ``Tracer.start_span`` decides for a span ``name`` under
+    ``parent``, with the tracer's own sampler and id generator: (its
+    SpanContext, the parent's or None, whether it records, the sampler's
+    attributes)."""
+    psc = _api.get_current_span(parent).get_span_context() if parent is not None else None
+    if psc is None or not psc.is_valid:
+        psc = None
+        trace_id = _tracer.id_generator.generate_trace_id()
+        random_id = _tracer.id_generator.is_trace_id_random()
+    else:
+        trace_id = psc.trace_id
+        random_id = psc.trace_flags.random_trace_id
+    result = _tracer.sampler.should_sample(parent, trace_id, name, kind)
+    flags = _api.TraceFlags.SAMPLED if result.decision.is_sampled() else _api.TraceFlags.DEFAULT
+    if random_id:
+        flags |= _api.TraceFlags.RANDOM_TRACE_ID
+    sc = _api.SpanContext(
+        trace_id, _tracer.id_generator.generate_span_id(), is_remote=False,
+        trace_flags=_api.TraceFlags(flags), trace_state=result.trace_state,
+    )
+    return sc, psc, result.decision.is_recording(), dict(result.attributes or {})
+
+
+def _child(sc: Any) -> Any:
+    return _api.SpanContext(sc.trace_id, _tracer.id_generator.generate_span_id(), False, sc.trace_flags, sc.trace_state)
+
+
+def _finished(name: str, sc: Any, parent: Any, attrs: Any, links: tuple, kind: Any, status: Any, start: int, end: int) -> Any:
+    """A finished span as the SDK hands it to its processors."""
+    return _Readable(
+        name, sc, parent, _resource, attrs, (), links, kind, None, status, start, end, _tracer._instrumentation_scope,
+    )
+
+
+def _error(outcome: str) -> Any:
+    return _api.Status(_api.StatusCode.ERROR, outcome)
 
 
 _commit_lock = threading.Lock()
@@ -316,11 +410,12 @@ def _commit_of(writer: Any) -> tuple:
 
 def _group_commit(batch: tuple, child: Any) -> Any:
     """The span context of the group commit's span: the first request of the
-    commit to end made it (``child``); the others link to it."""
+    commit to end made it (``child``, its commit child's context); the others
+    link to it."""
     with _commit_lock:
         sc = _commit_spans.get(batch)
         if sc is None:
-            sc = _commit_spans[batch] = child.get_span_context()
+            sc = _commit_spans[batch] = child
             if len(_commit_spans) > 256:
                 for k in list(_commit_spans)[:128]:
                     del _commit_spans[k]
