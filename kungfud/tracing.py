@@ -37,7 +37,6 @@ writer plans (``Item.trace``) and is kept in the event (``meta.traceparent``).
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from typing import Any, Mapping
@@ -55,18 +54,13 @@ on = False
 current: "RequestSpan | None" = None
 
 INSTALL = "pip install 'kungfud[tracing]'"
-QUEUE = 8192  # spans the export queue holds (D341, D415; OTEL_BSP_MAX_QUEUE_SIZE over it)
-BATCH = 1024  # spans per export POST (OTEL_BSP_MAX_EXPORT_BATCH_SIZE over it)
 
 _tracer: Any = None
 _prop: Any = None  # the W3C TraceContext propagator (OpenTelemetry's)
 _api: Any = None  # opentelemetry.trace
 _provider: Any = None
 _processor: Any = None
-_resource: Any = None
-_Readable: Any = None  # opentelemetry.sdk.trace.ReadableSpan
-_UNSET: Any = None  # a span's status when it is not an error: left out
-_INTERNAL: Any = None  # SpanKind.INTERNAL
+_sdk: Any = None  # tracing_sdk.Sdk: OpenTelemetry's SDK, set up (only while tracing is on)
 _counts = {"queue_full": 0, "export_failed": 0}
 _lock = threading.Lock()
 
@@ -104,80 +98,16 @@ def configure(endpoint: str, sample_ratio: float, node: str, version: str) -> No
     ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` and ``_HEADERS``/``_TIMEOUT``,
     ``OTEL_TRACES_SAMPLER``, ``OTEL_BSP_*``). Raises :class:`TracingUnavailable`
     naming the extra when OpenTelemetry's SDK or exporter is missing."""
-    global on, _tracer, _prop, _api, _provider, _processor, _resource, _Readable, _UNSET, _INTERNAL
+    global on, _sdk, _tracer, _prop, _api, _provider, _processor
     try:
-        from opentelemetry import trace as api
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-        from opentelemetry.sdk.resources import Resource
-        from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-        from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExportResult
-        from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
-        from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+        from . import tracing_sdk
     except ImportError as e:
         raise TracingUnavailable(
             f"[tracing] otlp_endpoint is set but OpenTelemetry is not installed ({e.name or e}); "
             f"install the tracing extra: {INSTALL}"
         ) from None
-
-    class _Exporter(OTLPSpanExporter):
-        def export(self, spans: Any) -> Any:
-            result = super().export(spans)
-            if result != SpanExportResult.SUCCESS:
-                _counts["export_failed"] += len(spans)
-            return result
-
-    class _Processor(BatchSpanProcessor):
-        def __init__(self, exporter: Any):
-            # D415: a larger queue and batch than the SDK's defaults (2048, 512) unless
-            # OTEL_BSP_* say: every request makes three spans, and each export is an HTTP POST.
-            env = os.environ.get
-            super().__init__(
-                exporter,
-                max_queue_size=None if env("OTEL_BSP_MAX_QUEUE_SIZE") else QUEUE,
-                max_export_batch_size=None if env("OTEL_BSP_MAX_EXPORT_BATCH_SIZE") else BATCH,
-            )
-            q = getattr(getattr(self, "_batch_processor", None), "_queue", None)
-            self._kf_queue = q if q is not None and q.maxlen is not None else None
-
-        def on_end(self, span: Any) -> None:
-            q = self._kf_queue
-            if q is not None and len(q) >= q.maxlen:  # type: ignore[operator]
-                _counts["queue_full"] += 1  # the bounded queue drops its oldest span
-            super().on_end(span)
-
-    class _Resource(Resource):
-        """The resource, its hash made once: the exporter groups every span by
-        it, and ``Resource.__hash__`` serializes its attributes each time."""
-
-        def __init__(self, made: Any):
-            super().__init__(made.attributes, made.schema_url)
-            self._hash = Resource.__hash__(made)
-
-        def __hash__(self) -> int:
-            return self._hash
-
-        def __eq__(self, other: object) -> bool:
-            return self is other or Resource.__eq__(self, other)
-
-    attrs: dict[str, Any] = {"service.version": version, "kungfud.node": node, "service.instance.id": node}
-    if not os.environ.get("OTEL_SERVICE_NAME") and "service.name=" not in os.environ.get("OTEL_RESOURCE_ATTRIBUTES", ""):
-        attrs["service.name"] = "kungfud"
-    sampler = None if os.environ.get("OTEL_TRACES_SAMPLER") else ParentBased(TraceIdRatioBased(sample_ratio))
-    resource = _Resource(Resource.create(attrs))
-    provider = TracerProvider(resource=resource, sampler=sampler, shutdown_on_exit=False)
-    traces = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or endpoint.rstrip("/") + "/v1/traces"
-    processor = _Processor(_Exporter(endpoint=traces))
-    try:  # a collector that stays down: its warnings at most once per 20 s each, as the SDK's queue does
-        from opentelemetry.sdk._shared_internal import DuplicateFilter
-
-        logging.getLogger(OTLPSpanExporter.__module__).addFilter(DuplicateFilter())
-    except ImportError:
-        pass
-    provider.add_span_processor(processor)
-    _api, _prop, _provider, _processor = api, TraceContextTextMapPropagator(), provider, processor
-    # A span's status UNSET is left out (None), as OTLP's default: nothing to encode.
-    _resource, _Readable, _UNSET, _INTERNAL = resource, ReadableSpan, None, api.SpanKind.INTERNAL
-    _tracer = provider.get_tracer("kungfud", version)
+    _sdk = tracing_sdk.Sdk(endpoint, sample_ratio, node, version, _counts)
+    _api, _prop, _provider, _processor, _tracer = _sdk.api, _sdk.prop, _sdk.provider, _sdk.processor, _sdk.tracer
     on = True
 
 
@@ -296,7 +226,7 @@ class RequestSpan:
     def _context(self) -> tuple:
         made = self._made
         if made is None:
-            made = self._made = _span_context(self.parent, f"kungfud {self.op}", self.kind or _api.SpanKind.SERVER)
+            made = self._made = _sdk.context(self.parent, f"kungfud {self.op}", self.kind or _api.SpanKind.SERVER)
         return made
 
     @property
@@ -338,57 +268,17 @@ class RequestSpan:
             attrs["kungfud.agent"] = self.agent
         if sampled:
             attrs = {**sampled, **attrs}
-        status = _error(self.outcome) if self.outcome in ("internal", "unavailable") else _UNSET
-        on_end = _processor.on_end
+        status = _sdk.error(self.outcome) if self.outcome in ("internal", "unavailable") else None
+        sdk = _sdk
         links: tuple = ()
         if self.d0:
-            on_end(_finished("kungfud.decide", _child(sc), sc, None, (), _INTERNAL, _UNSET, self.d0, self.d1 or end))
+            sdk.emit("kungfud.decide", sdk.child(sc), sc, None, (), None, None, self.d0, self.d1 or end)
         if self.commit is not None:
             batch, began, ended, actions = self.commit
-            child = _child(sc)
-            on_end(_finished("kungfud.commit", child, sc, {"kungfud.commit.actions": actions}, (), _INTERNAL, _UNSET, began, ended))
+            child = sdk.child(sc)
+            sdk.emit("kungfud.commit", child, sc, {"kungfud.commit.actions": actions}, (), None, None, began, ended)
             links = (_api.Link(_group_commit(batch, child)),)
-        kind = self.kind or _api.SpanKind.SERVER
-        on_end(_finished(f"kungfud {self.op}", sc, parent, attrs, links, kind, status, self.start, end))
-
-
-def _span_context(parent: Any, name: str, kind: Any) -> tuple:
-    """What the SDK's ``Tracer.start_span`` decides for a span ``name`` under
-    ``parent``, with the tracer's own sampler and id generator: (its
-    SpanContext, the parent's or None, whether it records, the sampler's
-    attributes)."""
-    psc = _api.get_current_span(parent).get_span_context() if parent is not None else None
-    if psc is None or not psc.is_valid:
-        psc = None
-        trace_id = _tracer.id_generator.generate_trace_id()
-        random_id = _tracer.id_generator.is_trace_id_random()
-    else:
-        trace_id = psc.trace_id
-        random_id = psc.trace_flags.random_trace_id
-    result = _tracer.sampler.should_sample(parent, trace_id, name, kind)
-    flags = _api.TraceFlags.SAMPLED if result.decision.is_sampled() else _api.TraceFlags.DEFAULT
-    if random_id:
-        flags |= _api.TraceFlags.RANDOM_TRACE_ID
-    sc = _api.SpanContext(
-        trace_id, _tracer.id_generator.generate_span_id(), is_remote=False,
-        trace_flags=_api.TraceFlags(flags), trace_state=result.trace_state,
-    )
-    return sc, psc, result.decision.is_recording(), dict(result.attributes or {})
-
-
-def _child(sc: Any) -> Any:
-    return _api.SpanContext(sc.trace_id, _tracer.id_generator.generate_span_id(), False, sc.trace_flags, sc.trace_state)
-
-
-def _finished(name: str, sc: Any, parent: Any, attrs: Any, links: tuple, kind: Any, status: Any, start: int, end: int) -> Any:
-    """A finished span as the SDK hands it to its processors."""
-    return _Readable(
-        name, sc, parent, _resource, attrs, (), links, kind, None, status, start, end, _tracer._instrumentation_scope,
-    )
-
-
-def _error(outcome: str) -> Any:
-    return _api.Status(_api.StatusCode.ERROR, outcome)
+        sdk.emit(f"kungfud {self.op}", sc, parent, attrs, links, self.kind or _api.SpanKind.SERVER, status, self.start, end)
 
 
 _commit_lock = threading.Lock()
