@@ -41,13 +41,13 @@ from .search_docs import Applier, Doc
 __all__ = ["SearchIndex", "IndexUnavailable", "index_of", "check_index", "FILE"]
 
 FILE = "search.sqlite"
-_FORMAT = 4  # of the file; another is remade (it is derived)
+_FORMAT = 4  # of the file; another is remade (it is derived). 4: no docs(thread) index (every query starts from
+# the full-text match and reads docs by rowid), FTS5 without per-row lengths (D417)
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS docs(
     id INTEGER PRIMARY KEY, key TEXT UNIQUE NOT NULL, kind TEXT NOT NULL, ids TEXT NOT NULL, at INTEGER NOT NULL,
     text TEXT NOT NULL, thread TEXT, owner TEXT, public INTEGER NOT NULL, parties TEXT, pin TEXT, seq INTEGER NOT NULL);
-CREATE INDEX IF NOT EXISTS docs_thread ON docs(thread);
 CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(body, tokenize='unicode61 remove_diacritics 0', columnsize=0);
 """
 _COLUMNS = "key, kind, ids, at, text, thread, owner, public, parties, pin, seq"
