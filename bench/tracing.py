@@ -12,7 +12,10 @@ Sides:
   queue fills and drops; replies must not wait for it);
 - ``base`` — with ``--base DIR``: the checkout at DIR (e.g. a worktree of
   43954a0, the build before tracing), no ``[tracing]``: "off costs nothing"
-  is ``off`` against it.
+  is ``off`` against it;
+- ``base_on`` — with ``--base-on DIR``: another checkout with tracing (e.g.
+  the build before a change to it), on as ``on`` is: the change's effect in
+  the same run.
 
 Printed per (workload, side): actions/s, p50/p99, the daemon's CPU per action
 (``cpu_us``) and the load average when the run ended; the last line:
@@ -90,10 +93,14 @@ def main() -> None:
     p.add_argument("--workloads", default=",".join(WORKLOADS))
     p.add_argument("--dead", action="store_true", help="also a side whose collector cannot be reached")
     p.add_argument("--base", help="an older checkout measured beside (no tracing): e.g. a worktree of 43954a0")
+    p.add_argument("--base-on", help="another checkout with tracing, measured on beside this one's on")
     args = p.parse_args()
     workloads = [w for w in args.workloads.split(",") if w]
     limits = "registrations_per_minute = 1000000000\n"
-    plan = [("off", limits, ROOT), ("on", limits + f'[tracing]\notlp_endpoint = "{_collector()}"\nsample_ratio = 1.0\n', ROOT)]
+    traced = limits + f'[tracing]\notlp_endpoint = "{_collector()}"\nsample_ratio = 1.0\n'
+    plan = [("off", limits, ROOT), ("on", traced, ROOT)]
+    if args.base_on:
+        plan.append(("base_on", traced, Path(args.base_on).resolve()))
     if args.dead:
         plan.append(("dead", limits + f'[tracing]\notlp_endpoint = "{_nowhere()}"\n', ROOT))
     if args.base:
@@ -121,6 +128,8 @@ def main() -> None:
                     print(json.dumps({**row, "bench": "tracing"}), flush=True)
                 out[f"{w}_on_cpu_ratio"] = round(rows["on"]["cpu_us"] / rows["off"]["cpu_us"], 3)
                 out[f"{w}_on_rate_ratio"] = round(rows["on"]["per_s"] / rows["off"]["per_s"], 3)
+                if "base_on" in rows:
+                    out[f"{w}_base_on_cpu_ratio"] = round(rows["base_on"]["cpu_us"] / rows["off"]["cpu_us"], 3)
                 if "base" in rows:
                     out[f"{w}_off_cpu_vs_base"] = round(rows["off"]["cpu_us"] / rows["base"]["cpu_us"], 3)
                 if "dead" in rows:
