@@ -202,8 +202,9 @@ class RequestSpan:
     Lean by design (issue 36 §3): nothing of the SDK's live ``Span`` (its
     lock, bounded attribute and event lists, a copy at its end) is made. The
     span's context — the SDK's sampler deciding, its id generator naming —
-    is made once, when first asked (the events' ``traceparent``, the audit
-    line's ``trace_id``) or at the end; at the end the request span and its
+    is made once, at the start on the event loop (so the writer's
+    ``traceparent`` and the audit line's ``trace_id`` read one context); at
+    the end the request span and its
     ``kungfud.decide`` and ``kungfud.commit`` children are handed to the
     batch processor as finished SDK spans (``ReadableSpan``), their
     attributes built in one dict each."""
@@ -221,13 +222,11 @@ class RequestSpan:
         self.d0 = self.d1 = 0
         self.commit: tuple | None = None
         self._tp: str | None = None
-        self._made: tuple | None = None  # (its SpanContext, the parent's or None, recording, the sampler's attributes)
+        # (its SpanContext, the parent's or None, whether it records, the sampler's attributes)
+        self._made: tuple = _sdk.context(parent, f"kungfud {op}", kind or _api.SpanKind.SERVER)
 
     def _context(self) -> tuple:
-        made = self._made
-        if made is None:
-            made = self._made = _sdk.context(self.parent, f"kungfud {self.op}", self.kind or _api.SpanKind.SERVER)
-        return made
+        return self._made
 
     @property
     def trace_id(self) -> str:

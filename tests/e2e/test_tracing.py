@@ -402,7 +402,7 @@ s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.clos
 data = sys.argv[1]
 
 def client():
-    for _ in range(400):
+    for _ in range(1800):  # up to 90 s for the daemon to start on a busy machine
         try:
             key = open(os.path.join(data, "admin.key")).read().strip()
             ws = connect(f"ws://127.0.0.1:{port}/v1", additional_headers={"Authorization": f"Bearer {key}"})
