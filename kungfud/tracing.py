@@ -37,7 +37,6 @@ writer plans (``Item.trace``) and is kept in the event (``meta.traceparent``).
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from typing import Any, Mapping
@@ -61,6 +60,7 @@ _prop: Any = None  # the W3C TraceContext propagator (OpenTelemetry's)
 _api: Any = None  # opentelemetry.trace
 _provider: Any = None
 _processor: Any = None
+_sdk: Any = None  # tracing_sdk.Sdk: OpenTelemetry's SDK, set up (only while tracing is on)
 _counts = {"queue_full": 0, "export_failed": 0}
 _lock = threading.Lock()
 
@@ -98,51 +98,16 @@ def configure(endpoint: str, sample_ratio: float, node: str, version: str) -> No
     ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` and ``_HEADERS``/``_TIMEOUT``,
     ``OTEL_TRACES_SAMPLER``, ``OTEL_BSP_*``). Raises :class:`TracingUnavailable`
     naming the extra when OpenTelemetry's SDK or exporter is missing."""
-    global on, _tracer, _prop, _api, _provider, _processor
+    global on, _sdk, _tracer, _prop, _api, _provider, _processor
     try:
-        from opentelemetry import trace as api
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-        from opentelemetry.sdk.resources import Resource
-        from opentelemetry.sdk.trace import TracerProvider
-        from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExportResult
-        from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
-        from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+        from . import tracing_sdk
     except ImportError as e:
         raise TracingUnavailable(
             f"[tracing] otlp_endpoint is set but OpenTelemetry is not installed ({e.name or e}); "
             f"install the tracing extra: {INSTALL}"
         ) from None
-
-    class _Exporter(OTLPSpanExporter):
-        def export(self, spans: Any) -> Any:
-            result = super().export(spans)
-            if result != SpanExportResult.SUCCESS:
-                _counts["export_failed"] += len(spans)
-            return result
-
-    class _Processor(BatchSpanProcessor):
-        def on_end(self, span: Any) -> None:
-            q = getattr(getattr(self, "_batch_processor", None), "_queue", None)
-            if q is not None and q.maxlen is not None and len(q) >= q.maxlen:
-                _counts["queue_full"] += 1  # the bounded queue drops its oldest span
-            super().on_end(span)
-
-    attrs: dict[str, Any] = {"service.version": version, "kungfud.node": node, "service.instance.id": node}
-    if not os.environ.get("OTEL_SERVICE_NAME") and "service.name=" not in os.environ.get("OTEL_RESOURCE_ATTRIBUTES", ""):
-        attrs["service.name"] = "kungfud"
-    sampler = None if os.environ.get("OTEL_TRACES_SAMPLER") else ParentBased(TraceIdRatioBased(sample_ratio))
-    provider = TracerProvider(resource=Resource.create(attrs), sampler=sampler, shutdown_on_exit=False)
-    traces = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or endpoint.rstrip("/") + "/v1/traces"
-    processor = _Processor(_Exporter(endpoint=traces))
-    try:  # a collector that stays down: its warnings at most once per 20 s each, as the SDK's queue does
-        from opentelemetry.sdk._shared_internal import DuplicateFilter
-
-        logging.getLogger(OTLPSpanExporter.__module__).addFilter(DuplicateFilter())
-    except ImportError:
-        pass
-    provider.add_span_processor(processor)
-    _api, _prop, _provider, _processor = api, TraceContextTextMapPropagator(), provider, processor
-    _tracer = provider.get_tracer("kungfud", version)
+    _sdk = tracing_sdk.Sdk(endpoint, sample_ratio, node, version, _counts)
+    _api, _prop, _provider, _processor, _tracer = _sdk.api, _sdk.prop, _sdk.provider, _sdk.processor, _sdk.tracer
     on = True
 
 
@@ -232,12 +197,24 @@ def without_meta(event: bytes) -> bytes:
 
 class RequestSpan:
     """One request's span and the stamps of its decision and commit (taken
-    on the actor's and the writer's threads, turned into spans at the end)."""
+    on the actor's and the writer's threads, turned into spans at the end).
 
-    __slots__ = ("span", "op", "agent", "outcome", "replayed", "d0", "d1", "commit", "_tp")
+    Lean by design (issue 36 §3): nothing of the SDK's live ``Span`` (its
+    lock, bounded attribute and event lists, a copy at its end) is made. The
+    span's context — the SDK's sampler deciding, its id generator naming —
+    is made once, at the start on the event loop (so the writer's
+    ``traceparent`` and the audit line's ``trace_id`` read one context); at
+    the end the request span and its
+    ``kungfud.decide`` and ``kungfud.commit`` children are handed to the
+    batch processor as finished SDK spans (``ReadableSpan``), their
+    attributes built in one dict each."""
+
+    __slots__ = ("parent", "kind", "start", "op", "agent", "outcome", "replayed", "d0", "d1", "commit", "_tp", "_made")
 
     def __init__(self, op: str, parent: Any, kind: Any = None):
-        self.span = _tracer.start_span(f"kungfud {op}", context=parent, kind=kind or _api.SpanKind.SERVER)
+        self.parent = parent  # an OpenTelemetry Context (of the caller's traceparent) or None
+        self.kind = kind
+        self.start = time.time_ns()
         self.op = op
         self.agent: str | None = None
         self.outcome = "ok"
@@ -245,16 +222,21 @@ class RequestSpan:
         self.d0 = self.d1 = 0
         self.commit: tuple | None = None
         self._tp: str | None = None
+        # (its SpanContext, the parent's or None, whether it records, the sampler's attributes)
+        self._made: tuple = _sdk.context(parent, f"kungfud {op}", kind or _api.SpanKind.SERVER)
+
+    def _context(self) -> tuple:
+        return self._made
 
     @property
     def trace_id(self) -> str:
-        return format(self.span.get_span_context().trace_id, "032x")
+        return format(self._context()[0].trace_id, "032x")
 
     @property
     def traceparent(self) -> str:
         """This span's ``traceparent`` (the events of its facts keep it)."""
         if self._tp is None:
-            self._tp = _carrier(self.span).get("traceparent", "")
+            self._tp = _carrier(_api.NonRecordingSpan(self._context()[0])).get("traceparent", "")
         return self._tp
 
     def deciding(self) -> None:  # actor thread
@@ -270,31 +252,32 @@ class RequestSpan:
 
     def finish(self, agent: str | None = None, outcome: str | None = None, replayed: bool | None = None) -> None:
         """End the span (event loop), with its children."""
-        span = self.span
+        end = time.time_ns()
         if agent is not None:
             self.agent = agent
         if outcome is not None:
             self.outcome = outcome
         if replayed is not None:
             self.replayed = replayed
-        if span.is_recording():
-            if self.agent is not None:
-                span.set_attribute("kungfud.agent", self.agent)
-            span.set_attribute("kungfud.op", self.op)
-            span.set_attribute("kungfud.outcome", self.outcome)
-            span.set_attribute("kungfud.replayed", self.replayed)
-            if self.outcome in ("internal", "unavailable"):
-                span.set_status(_api.Status(_api.StatusCode.ERROR, self.outcome))
-            parent = _api.set_span_in_context(span)
-            if self.d0:
-                _tracer.start_span("kungfud.decide", context=parent, start_time=self.d0).end(self.d1 or time.time_ns())
-            if self.commit is not None:
-                batch, began, ended, actions = self.commit
-                child = _tracer.start_span("kungfud.commit", context=parent, start_time=began)
-                child.set_attribute("kungfud.commit.actions", actions)
-                child.end(ended)
-                span.add_link(_group_commit(batch, child))
-        span.end()
+        sc, parent, recording, sampled = self._context()
+        if not recording:
+            return
+        attrs = {"kungfud.op": self.op, "kungfud.outcome": self.outcome, "kungfud.replayed": self.replayed}
+        if self.agent is not None:
+            attrs["kungfud.agent"] = self.agent
+        if sampled:
+            attrs = {**sampled, **attrs}
+        status = _sdk.error(self.outcome) if self.outcome in ("internal", "unavailable") else None
+        sdk = _sdk
+        links: tuple = ()
+        if self.d0:
+            sdk.emit("kungfud.decide", sdk.child(sc), sc, None, (), None, None, self.d0, self.d1 or end)
+        if self.commit is not None:
+            batch, began, ended, actions = self.commit
+            child = sdk.child(sc)
+            sdk.emit("kungfud.commit", child, sc, {"kungfud.commit.actions": actions}, (), None, None, began, ended)
+            links = (_api.Link(_group_commit(batch, child)),)
+        sdk.emit(f"kungfud {self.op}", sc, parent, attrs, links, self.kind or _api.SpanKind.SERVER, status, self.start, end)
 
 
 _commit_lock = threading.Lock()
@@ -316,11 +299,12 @@ def _commit_of(writer: Any) -> tuple:
 
 def _group_commit(batch: tuple, child: Any) -> Any:
     """The span context of the group commit's span: the first request of the
-    commit to end made it (``child``); the others link to it."""
+    commit to end made it (``child``, its commit child's context); the others
+    link to it."""
     with _commit_lock:
         sc = _commit_spans.get(batch)
         if sc is None:
-            sc = _commit_spans[batch] = child.get_span_context()
+            sc = _commit_spans[batch] = child
             if len(_commit_spans) > 256:
                 for k in list(_commit_spans)[:128]:
                     del _commit_spans[k]

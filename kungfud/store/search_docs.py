@@ -23,7 +23,7 @@ import msgspec
 
 from ..core import facts as F
 from ..core import task_facts as T
-from ..core.search import content_text
+from ..core.search import content_text, tokens
 from ..errors import Rejection, StoreUnavailable
 
 __all__ = ["Doc", "Applier", "IndexBehind", "documents", "parties", "CHUNK", "BACKLOG"]
@@ -67,25 +67,34 @@ def parties(agents: Any) -> str:
     return " " + " ".join(sorted(set(a for a in agents if a))) + " "
 
 
+_decode = msgspec.json.decode
+
+
 def _content(raw: bytes | None) -> str:
     if raw is None:
         return ""
     try:
-        return content_text(json.loads(raw))
-    except ValueError:
-        return ""
+        return content_text(_decode(raw))
+    except msgspec.DecodeError:  # stored content is JSON the daemon checked; json's reading, to be sure
+        try:
+            return content_text(json.loads(raw))
+        except ValueError:
+            return ""
 
 
-def documents(view: Any, seq: int, fact: Any, existing: Any, pinned: Any = None) -> Iterator[tuple[str, Any]]:
+def documents(view: Any, seq: int, fact: Any, existing: Any, pinned: Any = None, author: Any = None) -> Iterator[tuple[str, Any]]:
     """What ``fact`` does to the documents: ``("new", Doc)`` (a key never
     written before), ``("put", Doc)`` (written anew), ``("delete", key)`` or
     ``("public", (key, bool))``. ``existing(key)`` is the document the index
     holds (a Memory's visibility, a Task's judges so far come from it);
-    ``pinned(memory, version)`` the text of a Memory version (by default read
-    from the view). The view's rows read here never change (Memory versions,
-    an engagement's parties), so the result is the same whenever it is applied."""
+    ``pinned(memory, version)`` the text of a Memory version and ``author(memory)``
+    a Memory's author (by default read from the view). The view's rows read
+    here never change (Memory versions, authors, an engagement's parties), so
+    the result is the same whenever it is applied."""
     if pinned is None:
         pinned = lambda m, v: _content(view.memory_content(m, v))  # noqa: E731
+    if author is None:
+        author = lambda m: view.state(m).author  # noqa: E731
     at = fact.at
     end = (None, seq)  # (pin, seq) of every document but an entry
     if isinstance(fact, F.MemoryCreated):
@@ -104,7 +113,7 @@ def documents(view: Any, seq: int, fact: Any, existing: Any, pinned: Any = None)
     elif isinstance(fact, F.EntryPosted):
         text = pinned(fact.pin_memory, fact.pin_version)
         ids = {"thread": fact.thread, "entry": fact.entry}
-        pin = None if view.state(fact.pin_memory).author == fact.author else fact.pin_memory  # authors never change
+        pin = None if author(fact.pin_memory) == fact.author else fact.pin_memory  # authors never change
         yield "new", Doc(f"e:{fact.thread}:{fact.entry:016d}", "entry", ids, at, text, fact.thread, None, False, None, pin, seq)
     elif isinstance(fact, T.TaskCreated):
         who = parties([fact.author, *(fact.audience or []), fact.contract.judge])
@@ -141,24 +150,34 @@ def _fingerprint(fact: Any) -> int | None:
 class Applier:
     """The catch-up both engines share: the facts between the seq the index
     records and a read snapshot's last seq, applied in transactions that hold
-    the index's one writer lock and record the new seq with the documents. An
-    engine provides the transaction, the seq row, and ``_get``/``_put``/
-    ``_delete``/``_set_public`` of one document."""
+    the index's one writer lock and record the new seq with the documents.
+
+    The documents a chunk writes are kept here until its end and inserted in
+    one batch (:meth:`_insert`, ``executemany``), their words computed once
+    per text (a post's entry has its content Memory's text); ``_get``,
+    ``_delete`` and ``_set_public`` see them meanwhile. An engine provides the
+    transaction, the seq and fingerprint rows, and the stored documents'
+    ``_get_stored``/``_delete_stored``/``_set_public_stored``/``_insert``."""
 
     _applied = 0  # the last seq this process saw applied (a shortcut; the index says)
     _builder: threading.Thread | None = None  # applying a backlog (catch_up with a reader)
     _lock: Any
     _recent: dict  # (memory, version) -> text of the Memory versions just indexed
+    _authors: dict  # memory -> author of the Memories just created
+    _pending: dict  # key -> Doc to insert at the end of the chunk, in log order
+    _last: tuple = ("", "")  # (text, its words) last computed
 
     def _begin(self) -> None: ...
     def _commit(self) -> None: ...
     def _rollback(self) -> None: ...
     def applied_seq(self) -> int: ...
     def _set_seq(self, seq: int) -> None: ...
-    def _get(self, key: str) -> Doc | None: ...
-    def _put(self, doc: Doc, new: bool = False) -> None: ...
-    def _delete(self, key: str) -> None: ...
-    def _set_public(self, key: str, public: bool) -> None: ...
+    def _get_stored(self, key: str) -> Doc | None: ...
+    def _delete_stored(self, key: str) -> None: ...
+    def _set_public_stored(self, key: str, public: bool) -> None: ...
+    def _insert(self, docs: list[tuple[Doc, str]]) -> None:
+        """Insert ``(doc, its words)`` in order, new rows after every other;
+        a key already stored is written anew."""
     def _get_fp(self) -> int | None: ...
     def _set_fp(self, fp: int) -> None: ...
     def _wipe(self) -> None: ...
@@ -187,7 +206,7 @@ class Applier:
         An index whose last applied fact is not this log's (a data directory
         restored from a backup beside a newer index) is emptied first."""
         with self._lock:
-            self._recent = {}
+            self._recent, self._authors, self._pending = {}, {}, {}
             self._begin()  # the index's writer lock: another process's catch-up waits
             try:
                 done = self.applied_seq()
@@ -202,6 +221,8 @@ class Applier:
                     last = view.fact(seq)
                     if last is not None:
                         self._apply(view, seq, last)
+                if self._pending:
+                    self._insert([(d, self._words(d.text)) for d in self._pending.values()])
                 if stop > done:
                     self._set_seq(stop)
                     if last is not None:
@@ -210,7 +231,22 @@ class Applier:
             except BaseException:
                 self._rollback()
                 raise
+            finally:
+                self._pending = {}
             self._applied = stop if wiped else max(self._applied, done, stop)
+
+    def reset(self) -> None:
+        """Empty (``kungfud check --rebuild``, before catching up from the start)."""
+        with self._lock:
+            self._begin()
+            try:
+                self._wipe()
+                self._set_seq(0)
+                self._commit()
+            except BaseException:
+                self._rollback()
+                raise
+            self._applied = 0
 
     def _end(self) -> None:
         """End a read-only transaction a read of the seq may have begun."""
@@ -234,14 +270,48 @@ class Applier:
         except Exception:  # logged; the next search starts another
             log.exception("building the search index failed")
 
+    # --- one document, pending or stored ---
+
+    def _get(self, key: str) -> Doc | None:
+        doc = self._pending.get(key)
+        return doc if doc is not None else self._get_stored(key)
+
+    def _put(self, doc: Doc, new: bool = False) -> None:
+        if not new:
+            self._delete(doc.key)  # a new row: rows are in log order (the read's last tie-break)
+        self._pending[doc.key] = doc
+
+    def _delete(self, key: str) -> None:
+        if self._pending.pop(key, None) is None:
+            self._delete_stored(key)
+
+    def _set_public(self, key: str, public: bool) -> None:
+        doc = self._pending.get(key)
+        if doc is not None:
+            self._pending[key] = doc._replace(public=public)
+        else:
+            self._set_public_stored(key, public)
+
+    def _words(self, text: str) -> str:
+        """The normalized words of ``text``, space-separated (what the engines index)."""
+        last = self._last
+        if text is not last[0] and text != last[0]:
+            last = self._last = (text, " ".join(tokens(text)))
+        return last[1]
+
     def _apply(self, view: Any, seq: int, fact: Any) -> None:
-        for what, arg in documents(view, seq, fact, self._get, lambda m, v: self._pinned(view, m, v)):
+        for what, arg in documents(
+            view, seq, fact, self._get, lambda m, v: self._pinned(view, m, v), lambda m: self._author(view, m),
+        ):
             if what in ("new", "put"):
                 self._put(arg, new=what == "new")
                 if arg.kind == "memory":  # an entry pinning it usually follows at once (a post's content)
                     self._recent[(arg.ids["memory"], arg.ids["version"])] = arg.text
+                    self._authors[arg.ids["memory"]] = arg.owner
                     if len(self._recent) > 64:
                         del self._recent[next(iter(self._recent))]
+                    if len(self._authors) > 64:
+                        del self._authors[next(iter(self._authors))]
             elif what == "delete":
                 self._delete(arg)
             else:
@@ -250,3 +320,7 @@ class Applier:
     def _pinned(self, view: Any, memory: str, version: int) -> str:
         text = self._recent.get((memory, version))
         return text if text is not None else _content(view.memory_content(memory, version))
+
+    def _author(self, view: Any, memory: str) -> str:
+        owner = self._authors.get(memory)
+        return owner if owner is not None else view.state(memory).author

@@ -41,16 +41,17 @@ from .search_docs import Applier, Doc
 __all__ = ["SearchIndex", "IndexUnavailable", "index_of", "check_index", "FILE"]
 
 FILE = "search.sqlite"
-_FORMAT = 3  # of the file; another is remade (it is derived)
+_FORMAT = 4  # of the file; another is remade (it is derived). 4: no docs(thread) index (every query starts from
+# the full-text match and reads docs by rowid), FTS5 without per-row lengths (D417)
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS docs(
     id INTEGER PRIMARY KEY, key TEXT UNIQUE NOT NULL, kind TEXT NOT NULL, ids TEXT NOT NULL, at INTEGER NOT NULL,
     text TEXT NOT NULL, thread TEXT, owner TEXT, public INTEGER NOT NULL, parties TEXT, pin TEXT, seq INTEGER NOT NULL);
-CREATE INDEX IF NOT EXISTS docs_thread ON docs(thread);
-CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(body, tokenize='unicode61 remove_diacritics 0');
+CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(body, tokenize='unicode61 remove_diacritics 0', columnsize=0);
 """
 _COLUMNS = "key, kind, ids, at, text, thread, owner, public, parties, pin, seq"
+_INSERT = f"INSERT INTO docs(id, {_COLUMNS}) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 _indexes: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
 _indexes_lock = threading.Lock()
 
@@ -172,29 +173,34 @@ class SearchIndex(Applier):
         self._con.execute("DELETE FROM fts")
         self._con.execute("DELETE FROM docs")
 
-    def _get(self, key: str) -> Doc | None:
+    def _get_stored(self, key: str) -> Doc | None:
         row = self._con.execute(f"SELECT {_COLUMNS} FROM docs WHERE key=?", (key,)).fetchone()
         return None if row is None else _doc(row)
 
-    def _delete(self, key: str) -> None:
+    def _delete_stored(self, key: str) -> None:
         row = self._con.execute("SELECT id FROM docs WHERE key=?", (key,)).fetchone()
         if row is not None:
             self._con.execute("DELETE FROM fts WHERE rowid=?", (row[0],))
             self._con.execute("DELETE FROM docs WHERE id=?", (row[0],))
 
-    def _put(self, d: Doc, new: bool = False) -> None:
-        if not new:
-            self._delete(d.key)  # a new row: rows are in log order (the read's last tie-break)
-        row = (d.key, d.kind, _enc(d.ids).decode(), d.at, d.text, d.thread, d.owner, int(d.public), d.parties, d.pin, d.seq)
-        sql = f"INSERT INTO docs({_COLUMNS}) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    def _insert(self, docs: list[tuple[Doc, str]]) -> None:
+        """Two ``executemany`` (documents, then their words under the same
+        rowids, numbered here after the last row)."""
+        con = self._con
+        first = (con.execute("SELECT max(id) FROM docs").fetchone()[0] or 0) + 1
+        rows = [
+            (i, d.key, d.kind, _enc(d.ids).decode(), d.at, d.text, d.thread, d.owner, int(d.public), d.parties, d.pin, d.seq)
+            for i, (d, _) in enumerate(docs, first)
+        ]
         try:
-            cur = self._con.execute(sql, row)
+            con.executemany(_INSERT, rows)
         except sqlite3.IntegrityError:  # a key written before after all: written anew
-            self._delete(d.key)
-            cur = self._con.execute(sql, row)
-        self._con.execute("INSERT INTO fts(rowid, body) VALUES(?, ?)", (cur.lastrowid, " ".join(tokens(d.text))))
+            for d, _ in docs:
+                self._delete_stored(d.key)
+            return self._insert(docs)
+        con.executemany("INSERT INTO fts(rowid, body) VALUES(?, ?)", [(i, words) for i, (_, words) in enumerate(docs, first)])
 
-    def _set_public(self, key: str, public: bool) -> None:
+    def _set_public_stored(self, key: str, public: bool) -> None:
         self._con.execute("UPDATE docs SET public=? WHERE key=?", (int(public), key))
 
     # --- what a search asks ---
@@ -289,13 +295,6 @@ class SearchIndex(Applier):
                 if b != " ".join(tokens(t))
             ]
         return out
-
-    def reset(self) -> None:
-        """Empty (``kungfud check --rebuild``, before catching up from the start)."""
-        with self._lock:
-            for statement in ("BEGIN IMMEDIATE", "DELETE FROM fts", "DELETE FROM docs", "DELETE FROM meta WHERE k='seq'", "COMMIT"):
-                self._con.execute(statement)
-            self._applied = 0
 
 
 def _is_pg(store: Any) -> bool:

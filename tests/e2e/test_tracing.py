@@ -402,7 +402,7 @@ s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.clos
 data = sys.argv[1]
 
 def client():
-    for _ in range(400):
+    for _ in range(1800):  # up to 90 s for the daemon to start on a busy machine
         try:
             key = open(os.path.join(data, "admin.key")).read().strip()
             ws = connect(f"ws://127.0.0.1:{port}/v1", additional_headers={"Authorization": f"Bearer {key}"})
@@ -423,10 +423,14 @@ main(["serve", "--data-dir", data, "--listen", f"127.0.0.1:{port}"])
 '''
 
 
-def test_the_default_daemon_never_imports_opentelemetry(tmp_path):
-    """Without ``[tracing] otlp_endpoint`` serving a traced request imports
-    nothing of OpenTelemetry (installed in this environment all the same)."""
-    r = subprocess.run([sys.executable, "-c", _DEFAULT_DAEMON, str(tmp_path / "data")],
+@pytest.mark.parametrize("extra", ["installed", "missing"])
+def test_the_default_daemon_never_imports_opentelemetry(tmp_path, extra):
+    """Without ``[tracing] otlp_endpoint`` serving a traced request (its
+    ``meta.traceparent``, then its event) imports nothing of OpenTelemetry,
+    whether the extra is installed (as in this environment) or not (its
+    import refused): off costs nothing and never fails (issue 36 §3)."""
+    script = (_BLOCK_OTEL if extra == "missing" else "") + _DEFAULT_DAEMON
+    r = subprocess.run([sys.executable, "-c", script, str(tmp_path / "data")],
                        capture_output=True, text=True, cwd=ROOT, timeout=120)
     out = json.loads(r.stdout.strip().splitlines()[-1])
     assert out == {"ok": True, "otel": []}, r.stderr[-2000:]

@@ -40,6 +40,10 @@ CREATE INDEX IF NOT EXISTS kf_search_words ON kf_search USING gin (words);
 CREATE INDEX IF NOT EXISTS kf_search_thread ON kf_search (thread);
 """
 _COLUMNS = "key, kind, ids, at, body, thread, owner, public, parties, pin, seq"
+_INSERT = (
+    f"INSERT INTO kf_search ({_COLUMNS}, norm, words) "
+    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, to_tsvector('simple', %s))"
+)
 
 
 def tsquery(terms: list[Term]) -> str:
@@ -143,24 +147,31 @@ class PgSearchIndex(Applier):
     def _wipe(self) -> None:
         self._run("DELETE FROM kf_search")
 
-    def _get(self, key: str) -> Doc | None:
+    def _get_stored(self, key: str) -> Doc | None:
         row = self._run(f"SELECT {_COLUMNS} FROM kf_search WHERE key = %s", (key,)).fetchone()
         return None if row is None else _doc(row)
 
-    def _delete(self, key: str) -> None:
+    def _delete_stored(self, key: str) -> None:
         self._run("DELETE FROM kf_search WHERE key = %s", (key,))
 
-    def _put(self, d: Doc, new: bool = False) -> None:
-        self._delete(d.key)  # a new row: rows are in log order (the read's last tie-break); one statement either way
-        norm = " ".join(tokens(d.text))
-        self._run(
-            f"INSERT INTO kf_search ({_COLUMNS}, norm, words) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, to_tsvector('simple', %s))",
+    def _insert(self, docs: list[tuple[Doc, str]]) -> None:
+        """One ``DELETE`` of any of their keys already stored (written anew:
+        a new row, in log order), then one ``executemany`` (a pipeline)."""
+        self._run("DELETE FROM kf_search WHERE key = ANY(%s)", ([d.key for d, _ in docs],))
+        rows = [
             (d.key, d.kind, json.dumps(d.ids, separators=(",", ":")), d.at, d.text, d.thread, d.owner, d.public,
-             d.parties, d.pin, d.seq, norm, norm),
-        )
+             d.parties, d.pin, d.seq, words, words)
+            for d, words in docs
+        ]
+        try:
+            with self._c().cursor() as cur:
+                cur.executemany(_INSERT, rows)
+        except (psycopg.OperationalError, psycopg.InterfaceError) as e:
+            if self._conn is not None:
+                self._conn.close()
+            raise StoreUnavailable("lost the connection to PostgreSQL (search index)") from e
 
-    def _set_public(self, key: str, public: bool) -> None:
+    def _set_public_stored(self, key: str, public: bool) -> None:
         self._run("UPDATE kf_search SET public = %s WHERE key = %s", (public, key))
 
     # --- what a search asks ---
@@ -254,15 +265,3 @@ class PgSearchIndex(Applier):
                 return out
             finally:
                 self._rollback()
-
-    def reset(self) -> None:
-        with self._lock:
-            try:
-                self._begin()
-                self._run("DELETE FROM kf_search")
-                self._run("DELETE FROM kf_search_seq WHERE k = 'seq'")
-                self._commit()
-            except BaseException:
-                self._rollback()
-                raise
-            self._applied = 0
