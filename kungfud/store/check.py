@@ -20,7 +20,7 @@ from .derived_runs import differences
 from .integrity import StoreDamaged, log_problems
 from .interface import Backend
 from .kv import Snapshot
-from .layout import DERIVED, DERIVED_META, FORMAT, PUBLIC, RETIRED
+from .layout import ADDED_DERIVED, DERIVED, DERIVED_META, FILL, FORMAT, PUBLIC, RETIRED
 from .task_rows import step_3_to_4
 
 # The derived tables a store of format 2 or 3 rebuilds from the log to reach
@@ -31,7 +31,7 @@ FORMAT_4_TABLES = ("events", "memories", "usage")
 # the obligations of one holder keyed in the order they arose (D282).
 FORMAT_5_TABLES = ("obligations",)
 
-__all__ = ["expected_indexes", "compare", "write", "migrate", "stored_rows", "problems_of"]
+__all__ = ["expected_indexes", "compare", "write", "migrate", "fill_added", "stored_rows", "problems_of"]
 
 log = logging.getLogger("kungfud.store")
 
@@ -84,13 +84,14 @@ def compare(store: Backend, expected: dict[str, dict[bytes, bytes]], kv: Snapsho
 
 def write(
     store: Backend, expected: dict[str, dict[bytes, bytes]], *, format: bytes | None = None,
-    puts: dict[str, dict[bytes, bytes]] | None = None,
+    puts: dict[str, dict[bytes, bytes]] | None = None, done: tuple[bytes, ...] = (),
 ) -> None:
     """Replace every derived table of ``expected`` by its rows in one
     transaction (of ``meta``, only the derived rows), and with ``format``
     record that storage format in the same one and drop the tables older
     formats had (:data:`RETIRED`). ``puts``: rows put as well, in tables not
-    cleared (a migration step's)."""
+    cleared (a migration step's). ``done``: ``meta`` rows deleted in the same
+    transaction (the fill of an added table, D419)."""
     w = store.begin_write()
     try:
         tx = w.tx
@@ -110,6 +111,8 @@ def write(
         for name, rows in (puts or {}).items():
             for key, value in rows.items():
                 tx.put(name, key, value)
+        for key in done:
+            tx.delete("meta", key)
         if format is not None:
             for name in RETIRED:
                 w.drop_retired(name)
@@ -118,6 +121,24 @@ def write(
         w.abort()
         raise
     w.commit()
+
+
+def fill_added(store: Backend) -> None:
+    """D419: a table derived from the log that was added without a format step
+    (``layout.ADDED_DERIVED``), created in a store that already held facts,
+    is filled from the log once, in one transaction that also drops its
+    ``meta`` FILL row: a crash before leaves the row, filled again next open."""
+    with store.read() as view:
+        pending = tuple(n for n in ADDED_DERIVED if view.kv.get("meta", FILL + n.encode()) is not None)
+        if not pending:
+            return
+        t0 = time.monotonic()
+        expected = expected_indexes(store, view.kv, tables=pending)
+    write(store, expected, done=tuple(FILL + n.encode() for n in pending))
+    log.warning(
+        "filled %s from the log (%s rows), a table this version added, in %.1f s",
+        ", ".join(pending), sum(len(expected[n]) for n in pending), time.monotonic() - t0,
+    )
 
 
 def migrate(store: Backend, old: bytes) -> None:

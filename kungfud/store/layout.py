@@ -68,6 +68,8 @@ __all__ = [
     "ADDED",
     "DERIVED_META",
     "ADDED_EMPTY",
+    "ADDED_DERIVED",
+    "FILL",
 ]
 
 # The storage format: 2 moved members, memberships (D90), pending responses and
@@ -91,6 +93,13 @@ DERIVED = tuple(d for d in DBS if d not in ("meta", "log", "receipts", "hook_cur
 DERIVED_META = (b"events",)
 # Tables added empty to a store that lacks them, with no format step (D212).
 ADDED_EMPTY = ("hooks", "hook_cursors", "a2a_push", "a2a_changed")
+# Of those, the tables derived from the log (D419): a store written before
+# one existed may hold facts it derives from, so creating it also records
+# FILL + its name in ``meta`` (in the same transaction), and the first open
+# for writing fills it from the log and drops that row (open.py): a crash in
+# between leaves the row, and the next open fills it again.
+ADDED_DERIVED = ("a2a_changed",)
+FILL = b"fill:"
 # Tables of older formats, dropped when a store is migrated (D186).
 RETIRED = ("stream",)
 # Tables a format step added, by that format: a store of an older format lacks

@@ -17,7 +17,7 @@ import lmdb
 
 from .integrity import NOT_NEW_TRACES, StoreDamaged, StoreLocked, check_env, check_file
 from .interface import SnapshotTail
-from .layout import ADDED_EMPTY, DBS, FORMAT
+from .layout import ADDED_DERIVED, ADDED_EMPTY, DBS, FILL, FORMAT
 from .lmdb_kv import LmdbSnapshot, LmdbWriteTxn, SparseSnapshot, release_mapped
 from .view import View
 
@@ -148,10 +148,16 @@ class LmdbBackend(SnapshotTail):
                         self._snapshot = SparseSnapshot
             else:
                 with self.env.begin(write=True) as txn:
+                    # Named tables are keys of LMDB's main table: those derived from the
+                    # log that this store lacks are filled by open.py (D419).
+                    lacking = [n for n in ADDED_DERIVED if txn.get(n.encode()) is None]
                     for name in DBS:
                         self.dbs[name] = self.env.open_db(name.encode(), txn=txn)
                     meta = self.dbs["meta"]
                     fmt = txn.get(b"format", db=meta)
+                    if fmt is not None:  # not a new store: it may hold facts they derive from
+                        for name in lacking:
+                            txn.put(FILL + name.encode(), b"", db=meta)
                     if fmt is None:
                         txn.put(b"format", FORMAT, db=meta)
                     else:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib.util
 from typing import Any, TypeVar
 
-from .check import migrate
+from .check import fill_added, migrate
 from .integrity import StoreDamaged
 from .interface import Backend, is_pg_url
 from .lmdb import LmdbBackend
@@ -27,13 +27,16 @@ def opened(store: B, readonly: bool) -> B:
     older (once, in one transaction: a crash leaves the old format to migrate
     again; D92). A read-only one is left as it is (``kungfud check`` reports
     it). On failure the store is closed and the error raised."""
-    if store.migrate_from is not None and not readonly:
-        try:
+    if readonly:
+        return store
+    try:
+        if store.migrate_from is not None:
             migrate(store, store.migrate_from)
-        except BaseException:
-            store.close()
-            raise
-        store.migrate_from = None
+        fill_added(store)  # a derived table this version added, filled from the log once (D419)
+    except BaseException:
+        store.close()
+        raise
+    store.migrate_from = None
     return store
 
 

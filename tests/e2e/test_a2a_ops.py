@@ -316,3 +316,46 @@ async def test_push_config_set_with_the_send_in_the_same_action(make_daemon):
     bad = {"taskPushNotificationConfig": {"url": "http://10.1.2.3/p"}}
     await failure(client, "a2a.send", {"to": w, "message": msg("q", "ps-2"), "configuration": bad}, "bad_request")
     assert len((await client.read("a2a.tasks", {}))["items"]) == 1
+
+
+@pytest.mark.single_node("drops a table of the one LMDB directory between two starts")
+@pytest.mark.rules("R9-16", "L1-1")
+async def test_tasks_of_a_store_written_before_the_change_index_are_listed_after_an_upgrade(daemon):
+    """D419: `a2a_changed` (D410) was added without a format step; a store an
+    earlier 1.3 build wrote holds A2A Tasks but not the table. The first start
+    that creates it fills it from the log, so `a2a.tasks` lists them and
+    `kungfud check` finds the store consistent."""
+    import subprocess
+    import sys
+
+    import lmdb
+
+    from .helpers import register
+
+    c, key = await register(daemon.url, "client")
+    client = await Client.connect(daemon.url, key)
+    worker, w = await agent_client(daemon.url, "worker")
+    await publish(worker)
+    ids = [(await client.act("a2a.send", {"to": w, "message": msg(f"u{i}", f"up-{i}")}))["task"] for i in range(3)]
+    await client.act("a2a.cancel", {"task": ids[0]})  # changed last: listed first
+    await client.close()
+    await worker.close()
+    daemon.stop()
+    env = lmdb.open(str(daemon.data_dir / "lmdb"), max_dbs=64)  # as the earlier build left it
+    with env.begin(write=True) as txn:
+        txn.drop(env.open_db(b"a2a_changed", txn=txn), delete=True)
+    env.close()
+    before = subprocess.run([sys.executable, "-m", "kungfud", "check", *daemon.store_args],
+                            capture_output=True, text=True, timeout=120)
+    assert before.returncode == 1 and "a2a_changed: missing" in before.stdout, before.stdout + before.stderr
+    daemon.start()
+    client = await Client.connect(daemon.url, key)
+    try:
+        listed = await client.read("a2a.tasks", {})
+        assert [i["id"] for i in listed["items"]] == [ids[0], ids[2], ids[1]]
+    finally:
+        await client.close()
+    daemon.stop()
+    after = subprocess.run([sys.executable, "-m", "kungfud", "check", *daemon.store_args],
+                           capture_output=True, text=True, timeout=120)
+    assert after.returncode == 0 and "OK" in after.stdout, after.stdout + after.stderr

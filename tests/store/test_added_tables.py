@@ -57,3 +57,29 @@ def test_a_postgresql_store_without_the_added_tables_gets_them_also_when_opened_
     with s.read() as view:
         assert list(view.hooked_agents()) == [] and view.hook_cursor("ag_x") is None
     s.close()
+
+
+def test_a_postgresql_store_fills_an_added_derived_table_on_the_first_open_for_writing(pg_server, tmp_path):
+    """D419: a table derived from the log added without a format step
+    (``ADDED_DERIVED``) is created with a FILL row in ``kf_meta`` in the same
+    transaction, also by a read-only open (kungfud check); the first open for
+    writing fills it from the log and drops the row."""
+    import psycopg
+
+    from kungfud.store.layout import ADDED_DERIVED, FILL
+    from kungfud.store.postgres import PgStore
+
+    url = pg_server.new_database()
+    PgStore(url, str(tmp_path / "node")).close()
+    with psycopg.connect(url, autocommit=True) as conn:  # as an earlier build left it
+        for name in ADDED_DERIVED:
+            conn.execute(f"DROP TABLE kf_{name}")
+
+    def fills() -> set[bytes]:
+        with psycopg.connect(url, autocommit=True) as conn:
+            return {bytes(k) for (k,) in conn.execute("SELECT key FROM kf_meta WHERE key LIKE %s", (FILL + b"%",))}
+
+    PgStore(url, str(tmp_path / "node"), readonly=True).close()
+    assert fills() == {FILL + n.encode() for n in ADDED_DERIVED}
+    PgStore(url, str(tmp_path / "node")).close()
+    assert fills() == set()

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..integrity import StoreDamaged
-from ..layout import ADDED, ADDED_EMPTY, DBS, FORMAT
+from ..layout import ADDED, ADDED_DERIVED, ADDED_EMPTY, DBS, FILL, FORMAT
 
 __all__ = ["SCHEMA_VERSION", "LOCK_WRITER", "LOCK_SCHEMA", "LOCK_BOOTSTRAP", "table", "ensure_schema"]
 
@@ -86,6 +86,11 @@ def ensure_schema(conn: Any, where: str, *, create: bool = True) -> bytes | None
         for name in [n for n in missing if n in ADDED_EMPTY]:
             conn.execute(f"CREATE TABLE {table(name)} (key bytea PRIMARY KEY, value bytea NOT NULL)")
             missing.remove(name)
+            if name in ADDED_DERIVED:  # filled from the log by the first open for writing (open.py, D419)
+                conn.execute(
+                    "INSERT INTO kf_meta (key, value) VALUES (%s, %s) ON CONFLICT (key) DO NOTHING",
+                    (FILL + name.encode(), b""),
+                )
         raw = conn.execute("SELECT value FROM kf_meta WHERE key = %s", (b"format",)).fetchone()
         fmt = bytes(raw[0]) if raw else None
         # A table a later format added is created for the migration (D242), on open for writing.
