@@ -6,8 +6,10 @@ runs a test command and adopts or rejects with the test's output as reason."""
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import signal
 import subprocess
 from pathlib import Path
 
@@ -42,10 +44,22 @@ def start(cli: Cli, tmp: Path, key: str, command: str, env: dict | None = None) 
     proc = subprocess.Popen(
         command, shell=True, cwd=ROOT, stdout=open(log, "w"), stderr=subprocess.STDOUT, text=True,
         env={**cli.env, **shim(tmp), **(env or {}), "KUNGFU_KEY": key, "KUNGFU_URL": cli.url},
+        start_new_session=True,  # stop() ends the shell, the wake it started and wake's run alike
     )
     until(lambda: "subscribed" in log.read_text() or proc.poll() is not None, what="wake to subscribe")
     assert proc.poll() is None, log.read_text()
     return proc, log
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """SIGKILL to the documented line's whole process group: the shell, the
+    ``kungfu wake`` it runs and any run in progress (killing the shell alone
+    left ``kungfu wake`` running after the suite, issue 37 §3)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait(10)
 
 
 @pytest.mark.rules("R8-20", "R6.3-7", "R6.3-13")
@@ -72,9 +86,7 @@ def test_docs_the_sleeping_worker_takes_answers_and_delivers_when_woken(cli, tmp
             cli.run("judge", ref.get("assignment") or ref["engagement"], "adopt", key=lead_key)
         assert proc.wait(60) == 0, log.read_text()  # quiet for 4 s after the outcomes' run: asleep
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        stop(proc)
     assert cli.json("turn", key=worker_key)["items"] == [] and cli.json("opportunities", key=worker_key)["items"] == []
     assert cli.json("turn", key=lead_key)["items"] == []  # the answer asked nothing back (--no-ask)
     outcomes = cli.json("outcomes", key=worker_key)["items"]
@@ -112,7 +124,6 @@ def test_docs_the_sleeping_judge_rejects_with_the_tests_output_then_adopts(cli, 
         until(lambda: len(cli.json("outcomes", key=worker_key)["items"]) == 2, timeout=60, what="a second verdict",
               every=0.5)
     finally:
-        proc.kill()
-        proc.wait()
+        stop(proc)
     assert [o["state"] for o in cli.json("outcomes", key=worker_key)["items"]] == ["adopted", "rejected"]
     assert cli.json("turn", key=author_key)["items"] == []

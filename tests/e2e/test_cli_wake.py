@@ -46,7 +46,10 @@ def shim(tmp: Path) -> dict:
 
 class Wake:
     """``kungfu wake`` in the background, in its own process group (a kill
-    reaches the run in progress too); stderr (its log) in a file."""
+    reaches the run in progress too); stderr (its log) in a file. Every one
+    a test started is killed at its end (``_no_wake_left``), whatever the test did."""
+
+    started: list["Wake"] = []
 
     def __init__(self, cli: Cli, tmp: Path, key: str, *args: str, env: dict | None = None, cwd: Path = ROOT):
         self.log_path = tmp / f"wake-{time.monotonic_ns()}.log"
@@ -57,6 +60,7 @@ class Wake:
             env={**cli.env, **shim(tmp), **(env or {}), "KUNGFU_KEY": key, "KUNGFU_URL": self.url},
             cwd=cwd, stdout=self.err, stderr=self.err, text=True, start_new_session=True,
         )
+        Wake.started.append(self)
         until(lambda: "subscribed" in self.log() or self.proc.poll() is not None, what="wake to subscribe")
         assert self.proc.poll() is None, self.log()
 
@@ -71,10 +75,20 @@ class Wake:
 
     def kill(self) -> None:
         """SIGKILL to wake and the run in progress (kill -9: nothing cleaned up)."""
-        if self.proc.poll() is None:
+        try:  # the group, even after wake exited: a run it left must not outlive the test
             os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
         self.proc.wait(10)
         self.err.close()
+
+
+@pytest.fixture(autouse=True)
+def _no_wake_left():
+    """A test that fails half-way leaves no ``kungfu wake`` (or its run) behind."""
+    yield
+    while Wake.started:
+        Wake.started.pop().kill()
 
 
 def lines(path: Path) -> list[str]:

@@ -1,0 +1,97 @@
+"""The suite in parallel: README's ``python -m pytest -n auto`` (pytest-xdist; D370).
+
+Most of an e2e test's time is spent waiting (a daemon's start, fsync, sockets, a
+deadline), so more workers than cores keep the two cores busy: ``-n auto`` is
+:data:`WORKERS_PER_CORE` workers per core (``PYTEST_XDIST_AUTO_NUM_WORKERS=N``
+or ``-n N`` choose another count; ``-n 0`` runs serially, in one process).
+
+How tests are handed out (:class:`Scheduler`): a test file that shares
+something between its tests — a ``shared_daemon``, a fixture of ``scope="module"``
+or ``"class"`` (the console's browser) — goes to one worker whole, so what it
+shares is started once; every other test goes alone to whichever worker is
+free. The longest work is handed out first (:func:`longest_first`), so the run
+does not end waiting on one long test or file.
+
+What is per worker: each worker is a pytest session of its own (its temp dirs
+under ``--basetemp``'s ``popen-gwN``, its own PostgreSQL cluster when a test
+needs one, tests/pg.py); daemons listen on ports the kernel picks. What the
+controller must see (the mode's deselection summary, secrets in daemon logs,
+processes that outlived the suite) each worker reports at its end
+(tests/conftest.py).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: ``-n auto``: workers per core (measured on the 2-core machine, D370)
+WORKERS_PER_CORE = 2
+
+_SHARES = re.compile(r"\bshared_daemon\b|scope=[\"'](?:module|class)[\"']")
+
+
+@functools.cache
+def shares_between_tests(path: str) -> bool:
+    """True if the test file at ``path`` (from the root) keeps something for several tests."""
+    try:
+        return bool(_SHARES.search((ROOT / path).read_text()))
+    except OSError:
+        return False
+
+
+def longest_first(items: list) -> None:
+    """Reorder ``items`` in place, longest work first, so that the run does not
+    end waiting on one long unit: the tests that name their own (long) limit,
+    then the files handed out whole (most tests first), then the rest, each
+    as collected. Every worker collects the same items, so the same order."""
+    size: dict[str, int] = {}
+    for item in items:
+        size[item.nodeid.split("::", 1)[0]] = size.get(item.nodeid.split("::", 1)[0], 0) + 1
+
+    def key(item) -> tuple[int, int]:
+        path = item.nodeid.split("::", 1)[0]
+        if item.get_closest_marker("timeout_s") is not None:
+            return (0, 0)
+        return (1, -size[path]) if shares_between_tests(path) else (2, 0)
+
+    items.sort(key=key)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config):
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None  # xdist's own hook reads it
+    return WORKERS_PER_CORE * (len(os.sched_getaffinity(0)) or 1)
+
+
+try:
+    from xdist.scheduler import LoadScopeScheduling
+except ImportError:  # pragma: no cover - without pytest-xdist the suite runs serially
+    pass
+else:
+
+    class Scheduler(LoadScopeScheduling):
+        """One unit of work per test, or per file for a file that shares between its tests."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return path if shares_between_tests(path) else nodeid
+
+        def schedule(self) -> None:
+            # Keep the collection's order (longest_first): LoadScopeScheduling
+            # would otherwise order the units by their number of tests alone.
+            self.config.option.loadscopereorder = False
+            super().schedule()
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_make_scheduler(config, log):
+        if config.getvalue("dist") in ("load", "loadscope", "loadfile", "loadgroup"):
+            return Scheduler(config, log)
+        return None  # each, worksteal: as asked
