@@ -48,7 +48,8 @@ def shares_between_tests(path: str) -> bool:
 
 def longest_first(items: list) -> None:
     """Reorder ``items`` in place, longest work first, so that the run does not
-    end waiting on one long unit: the tests that name their own (long) limit,
+    end waiting on one long unit: the tests marked ``long_test`` or that name
+    their own (long) limit (``timeout_s``),
     then the files handed out whole (most tests first), then the rest, each
     as collected. Every worker collects the same items, so the same order."""
     size: dict[str, int] = {}
@@ -57,7 +58,7 @@ def longest_first(items: list) -> None:
 
     def key(item) -> tuple[int, int]:
         path = item.nodeid.split("::", 1)[0]
-        if item.get_closest_marker("timeout_s") is not None:
+        if item.get_closest_marker("timeout_s") or item.get_closest_marker("long_test"):
             return (0, 0)
         return (1, -size[path]) if shares_between_tests(path) else (2, 0)
 
