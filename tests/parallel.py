@@ -7,9 +7,9 @@ or ``-n N`` choose another count; ``-n 0`` runs serially, in one process).
 
 How tests are handed out (:class:`Scheduler`): a test file that shares
 something between its tests — a ``shared_daemon``, a fixture of ``scope="module"``
-or ``"class"`` (the console's browser) — goes to one worker whole, so what it
-shares is started once; every other test goes alone to whichever worker is
-free. The longest work is handed out first (:func:`longest_first`), so the run
+or ``"class"`` (the console's browser) — goes out in runs of consecutive tests
+(:data:`SHARED_CHUNK`), so what it shares starts once per run; every other test
+goes alone to whichever worker is free. The longest work is handed out first (:func:`longest_first`), so the run
 does not end waiting on one long test or file.
 
 What is per worker: each worker is a pytest session of its own (its temp dirs
@@ -33,6 +33,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 #: ``-n auto``: workers per core (measured on the 2-core machine, D370)
 WORKERS_PER_CORE = 2
+
+#: tests of a sharing file per unit of work: its daemon's start (about a second,
+#: two in the two-node modes) spread over them, and a big file over several workers
+SHARED_CHUNK = 6
 
 _SHARES = re.compile(r"\bshared_daemon\b|scope=[\"'](?:module|class)[\"']")
 
@@ -79,13 +83,24 @@ except ImportError:  # pragma: no cover - without pytest-xdist the suite runs se
 else:
 
     class Scheduler(LoadScopeScheduling):
-        """One unit of work per test, or per file for a file that shares between its tests."""
+        """One unit of work per test; a file that shares between its tests in
+        units of :data:`SHARED_CHUNK` consecutive tests (what it shares starts
+        once per unit, and a big file still spreads over the workers)."""
+
+        _scopes: dict[str, str] | None = None
 
         def _split_scope(self, nodeid: str) -> str:
-            path = nodeid.split("::", 1)[0]
-            return path if shares_between_tests(path) else nodeid
+            return (self._scopes or {}).get(nodeid, nodeid)
 
         def schedule(self) -> None:
+            if self._scopes is None and self.collection_is_completed and self.registered_collections:
+                self._scopes = {}
+                seen: dict[str, int] = {}
+                for nodeid in next(iter(self.registered_collections.values())):
+                    path = nodeid.split("::", 1)[0]
+                    if shares_between_tests(path):
+                        n = seen[path] = seen.get(path, -1) + 1
+                        self._scopes[nodeid] = f"{path}#{n // SHARED_CHUNK}"
             # Keep the collection's order (longest_first): LoadScopeScheduling
             # would otherwise order the units by their number of tests alone.
             self.config.option.loadscopereorder = False

@@ -476,6 +476,7 @@ async def _corpus(url: str) -> tuple[list[Conn], dict]:
         "webhook.set": {"url": "https://93.184.216.34/hook", "events": ["turn", "outcome"]},  # a literal: no DNS
         "webhook.get": {},
         "webhook.clear": {},
+        "search": {"q": "hello wor*", "limit": 5},
     }
     assert set(args) == set(OPS) - KEY_CHANGING, (set(OPS) - KEY_CHANGING) ^ set(args)
     CORPUS.clear()
