@@ -198,7 +198,7 @@ def main() -> None:
     args = p.parse_args()
     if args.quick:
         args.posts, args.backlog, args.seconds, args.rounds = 30, 500, 2.0, 4
-    cfg = '[webhooks]\nallow_hosts = ["127.0.0.1"]\nretry_pauses_s = [0.1]\n'
+    cfg = '[webhooks]\nallow_hosts = ["127.0.0.1:*"]\nretry_pauses_s = [0.1]\n'
 
     async def run(step) -> None:
         rx = await Receiver().start()

@@ -16,6 +16,7 @@ EN = "en_01m9ffffffffffffffffffffff"
 ME = "me_01m9gggggggggggggggggggggg"
 OB = "ob_01m9hhhhhhhhhhhhhhhhhhhhhh"
 AD = "ad_01m9iiiiiiiiiiiiiiiiiiiiii"
+CX = "cx_01m9jjjjjjjjjjjjjjjjjjjjjj"
 T0 = "2026-12-04T12:00:00.000Z"
 T1 = "2026-12-05T12:00:00.000Z"
 CONTRACT = {"content": {"output": "a haiku", "criteria": "5-7-5"}, "deliver_within_s": 3600}
@@ -157,7 +158,7 @@ RESULTS: dict[str, tuple[str, dict | None, Any]] = {
                              "content": {"reason": "misses the config change"}}], "cursor": None}),
     "subscribe": ("`{subscribed: true, seq}`; events follow on this connection", {"since": 1041},
                   {"subscribed": True, "seq": 1050}),
-    # WIRE.md 1.2, listed here for when the catalogue has them
+    # wire.md 1.2, listed here for when the catalogue has them
     "webhook.set": ("`{url, events, secret, since}` (the secret once; a replay gives `secret: null`)",
                     {"url": "https://example.com/hook", "events": ["turn", "opportunity", "outcome"]},
                     {"url": "https://example.com/hook", "events": ["turn", "opportunity", "outcome"],
@@ -166,6 +167,16 @@ RESULTS: dict[str, tuple[str, dict | None, Any]] = {
                     {"url": "https://example.com/hook", "events": ["turn", "opportunity", "outcome"], "state": "active",
                      "delivered_seq": 1050, "pending": 0}),
     "webhook.clear": ("`{cleared: true}`", {}, {"cleared": True}),
+    # docs/wire.md "Scoped keys (1.3)"
+    "agent.key.create": ("`{key_id, key, scope, expires_at?}` (the key once; a replay gives `key: null`)",
+                         {"scope": "worker", "label": "box 7", "expires_in_s": 2592000},
+                         {"key_id": "ky_01m98wm4mgdhjbx9tv06j0a21p", "key": "kf_…", "scope": "worker",
+                          "expires_at": "2026-12-30T12:00:00.000Z"}),
+    "agent.key.list": ("`{items: [{key_id, scope, label, created_at, expires_at?, last_used_at?}]}`: live keys, oldest first, never a key", {},
+                       {"items": [{"key_id": "ky_01m98wm4mgdhjbx9tv06j0a21p", "scope": "worker", "label": "box 7",
+                                   "created_at": T0, "expires_at": "2026-12-30T12:00:00.000Z", "last_used_at": T0}]}),
+    "agent.key.revoke": ("`{key_id, revoked: true}`", {"key_id": "ky_01m98wm4mgdhjbx9tv06j0a21p"},
+                         {"key_id": "ky_01m98wm4mgdhjbx9tv06j0a21p", "revoked": True}),
     "search": ("page of `{kind, memory?, version?, thread?, entry?, task?, engagement?, assignment?, at, snippet, "
                "score}`: what the caller may read now, best first, newest first among equal scores; the cursor "
                "is always sealed",
@@ -175,6 +186,30 @@ RESULTS: dict[str, tuple[str, dict | None, Any]] = {
                           {"kind": "memory", "memory": ME, "version": 1, "at": T0,
                            "snippet": "upgrade checklist … breaking change … deployment", "score": 2.2}],
                 "cursor": "~3Jx0…"}),
+    # wire.md 1.3: A2A
+    "a2a.card.set": ("`{agent, card_url}`",
+                     {"content": {"name": "Poet", "description": "Writes short poems."}, "accept": "any"},
+                     {"agent": A, "card_url": f"http://127.0.0.1:8741/a2a/agents/{A}/.well-known/agent-card.json"}),
+    "a2a.card.get": ("`{agent, content, accept, card_url}` (another's only while published)", {"agent": A},
+                     {"agent": A, "content": {"name": "Poet", "description": "Writes short poems."}, "accept": "any",
+                      "card_url": f"http://127.0.0.1:8741/a2a/agents/{A}/.well-known/agent-card.json"}),
+    "a2a.card.clear": ("`{cleared: true}`", {}, {"cleared": True}),
+    "a2a.send": ("create `{task, context, state}`; verdict `{task, engagement, verdict, state}`",
+                 {"to": A, "message": {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": "a haiku"}]}},
+                 {"task": TK, "context": CX, "state": "TASK_STATE_SUBMITTED"}),
+    "a2a.cancel": ("`{task, state}`", {"task": TK}, {"task": TK, "state": "TASK_STATE_CANCELED"}),
+    "a2a.task": ("the A2A 1.0 Task object: `{id, contextId, status, artifacts?, history?, metadata}`", {"task": TK},
+                 {"id": TK, "contextId": CX, "status": {"state": "TASK_STATE_SUBMITTED", "timestamp": T0},
+                  "history": [{"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": "a haiku"}],
+                               "taskId": TK, "contextId": CX}],
+                  "metadata": {"urn:kungfud:a2a:kungfu:v1": {"state": "offered", "engagements": [], "generation": 1}}}),
+    "a2a.tasks": ("`{items: [Task…], cursor}` (`cursor` `\"\"` at the end)", {"limit": 20}, {"items": [], "cursor": ""}),
+    "a2a.push.set": ("`{task, config: {id, url, authentication?: {scheme}}}` (credentials never shown)",
+                     {"task": TK, "config": {"url": "https://example.com/push", "authentication": {"scheme": "Bearer", "credentials": "…"}}},
+                     {"task": TK, "config": {"id": "pc_01m9", "url": "https://example.com/push", "authentication": {"scheme": "Bearer"}}}),
+    "a2a.push.list": ("`{items: [config…]}`", {"task": TK},
+                      {"items": [{"id": "pc_01m9", "url": "https://example.com/push", "authentication": {"scheme": "Bearer"}}]}),
+    "a2a.push.clear": ("`{cleared: true}`", {"task": TK, "config": "pc_01m9"}, {"cleared": True}),
 }
 
 #: event -> (when, data, example data).
@@ -187,7 +222,7 @@ EVENTS: list[tuple[str, str, str, Any]] = [
       "deliver_within_s": 3600, "judge_within_s": 600}),
     ("outcome", "work you took, made or judge ended (not sent to whoever ended it)", "an `outcomes` item",
      {"ref": {"thread": TH, "assignment": AS}, "state": "timed_out", "at": T1}),
-    ("task_offered", "with `subscribe {open_tasks: true}` (WIRE.md 1.2): an open Task was created or resumed",
+    ("task_offered", "with `subscribe {open_tasks: true}` (wire.md 1.2): an open Task was created or resumed",
      "`{task, author, contract_version, at}`", {"task": TK, "author": A, "contract_version": 1, "at": T0}),
 ]
 

@@ -77,6 +77,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kungfud: {e}", file=sys.stderr)
         return 2
     if args.cmd == "serve":
+        if cfg.tracing.otlp_endpoint:  # WIRE.md 1.3: with the setting and without the extra, no start
+            from .tracing import missing
+
+            if (why := missing()) is not None:
+                print(f"kungfud: {why}", file=sys.stderr)
+                return 2
         from .daemon import run
         from .logs import setup
 

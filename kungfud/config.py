@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
-__all__ = ["Config", "ServerConfig", "StorageConfig", "LimitsConfig", "DefaultsConfig", "load", "default_data_dir", "ConfigError"]
+__all__ = ["Config", "ServerConfig", "StorageConfig", "LimitsConfig", "DefaultsConfig", "TracingConfig", "load", "default_data_dir", "ConfigError"]
 
 Pos = Annotated[int, msgspec.Meta(ge=1)]
 Within = Annotated[int, msgspec.Meta(ge=1, le=31_536_000)]
@@ -116,8 +116,10 @@ class DefaultsConfig(_Section, frozen=True):
 
 
 class WebhooksConfig(_Section, frozen=True):
-    # Hosts (names or addresses, as in the URL) a webhook may reach although they
-    # are loopback, private or link-local, and over http:// (WIRE.md 1.2).
+    # Hosts and ports a webhook may reach although they are loopback, private or
+    # link-local, and over http:// (WIRE.md 1.2; D328): "host:port" allows that
+    # port, "host:*" every port (tests, development), a bare "host" only the
+    # scheme's default port (80 for http://, 443 for https://).
     allow_hosts: tuple[str, ...] = ()
     # POSTs in flight at once across all agents (each agent has at most one).
     concurrency: Pos = 16
@@ -129,12 +131,38 @@ class WebhooksConfig(_Section, frozen=True):
     disable_after_s: Annotated[float, msgspec.Meta(gt=0)] = 86_400
 
 
+class TracingConfig(_Section, frozen=True):
+    # WIRE.md 1.3 "Tracing": the OTLP/HTTP base URL (as OTEL_EXPORTER_OTLP_ENDPOINT;
+    # spans go to <endpoint>/v1/traces). Empty: no tracing, and nothing of
+    # OpenTelemetry is imported. Needs the tracing extra (pip install 'kungfud[tracing]').
+    otlp_endpoint: str = ""
+    # The share of traces started here that are kept; a request that comes with
+    # a trace context follows its parent's decision (parent-based sampling).
+    sample_ratio: Annotated[float, msgspec.Meta(ge=0, le=1)] = 1.0
+
+
+class A2AConfig(_Section, frozen=True):
+    """WIRE.md 1.3 "A2A": the Agent2Agent endpoint and its defaults."""
+
+    enabled: bool = True
+    # HOST:PORT; "" = the websocket listen host with the next port (port 0 when
+    # the websocket port is 0): see Config.a2a_listen.
+    listen: str = ""
+    # The base the cards advertise; "" = http://<listen>.
+    public_url: str = ""
+    block_s: Annotated[float, msgspec.Meta(gt=0, le=3600)] = 30
+    auto_adopt_s: Within = 5
+    push_configs_per_task: Annotated[int, msgspec.Meta(ge=0, le=100)] = 5
+
+
 class Config(_Section, frozen=True):
     server: ServerConfig = ServerConfig()
     storage: StorageConfig = StorageConfig()
     limits: LimitsConfig = LimitsConfig()
     defaults: DefaultsConfig = DefaultsConfig()
     webhooks: WebhooksConfig = WebhooksConfig()
+    tracing: TracingConfig = TracingConfig()
+    a2a: A2AConfig = A2AConfig()
 
     @property
     def data_dir(self) -> str:
@@ -142,6 +170,21 @@ class Config(_Section, frozen=True):
 
     def listen_addr(self) -> tuple[str, int]:
         return parse_listen(self.server.listen)
+
+    def a2a_listen(self) -> tuple[str, int]:
+        """``[a2a] listen``, or the websocket host with the next port (0 when
+        the websocket port is 0: a free one)."""
+        if self.a2a.listen:
+            return parse_listen(self.a2a.listen)
+        host, port = self.listen_addr()
+        return host, (port + 1 if port else 0)
+
+    def a2a_public_url(self) -> str:
+        """``[a2a] public_url``, or ``http://<listen>`` (no trailing slash)."""
+        if self.a2a.public_url:
+            return self.a2a.public_url.rstrip("/")
+        host, port = self.a2a_listen()
+        return f"http://{f'[{host}]' if ':' in host else host}:{port}"
 
 
 class ConfigError(ValueError):
@@ -202,5 +245,18 @@ def load(
     if store is not None:
         cfg = msgspec.structs.replace(cfg, storage=msgspec.structs.replace(cfg.storage, url=store))
     cfg.listen_addr()  # validate
+    _check_allow_hosts(cfg.webhooks.allow_hosts)
+    cfg.a2a_listen()
     check_store_url(cfg.storage.url)
     return cfg
+
+
+def _check_allow_hosts(entries: tuple[str, ...]) -> None:
+    from .conventions import allow_entry
+
+    for entry in entries:
+        if allow_entry(entry) is None:
+            raise ConfigError(
+                f"[webhooks] allow_hosts entry {entry!r} must be HOST, HOST:PORT, [IPV6]:PORT or HOST:* "
+                "(no scheme, path or user)"
+            )

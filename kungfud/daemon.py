@@ -8,7 +8,7 @@ import os
 import signal
 import socket
 import sys
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from .actors import Runtime
 from .actors.runtime import wall_ms
@@ -21,13 +21,17 @@ from .nodes import open_nodes
 from .server import Server
 from .testing import deaf, faults
 from .webhooks import Deliveries
+from .webhooks.push import Pushes, WithPushes
 from .webhooks.precheck import prechecks
 from .store import Committed, Item, StoreDamaged
 from .store.interface import Backend
 from .store.open import open_store
 from .store.quota import Quota
 
-__all__ = ["run", "serve", "limits_of", "bootstrap_admin", "bind_listener", "checked_store", "new_runtime", "ws_url"]
+if TYPE_CHECKING:
+    from .a2a.serve import A2AServer
+
+__all__ = ["run", "serve", "limits_of", "bootstrap_admin", "bind_listener", "checked_store", "new_runtime", "ws_url", "start_tracing"]
 
 log = logging.getLogger("kungfud")
 
@@ -40,7 +44,10 @@ def limits_of(cfg: Config) -> Limits:
         open_registration=cfg.server.open_registration,
         max_members_per_thread=cfg.limits.max_members_per_thread,
         max_threads_per_agent=cfg.limits.max_threads_per_agent,
-        webhook_allow_hosts=tuple(h.lower().strip("[]") for h in cfg.webhooks.allow_hosts),
+        webhook_allow_hosts=tuple(cfg.webhooks.allow_hosts),
+        a2a_auto_adopt_s=cfg.a2a.auto_adopt_s,
+        a2a_push_configs_per_task=cfg.a2a.push_configs_per_task,
+        a2a_public_url=cfg.a2a_public_url(),
     )
 
 
@@ -192,10 +199,22 @@ def new_runtime(store: Backend, cfg: Config, *, worker: int = 0, workers: int = 
     return rt
 
 
+def start_tracing(cfg: Config, worker: int = 0) -> None:
+    """WIRE.md 1.3 "Tracing": spans to ``[tracing] otlp_endpoint`` when it is
+    set (kungfud/tracing.py; TracingUnavailable without the extra); nothing
+    of OpenTelemetry is imported when it is not."""
+    if cfg.tracing.otlp_endpoint:
+        from . import __version__, tracing
+
+        node = f"{socket.gethostname()}:{os.path.abspath(cfg.data_dir)}" + (f"#{worker}" if worker else "")
+        tracing.configure(cfg.tracing.otlp_endpoint, cfg.tracing.sample_ratio, node, __version__)
+
+
 def run(cfg: Config) -> int:
     try:
         factory, loop_name = _loop_factory(cfg.server.event_loop)
-    except ConfigError as e:
+        start_tracing(cfg)
+    except (ConfigError, RuntimeError) as e:  # RuntimeError: TracingUnavailable
         print(f"kungfud: {e}", file=sys.stderr)
         return 2
     try:
@@ -227,6 +246,13 @@ def run(cfg: Config) -> int:
     finally:
         rt.stop()
         store.close()
+        _stop_tracing()
+
+
+def _stop_tracing() -> None:
+    """Export the spans still queued, for a few seconds at most."""
+    if "kungfud.tracing" in sys.modules:
+        sys.modules["kungfud.tracing"].shutdown()
 
 
 async def serve(
@@ -236,28 +262,43 @@ async def serve(
     *,
     private: socket.socket | None = None,
     control: socket.socket | None = None,
+    a2a: socket.socket | None = None,
 ) -> int:
     """Serve until SIGTERM/SIGINT. Alone it prints the readiness line on
-    stdout; a worker (``control``: its channel to the supervisor) reports
-    ``ready [URL of private]`` there instead, and stops when the channel
-    reaches EOF (its supervisor is gone)."""
+    stdout (then the A2A endpoint's); a worker (``control``: its channel to the
+    supervisor) reports ``ready [URL of private]`` there instead, and stops
+    when the channel reaches EOF (its supervisor is gone). ``a2a``: the A2A
+    endpoint's socket, bound already (a worker's); else it is bound here when
+    ``[a2a] enabled``."""
     # WIRE.md 1.2: each agent's events POSTed to its webhook. The runner lives on
     # the server's event loop and hears every commit from it, as its one sink;
     # the pre-checks the op catalogue names check against the runner's allow list.
     runner = Deliveries(rt, cfg.webhooks)
-    server = Server(rt, cfg, sink=runner, prechecks=prechecks(runner.allow))
+    # WIRE.md 1.3: A2A push configs on the same engine (kungfud/webhooks/push.py).
+    sink = WithPushes(runner, Pushes(rt, cfg.webhooks)) if cfg.a2a.enabled else runner
+    server = Server(rt, cfg, sink=sink, prechecks=prechecks(runner.allow))
     try:
         host, port = await server.start(sock=listener, private=private)
     except OSError as e:
         listener.close()
         print(f"kungfud: cannot listen on {cfg.server.listen}: {e.strerror or e}", file=sys.stderr)
         return 2
+    endpoint = a2a_endpoint(server, cfg)
+    if endpoint is not None:
+        try:
+            a2a_addr = await endpoint.start(a2a if a2a is not None else bind_listener(*cfg.a2a_listen()))
+        except OSError as e:
+            print(f"kungfud: cannot listen on {cfg.a2a.listen or cfg.a2a_listen()} (A2A): {e.strerror or e}", file=sys.stderr)
+            await server.stop(1.0)
+            return 2
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     if control is None:
-        print(f"kungfud listening on {ws_url(host, port, cfg)}", flush=True)
+        print(f"kungfud listening on {ws_url(host, port, cfg)}", flush=endpoint is None)
+        if endpoint is not None:
+            print(f"kungfud a2a on {endpoint.url(*a2a_addr)}", flush=True)
     else:
         extra = "" if private is None else " " + ws_url(*private.getsockname()[:2], cfg)
         control.setblocking(True)
@@ -279,8 +320,23 @@ async def serve(
         loop.add_reader(control.fileno(), _supervisor_gone)
     await stop.wait()
     log.info("stopping: finishing in-flight requests")
+    if endpoint is not None:
+        await endpoint.stop()
     await server.stop()
     return 0
+
+
+def a2a_endpoint(server: Server, cfg: Config) -> "A2AServer | None":
+    """The A2A endpoint to start, when ``[a2a] enabled`` and the ``a2a`` extra
+    (a2a-sdk, uvicorn) is installed; None (said in the log) otherwise."""
+    if not cfg.a2a.enabled:
+        return None
+    try:
+        from .a2a.serve import A2AServer
+    except ImportError as e:
+        log.warning("A2A is not served: %s (pip install 'kungfud[a2a]')", e)
+        return None
+    return A2AServer(server, cfg)
 
 
 def ws_url(host: str, port: int, cfg: Config) -> str:

@@ -23,7 +23,7 @@ from typing import Any, ClassVar, Union, get_args
 import msgspec
 
 __all__ = [
-    "Event", "Turn", "TurnData", "Ended", "Opportunity", "Outcome", "TaskOffered", "Offered",
+    "Event", "Turn", "TurnData", "Ended", "Opportunity", "Outcome", "TaskOffered", "Offered", "A2ATask", "A2ATaskData",
     "AnyEvent", "KINDS", "DEFAULT_KINDS", "ORIGINAL_KINDS", "kind_of", "frame", "encode",
 ]
 
@@ -99,9 +99,24 @@ class TaskOffered(Event, frozen=True, tag="task_offered"):
     data: Offered
 
 
+class A2ATaskData(msgspec.Struct, frozen=True):
+    task: str
+    state: str  # spelled as A2A does: TASK_STATE_WORKING, …
+    generation: int
+    at: str  # RFC 3339
+
+
+class A2ATask(Event, frozen=True, tag="a2a_task"):
+    """An A2A-visible change of an A2A Task, to its author (WIRE.md 1.3
+    "A2A"), content-free; heard by who asks for it (``subscribe {a2a: true}``,
+    a webhook or ``kungfu wake --on`` naming it)."""
+
+    data: A2ATaskData
+
+
 #: Every kind of event, one type each; the tag is the kind. The order is the
 #: order kinds are listed in (``webhook.set``, ``kungfu wake --on``, the console).
-AnyEvent = Union[Turn, Opportunity, Outcome, TaskOffered]
+AnyEvent = Union[Turn, Opportunity, Outcome, TaskOffered, A2ATask]
 
 _TYPES: tuple[type[Event], ...] = get_args(AnyEvent)
 KINDS: tuple[str, ...] = tuple(t.__struct_config__.tag for t in _TYPES)  # type: ignore[misc]

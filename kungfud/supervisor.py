@@ -36,6 +36,7 @@ import time
 import msgspec
 
 from .config import Config, ConfigError
+from .a2a.card import a2a_url
 from .daemon import _loop_factory, bind_listener, bootstrap_admin, checked_store, new_runtime, ws_url
 from .server.app import STOP_WITHIN_S
 from .worker import PORTS_ENV, Spec, whole_lines
@@ -82,8 +83,9 @@ class _Worker:
 
 
 class Supervisor:
-    def __init__(self, cfg: Config, n: int, lock_fd: int, addr: tuple, log_args: list[str]):
+    def __init__(self, cfg: Config, n: int, lock_fd: int, addr: tuple, log_args: list[str], a2a_addr: tuple | None = None):
         self.cfg, self.n, self.lock_fd, self.addr, self.log_args = cfg, n, lock_fd, addr, log_args
+        self.a2a_addr = a2a_addr  # the A2A port every worker joins (None: not served)
         self.workers = [_Worker(i) for i in range(1, n + 1)]
         self.stopping = False
         # The wake-up pipe: every handled signal writes its number here (install()).
@@ -119,15 +121,18 @@ class Supervisor:
             if w.control is not None and w.control in readable:
                 self._read_ready(w)
 
-    def spawn(self, w: _Worker, sock: socket.socket | None) -> None:
-        """Start worker ``w`` on ``sock``, or (a replacement: None) on a socket
-        it joins to the port itself once it can serve."""
+    def spawn(self, w: _Worker, sock: socket.socket | None, a2a: socket.socket | None = None) -> None:
+        """Start worker ``w`` on ``sock`` (and ``a2a``, the A2A port's), or (a
+        replacement: None) on sockets it joins to the ports itself once it can serve."""
         ours, theirs = socket.socketpair()
-        fds = (theirs.fileno(), self.lock_fd) + ((sock.fileno(),) if sock is not None else ())
+        own = [s for s in (sock, a2a) if s is not None]
+        fds = (theirs.fileno(), self.lock_fd, *(s.fileno() for s in own))
         listen_fd = sock.fileno() if sock is not None else -1
+        a2a_host, a2a_port = self.a2a_addr[:2] if self.a2a_addr else ("", -1)
         spec = Spec(
             index=w.index, workers=self.n, listen_fd=listen_fd, host=self.addr[0], port=self.addr[1],
             lock_fd=self.lock_fd, control_fd=theirs.fileno(), config=self.cfg,
+            a2a_fd=a2a.fileno() if a2a is not None else -1, a2a_host=a2a_host, a2a_port=a2a_port,
         )
         try:
             w.proc = subprocess.Popen(
@@ -137,8 +142,8 @@ class Supervisor:
                 stdout=subprocess.DEVNULL,  # stdout is the supervisor's: its readiness lines only
             )
         finally:
-            if sock is not None:
-                sock.close()  # the worker holds it now: a dead worker's socket leaves the port
+            for s in own:
+                s.close()  # the worker holds it now: a dead worker's socket leaves the port
             theirs.close()
         w.control, w.ready, w.url, w.restart_at, w.failure, w.eof = ours, False, "", None, "", False
         w.control.setblocking(False)
@@ -166,10 +171,10 @@ class Supervisor:
         assert w.proc is not None
         print(f"kungfud worker {w.index} pid {w.proc.pid}{' ' + w.url if w.url else ''}", flush=True)
 
-    def start(self, socks: list[socket.socket]) -> int | None:
+    def start(self, socks: list[socket.socket], a2a_socks: list[socket.socket] | None = None) -> int | None:
         """Start every worker; None when all listen, else the exit status."""
-        for w, sock in zip(self.workers, socks):
-            self.spawn(w, sock)
+        for i, (w, sock) in enumerate(zip(self.workers, socks)):
+            self.spawn(w, sock, a2a_socks[i] if a2a_socks else None)
         deadline = time.monotonic() + START_WITHIN_S
         while not all(w.ready for w in self.workers):
             if self.stopping:
@@ -182,7 +187,9 @@ class Supervisor:
             if time.monotonic() > deadline:
                 return self._fail(f"workers not listening within {START_WITHIN_S:.0f} s")
             self._wait(deadline - time.monotonic())
-        print(f"kungfud listening on {ws_url(*self.addr[:2], self.cfg)}", flush=True)
+        print(f"kungfud listening on {ws_url(*self.addr[:2], self.cfg)}", flush=self.a2a_addr is None)
+        if self.a2a_addr is not None:
+            print(f"kungfud a2a on {a2a_url(*self.a2a_addr[:2])}", flush=True)
         for w in self.workers:
             self._line(w)
         return None
@@ -250,6 +257,7 @@ def run(cfg: Config, n: int, log_args: list[str]) -> int:
         print(f"kungfud: {e}", file=sys.stderr)
         return 2
     socks: list[socket.socket] = []
+    a2a_socks: list[socket.socket] = []
     try:
         socks.append(bind_listener(*cfg.listen_addr(), reuse_port="open"))
         addr = socks[0].getsockname()
@@ -260,16 +268,28 @@ def run(cfg: Config, n: int, log_args: list[str]) -> int:
             s.close()
         print(f"kungfud: cannot listen on {cfg.server.listen}: {e.strerror or e}", file=sys.stderr)
         return 2
+    a2a_addr = None
+    if cfg.a2a.enabled:  # every worker serves A2A on one port too (SO_REUSEPORT, as above)
+        try:
+            a2a_socks.append(bind_listener(*cfg.a2a_listen(), reuse_port="open"))
+            a2a_addr = a2a_socks[0].getsockname()
+            for _ in range(n - 1):
+                a2a_socks.append(bind_listener(a2a_addr[0], a2a_addr[1], reuse_port="join"))
+        except OSError as e:
+            for s in socks + a2a_socks:
+                s.close()
+            print(f"kungfud: cannot listen on {cfg.a2a_listen()} (A2A): {e.strerror or e}", file=sys.stderr)
+            return 2
     try:
         lock_fd = _prepare(cfg)
     except Exception as e:  # StoreLocked, StoreDamaged, permissions, lmdb errors
-        for s in socks:
+        for s in socks + a2a_socks:
             s.close()
         print(f"kungfud: {e}", file=sys.stderr)
         return 2
-    sup = Supervisor(cfg, n, lock_fd, addr, log_args)
+    sup = Supervisor(cfg, n, lock_fd, addr, log_args, a2a_addr)
     sup.install()
-    code = sup.start(socks)
+    code = sup.start(socks, a2a_socks)
     return sup.watch() if code is None else code
 
 

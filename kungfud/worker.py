@@ -21,7 +21,7 @@ import sys
 import msgspec
 
 from .config import Config
-from .daemon import _loop_factory, bind_listener, checked_store, new_runtime, serve
+from .daemon import _loop_factory, _stop_tracing, bind_listener, checked_store, new_runtime, serve, start_tracing
 from .testing import faults
 
 __all__ = ["Spec", "run", "PORTS_ENV", "whole_lines"]
@@ -43,6 +43,9 @@ class Spec(msgspec.Struct, frozen=True):
     lock_fd: int
     control_fd: int
     config: Config
+    a2a_fd: int = -1  # its A2A listening socket; -1: none, or a replacement, which joins a2a_host:a2a_port
+    a2a_host: str = ""
+    a2a_port: int = -1  # -1: A2A is not served
 
 
 class _WholeLines:
@@ -84,6 +87,7 @@ def run(spec_text: str) -> int:
     store = None
     try:
         factory, _ = _loop_factory(cfg.server.event_loop)
+        start_tracing(cfg, spec.index)  # WIRE.md 1.3 (nothing imported when off)
         private = bind_listener(spec.host, 0) if os.environ.get(PORTS_ENV) == "1" else None
         store = checked_store(cfg, lock=False)
         rt = new_runtime(store, cfg, worker=spec.index, workers=spec.workers)
@@ -104,11 +108,21 @@ def run(spec_text: str) -> int:
                 listener = bind_listener(spec.host, spec.port, reuse_port="join")
             except OSError as e:
                 return _failed(spec, control, e)
+        a2a = None
+        if spec.a2a_fd >= 0:
+            a2a = socket.socket(fileno=spec.a2a_fd)
+            a2a.setblocking(False)
+        elif spec.a2a_port >= 0:
+            try:
+                a2a = bind_listener(spec.a2a_host, spec.a2a_port, reuse_port="join")
+            except OSError as e:
+                return _failed(spec, control, e)
         with asyncio.Runner(loop_factory=factory) as runner:
-            return runner.run(serve(rt, cfg, listener, private=private, control=control))
+            return runner.run(serve(rt, cfg, listener, private=private, control=control, a2a=a2a))
     finally:
         rt.stop()
         store.close()
+        _stop_tracing()
 
 
 def _failed(spec: Spec, control: socket.socket, e: BaseException) -> int:

@@ -31,6 +31,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -97,6 +98,7 @@ class Daemon:
         env: dict | None = None,
         test_clock: bool = False,
         clock_path: Path | None = None,
+        a2a: bool = True,
     ):
         self.data_dir = data_dir
         self.env = env
@@ -113,6 +115,10 @@ class Daemon:
         self.proc: subprocess.Popen | None = None
         self._stopping = False  # stop(): SIGTERM sent, exit not yet seen
         self.url = ""
+        # The A2A endpoint (WIRE.md 1.3), from the line after the readiness line;
+        # "" when the daemon serves no A2A ([a2a] enabled = false: pass a2a=False).
+        self.a2a_url = ""
+        self.a2a = a2a
         self.stderr_path = data_dir.parent / f"{data_dir.name}.stderr"
         DAEMON_LOGS.append(self.stderr_path)
 
@@ -123,14 +129,29 @@ class Daemon:
     def spawn(self, listen: str = "127.0.0.1:0") -> None:
         """Start the process; :meth:`ready` waits until it listens."""
         cmd = [sys.executable, "-m", "kungfud", "serve", "--data-dir", str(self.data_dir), "--listen", listen]
-        if self.config is not None:
-            cmd += ["--config", str(self.config)]
+        config = self._a2a_pinned(self.config) if self.a2a and not listen.endswith(":0") else self.config
+        if config is not None:
+            cmd += ["--config", str(config)]
         cmd += self.extra
         self._stderr = open(self.stderr_path, "ab")
         self.proc = subprocess.Popen(
             cmd, stdout=subprocess.PIPE, stderr=self._stderr, cwd=ROOT, text=True,
             env=None if self.env is None else {**os.environ, **self.env},
         )
+
+    def _a2a_pinned(self, config: Path | None) -> Path | None:
+        """A start on a fixed websocket port (a restart a client reconnects to):
+        A2A's default listen would be that port + 1 (wire.md 1.3), which any
+        other process on the machine may hold (CI's console reconnect test met
+        one). Keep the A2A port this daemon had, or a free one — unless the
+        test's own config says where A2A listens."""
+        text = config.read_text() if config is not None else ""
+        if "[a2a]" in text:
+            return config
+        port = urlsplit(self.a2a_url).port if self.a2a_url else 0
+        path = self.data_dir.parent / f"{self.data_dir.name}.fixed-port.toml"
+        path.write_text(f'{text}\n[a2a]\nlisten = "127.0.0.1:{port}"\n')
+        return path
 
     def ready(self, timeout: float = 20.0) -> "Daemon":
         """Until the spawned process says it listens (its URL is then ``url``)."""
@@ -142,6 +163,12 @@ class Daemon:
             raise RuntimeError(f"daemon did not start: {line!r}; stderr: {self.stderr_path.read_text()[-2000:]}")
         assert time.monotonic() < deadline
         self.url = line.split()[-1]
+        if self.a2a:
+            line = self.proc.stdout.readline()
+            if not line.startswith("kungfud a2a on "):
+                self.proc.kill()
+                raise RuntimeError(f"daemon serves no A2A: {line!r}; stderr: {self.stderr_path.read_text()[-2000:]}")
+            self.a2a_url = line.split()[-1]
         return self
 
     def advance_clock(self, seconds: float) -> None:
@@ -174,6 +201,11 @@ class Daemon:
     def urls(self) -> list[str]:
         """Every node's URL (one here)."""
         return [self.url]
+
+    @property
+    def a2a_urls(self) -> list[str]:
+        """Every node's A2A endpoint (one here)."""
+        return [self.a2a_url]
 
     @property
     def pids(self) -> list[int]:
@@ -343,6 +375,20 @@ class Cluster:
             return [n.url for n in self.nodes]
         with self._changed:
             return [self._workers[i][1] for i in sorted(self._workers)]
+
+    @property
+    def a2a_urls(self) -> list[str]:
+        """Every node's A2A endpoint: pg2, one per node; lmdb2, the one port every
+        worker serves (SO_REUSEPORT spreads the connections over them)."""
+        return [n.a2a_url for n in self.nodes]
+
+    @property
+    def a2a_url(self) -> str:
+        """The next node's A2A endpoint, round robin as ``url``."""
+        urls = self.a2a_urls
+        u = urls[self._turn % len(urls)]
+        self._turn += 1
+        return u
 
     @property
     def pids(self) -> list[int]:

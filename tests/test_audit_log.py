@@ -172,3 +172,18 @@ def test_flush_writes_what_is_queued_in_order(monkeypatch):
     assert " INFO kungfud.audit {" in lines[0] and '"ok":true' in lines[0]
     assert lines[1] == "WARNING kungfud.test between"
     assert '"code":"forbidden"' in lines[2]
+
+
+@pytest.mark.parametrize("fmt", ["json", "text"])
+def test_an_audit_line_carries_the_trace_id_of_its_request_top_level_in_json(fmt):
+    """WIRE.md 1.3 "Tracing": audit lines carry ``trace_id`` (a top-level field
+    in JSON format); a line without one is the line it always was."""
+    trace = "0af7651916cd43dd8448eb211c80319c"
+    args = (1764504000123, "ag_01abc", "memory.create", None, False, b'{"memory":"me_01x","version":1}')
+    with_id = audit._line_of(fmt, 1764504000.5, *args, trace)
+    assert audit._line_of(fmt, 1764504000.5, *args) == _old_line(1764504000.5, *args, fmt)
+    if fmt == "json":
+        line = json.loads(with_id)
+        assert line["trace_id"] == trace and line["op"] == "memory.create" and json.loads(line["msg"])["trace_id"] == trace
+    else:
+        assert json.loads(with_id.split(" kungfud.audit ", 1)[1])["trace_id"] == trace

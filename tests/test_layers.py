@@ -82,6 +82,26 @@ def test_each_layer_imports_only_downwards():
     assert _offenders(_files("wire"), wire_may_not) == {}
 
 
+def test_the_a2a_endpoint_runs_ops_only():
+    """kungfud/a2a/ calls ops by name through the server's front door
+    (Server.call) and reads events through the Runtime: no core, store, actor
+    internals or reads (A2A-SPLIT.md's seam)."""
+    files = _files("a2a")
+    assert len(files) >= 5
+    assert _offenders(files, ("kungfud.core", "kungfud.store", "kungfud.actors", "kungfud.reads", "kungfud.server")) == {}
+
+
+def test_the_websocket_daemon_imports_the_a2a_endpoint_only_when_it_serves_it():
+    """Without the ``a2a`` extra (a2a-sdk, uvicorn) the daemon and its
+    supervisor still run: they import kungfud.a2a.serve inside a function, and
+    nothing of kungfud.a2a at module level but the extra-free card module."""
+    for name in ("daemon.py", "supervisor.py", "worker.py"):
+        tree = ast.parse((PKG / name).read_text())
+        top = {n.module for n in tree.body if isinstance(n, ast.ImportFrom) and n.module}
+        assert not any(m.startswith("a2a") and m not in ("a2a.card",) for m in top), (name, top)
+    assert {"a2a", "uvicorn", "starlette"}.isdisjoint(m.split(".")[0] for m in _imports(PKG / "a2a" / "card.py"))
+
+
 def test_the_event_kinds_are_a_leaf():
     """kungfud/event_kinds.py (the one definition of the event kinds, D285)
     imports nothing of kungfud's, so every layer may import it: the wire and

@@ -22,7 +22,7 @@ def _structs(t: Any, path: tuple = ()) -> Iterator[tuple[tuple, mi.StructType]]:
         if isinstance(a, mi.StructType):
             yield path, a
             for f in a.fields:
-                yield from _structs(f.type, path + (f.name,))
+                yield from _structs(f.type, path + (f.encode_name,))
         elif isinstance(a, mi.ListType):
             yield from _structs(a.item_type, path + (0,))
 
@@ -63,12 +63,12 @@ def test_L2_4_every_field_of_every_op_is_taught_by_name(op, path, struct):
     _plain(reason)
     assert "unknown field `no_such_field`" in reason, reason
     for f in struct.fields:
-        assert f"`{f.name}`" in reason, (f.name, reason)
+        assert f"`{f.encode_name}`" in reason, (f.encode_name, reason)
     for f in struct.fields:
-        where = _text(path + (f.name,))
+        where = _text(path + (f.encode_name,))
         # a wrong type: named by its path, with what is accepted
         wrong = [1, 2] if not isinstance(f.type, mi.ListType) else "x"
-        reason = _refused(op, _at(path, {f.name: wrong}))
+        reason = _refused(op, _at(path, {f.encode_name: wrong}))
         _plain(reason)
         assert f"`{where}`" in reason or f"`{where}[" in reason or "needs `" in reason or "the args need `" in reason, (where, reason)
 

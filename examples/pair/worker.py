@@ -1,6 +1,9 @@
 """The worker: takes what it is offered, answers, delivers, and learns how each
 piece of work ended — redoing a rejected Task delivery with the judge's reason
-in mind. Run by run.py (or: KUNGFU_KEY=… python worker.py --state worker.json).
+in mind. Run by run.py (or: KUNGFU_KEY=… python worker.py --lead ag_… --state worker.json).
+Of the open Tasks, offered to everyone, it takes only its lead's (--lead): a
+daemon used for other things has other agents' open Tasks, which no one here
+would judge.
 
 It ends when it owes nothing, nothing is offered to it, and every delivery it
 made has an outcome."""
@@ -32,11 +35,11 @@ def learn(state: State, outcome: dict) -> None:
 
 
 async def open_tasks(c: Client, state: State) -> list[str]:
-    """Open Tasks of others I have not taken. They are offered to everyone, so
-    they are on no one's opportunities; task.list has them (and WIRE.md 1.2
+    """My lead's open Tasks I have not taken. They are offered to everyone, so
+    they are on no one's opportunities; task.list has them (and docs/wire.md
     announces them as task_offered events to subscribe {open_tasks: true})."""
     return [t["task"] async for t in c.items("task.list")
-            if t["audience"] == "open" and t["author"] != state["me"] and t["task"] not in state["taken"]]
+            if t["audience"] == "open" and t["author"] == state["lead"] and t["task"] not in state["taken"]]
 
 
 async def catch_up(c: Client, state: State) -> None:
@@ -104,10 +107,12 @@ async def done(c: Client, state: State) -> bool:
 
 async def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--lead", required=True, help="the lead's agent id: the only author whose open Tasks it takes")
     p.add_argument("--state", default="worker.json", help="where the worker keeps its seq and notes")
     ns = p.parse_args()
     key = os.environ["KUNGFU_KEY"]
     state = State(ns.state)
+    state.setdefault("lead", ns.lead)
     for field, empty in (("outcomes", {}), ("reasons", {}), ("taken", [])):
         state.setdefault(field, empty)
     if "me" not in state:

@@ -11,7 +11,8 @@ DELIVERY=$(mktemp)
 export DELIVERY
 trap 'rm -f "$DELIVERY"' EXIT
 
-kungfu turn --all | while read -r ob obligation ref rest; do
+owed=$(kungfu turn --all)  # a failed read fails the run: wake runs it again
+printf '%s\n' "$owed" | while read -r ob obligation ref rest; do
   [ "$obligation" = judge ] || continue
   kungfu get "$ref" --json >"$DELIVERY"
   if output=$(sh -c "$JUDGE_TEST" 2>&1 </dev/null); then

@@ -11,8 +11,11 @@ work() {
   if [ -n "${KUNGFU_WORK:-}" ]; then sh -c "$KUNGFU_WORK"; else cat >/dev/null; echo done; fi
 }
 
+# A kungfu command that fails fails the run (set -e on each read below), so wake
+# runs it again later instead of taking the events as handled.
 # Take what is offered: assignments addressed to me, restricted Tasks naming me.
-kungfu opportunities --all | while read -r kind ref rest; do
+offered=$(kungfu opportunities --all)
+printf '%s\n' "$offered" | while read -r kind ref rest; do
   case $kind in
     assignment|task) kungfu take "$ref" >/dev/null || echo "worker: $ref not taken" >&2 ;;
   esac
@@ -20,7 +23,8 @@ done
 
 # Then everything I owe, oldest first. An item that fails (say, its deadline
 # passed meanwhile) is skipped: the turn no longer lists it on the next run.
-kungfu turn --all | while read -r ob obligation ref rest; do
+owed=$(kungfu turn --all)
+printf '%s\n' "$owed" | while read -r ob obligation ref rest; do
   case $obligation in
     respond)   # answer the entry; --no-ask: the answer obligates no one, the exchange ends
       answer=$(kungfu thread entry "$ref" --json | work)

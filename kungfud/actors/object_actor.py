@@ -35,6 +35,7 @@ import pykka
 
 from ..core.agent import KEY_REVOKED, key_revoked
 from ..core.kinds import kind_of
+from .. import tracing
 from ..errors import Rejection, StoreUnavailable
 from ..store import Committed, Failed, Item, Outcome, Replayed, Stale
 from ..store.layout import encode_object
@@ -386,8 +387,8 @@ class ObjectActor:
         if decision is _BEHIND:
             self.held.append((self.submitted, self.epoch, _Run(None), _BEHIND))
             return _HELD
-        if not isinstance(decision, Rejection):
-            self._submit(_Run(None), None, b"", decision, reads, None)
+        if not isinstance(decision, Rejection):  # tracing: a span per deadline that fires
+            self._submit(_Run(None), None, b"", decision, reads, None, tracing.deadline(self.key) if tracing.on else None)
         return _SWEPT
 
     def _run(self, run: _Run) -> None:
@@ -422,10 +423,14 @@ class ObjectActor:
                 # this commit (a key rotated) makes it Stale, decided again here.
                 caller = reads.get(job.caller) if job.caller is not None else None
                 # D185: a key rotated or reset stops working at once — no replay either.
-                decision = key_revoked(caller, job.key_hash)
+                decision = key_revoked(caller, job.key_hash, now, job.op)  # and a scoped key's scope (WIRE.md 1.3)
                 if decision is None:
                     ctx = rt.ctx(caller, now, reads.get, reads.query)
+                    if job.span is not None:  # tracing: the kungfud.decide span's stamps
+                        job.span.deciding()
                     decision = self._decide(lambda: spec.decide(job.command, ctx), reads)
+                    if job.span is not None:
+                        job.span.decided()
                     # L3-2, L3-3: a retry is answered from its receipt. A decision to
                     # write is checked by the writer, which reads the receipt in the
                     # commit's own transaction (store/plan.py: a replay or a mismatch,
@@ -461,10 +466,11 @@ class ObjectActor:
             return
         for obj in decision.states:
             reads.expect.setdefault(obj, 0)  # created by this action: must not exist yet
-        self._submit(run, job.scope, job.req_hash, decision, reads, reads.valid_until)
+        self._submit(run, job.scope, job.req_hash, decision, reads, reads.valid_until, job.span)
 
     def _submit(
-        self, run: _Run, scope: bytes | None, req_hash: bytes, decision: Any, reads: Reads, valid_until: int | None
+        self, run: _Run, scope: bytes | None, req_hash: bytes, decision: Any, reads: Reads, valid_until: int | None,
+        trace: Any = None,
     ) -> None:
         expect = reads.expect
         counts: dict[str, int] = {}
@@ -492,6 +498,7 @@ class ObjectActor:
             encoded=encoded,
             # Another node may write what this decision read from the overlay (D145).
             after=list(reads.after.values()) if self.shared and reads.after else None,
+            trace=trace,  # the events of its facts keep it (WIRE.md 1.3 "Tracing")
         )
         for obj, version in versions.items():
             self.overlay[obj] = (version, decision.states[obj], encoded[obj], item)

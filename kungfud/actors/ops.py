@@ -35,12 +35,14 @@ from typing import Any, Callable, NamedTuple
 import msgspec
 
 from .. import wire
-from ..core import agent, assignment, deactivation, engagement, entry, memory, task, thread, webhook, work
+from . import a2a_ops
+from ..core import a2a, a2a_card, agent, assignment, deactivation, engagement, entry, keys, memory, task, thread, webhook, work
 from ..core.context import Ctx
 from ..core.facts import Decision
 from ..core.pins import Pin
 from ..errors import Rejection
 from ..store.store import View
+from ..wire.names import normalized
 from ..wire.reasons import teach
 
 __all__ = [
@@ -80,6 +82,10 @@ def _name(op: str, content: dict) -> bytes:
         msgspec.convert(content, wire.NameContent)
     except msgspec.ValidationError as e:
         raise wire.FrameError(f"invalid args for {op}: {teach(wire.NameContent, wire.why(e), 'content')}") from None
+    try:  # stored normalized, never with an invisible character (kungfud/wire/names.py)
+        content = {**content, "name": normalized(content["name"])}
+    except ValueError as e:
+        raise wire.FrameError(f"invalid args for {op}: `content.name` {e}") from None
     return _content(content)
 
 
@@ -215,6 +221,15 @@ def _engagement(cmd: Any, caller: str | None, view: View) -> str:
     return state.task if state is not None else _caller(cmd, caller, view)
 
 
+def _a2a_task(cmd: Any, caller: str | None, view: View) -> str:
+    """An A2A action on an existing Task: its actor; a new Task, or an id that
+    names no Task, the caller's (which decides not_found)."""
+    task = a2a_ops.routed_task(cmd)
+    if task is not None and task.startswith("tk_") and "." not in task and view.state(task) is not None:
+        return task
+    return _caller(cmd, caller, view)
+
+
 def _join(cmd: Any, caller: str | None, view: View) -> str:
     return cmd.thread if cmd.thread is not None else _caller(cmd, caller, view)
 
@@ -257,6 +272,9 @@ ACTIONS: dict[str, Action] = {
         lambda a: agent.CreateAgent(_name("admin.agent.create", a.content)), _registrar, agent.decide_create
     ),
     "agent.rotate_key": Action(lambda a: agent.RotateKey(), _caller, agent.decide_rotate_key),
+    # WIRE.md 1.3: scoped keys, in the caller's actor (which also rotates its key)
+    "agent.key.create": Action(lambda a: keys.CreateKey(a.scope, a.label, a.expires_in_s), _caller, keys.decide_create),
+    "agent.key.revoke": Action(lambda a: keys.RevokeKey(a.key_id), _caller, keys.decide_revoke),
     "admin.agent.reset_key": Action(
         lambda a: agent.ResetKey(a.agent),
         _by_agent,
@@ -318,18 +336,26 @@ ACTIONS: dict[str, Action] = {
     ),
     "task.pause": Action(lambda a: task.SetAccepting(a.task, False), _task, task.decide_set_accepting),
     "task.resume": Action(lambda a: task.SetAccepting(a.task, True), _task, task.decide_set_accepting),
-    "task.take": Action(_task_take, _offered, engagement.decide_take),
-    "task.deliver": Action(_deliver_task, _engagement, engagement.decide_deliver),
-    "task.drop": Action(lambda a: work.Drop(a.engagement), _engagement, engagement.decide_drop),
-    "task.judge": Action(_task_judge, _engagement, engagement.decide_judge),
-    DEADLINE_TASK: Action(None, _owner, engagement.decide_expire),
+    "task.take": Action(_task_take, _offered, a2a.progressing(engagement.decide_take)),
+    "task.deliver": Action(_deliver_task, _engagement, a2a.progressing(engagement.decide_deliver)),
+    "task.drop": Action(lambda a: work.Drop(a.engagement), _engagement, a2a.progressing(engagement.decide_drop)),
+    "task.judge": Action(_task_judge, _engagement, a2a.progressing(engagement.decide_judge)),
+    # A Task's engagements moving may move its A2A state (WIRE.md 1.3): a2a.progressing
+    DEADLINE_TASK: Action(None, _owner, a2a.progressing(engagement.decide_expire)),
+    # A2A (WIRE.md 1.3): a card on the caller's actor, the rest on the Task's
+    "a2a.card.set": Action(a2a_ops.card_set, _caller, a2a_card.decide_set),
+    "a2a.card.clear": Action(lambda a: a2a_card.ClearCard(), _caller, a2a_card.decide_clear),
+    "a2a.send": Action(a2a_ops.send, _a2a_task, a2a.decide_send),
+    "a2a.cancel": Action(a2a_ops.cancel, _a2a_task, a2a.decide_cancel),
+    "a2a.push.set": Action(a2a_ops.push_set, _a2a_task, a2a.decide_push_set),
+    "a2a.push.clear": Action(a2a_ops.push_clear, _a2a_task, a2a.decide_push_clear),
 }
 
 # Ops whose route reads the store (to find the owning Thread or Task, or the
 # Thread a token admits to); every other route is a function of the command and
 # caller alone, so the event loop reads nothing for them.
 ROUTE_READS = frozenset(
-    op for op, spec in ACTIONS.items() if spec.resolve is not None or spec.route in (_assignment, _engagement, _join)
+    op for op, spec in ACTIONS.items() if spec.resolve is not None or spec.route in (_assignment, _engagement, _join, _a2a_task)
 )
 
 # The pre-checks the catalogue names: a server must be given each (kungfud/daemon.py).

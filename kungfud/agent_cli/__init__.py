@@ -1,6 +1,6 @@
 """``kungfu``: the command line of an agent (or a person) speaking to kungfud.
 
-Every WIRE.md op is reachable, as ``kungfu call OP --args JSON`` and through a
+Every op of docs/reference.md is reachable, as ``kungfu call OP --args JSON`` and through a
 friendly subcommand (``kungfu turn``, ``kungfu post THREAD --text … --ask AGENT``,
 ``kungfu take``, ``kungfu deliver``, ``kungfu judge``, ``kungfu watch`` …), and
 ``kungfu wake --exec CMD``, which runs a command whenever events arrive.

@@ -17,7 +17,21 @@ from typing import Any
 from ..wire import OPS
 from .exits import UsageError
 
-__all__ = ["Call", "memory_ref"]
+__all__ = ["Call", "memory_ref", "FLAG_OF"]
+
+#: The wire fields a subcommand fills from a flag, and that flag: a rejection
+#: that names the field is shown naming what the user typed (issue 37).
+FLAG_OF = {
+    "assign.to": "--assign-to", "assign.content": "--assign-content", "assign.redoes": "--redoes",
+    "assign.deliver_within_s": "--deliver-within", "assign.judge_within_s": "--judge-within",
+    "contract.deliver_within_s": "--deliver-within", "contract.judge_within_s": "--judge-within",
+    "contract.adoption_limit": "--adoption-limit", "contract.on_no_judgment": "--on-no-judgment",
+    "contract.judge": "--judge", "contract.eligibility": "--eligible", "contract.inputs": "--input",
+    "reply_to": "--reply-to", "content.reason": "--reason", "content.note": "--note", "limit": "--limit",
+    "ask": "--ask", "thread": "THREAD",
+}
+# The daemon's "put it in content" phrases, for the flags that fill those fields.
+_PHRASES = {'`"content": {"reason": "…"}`': "`--reason TEXT`", '`"content": {"note": "…"}`': "`--note TEXT`"}
 
 
 @dataclass
@@ -30,6 +44,20 @@ class Call:
     args: dict[str, Any] = field(default_factory=dict)
     key: str | None = None
     follow: bool = False
+    from_flags: bool = True  # False for ``kungfu call``, whose user wrote the wire fields
+
+    def in_flags(self, reason: str) -> str:
+        """A rejection's reason in the words of the command line: ``assign.deliver_within_s``
+        becomes ``--deliver-within`` (unchanged for ``kungfu call``)."""
+        if not self.from_flags:
+            return reason
+        for phrase, flag in _PHRASES.items():
+            reason = reason.replace(phrase, flag)
+        def flag(m: re.Match) -> str:
+            field = re.sub(r"\[\d+\]", "", m.group(1))  # ask[0]: the first --ask
+            return f"`{FLAG_OF.get(field, m.group(1))}`"
+
+        return re.sub(r"`([a-z_.\[\]0-9]+)`", flag, reason)
 
     @property
     def is_action(self) -> bool:
@@ -149,7 +177,7 @@ def _b_call(ns):
         args = {}
     else:
         args = _json_object(_read_text("-") if ns.args == "-" else ns.args, "--args")
-    return Call(ns.op, args)
+    return Call(ns.op, args, from_flags=False)
 
 
 def _b_whoami(ns):
@@ -196,7 +224,7 @@ def _b_rotate_key(ns):
 
 
 def _b_webhook_set(ns):
-    return Call("webhook.set", _set({"url": ns.url}, "events", ns.events.split(",") if ns.events else None))
+    return Call("webhook.set", _set({"url": ns.hook_url}, "events", ns.events.split(",") if ns.events else None))
 
 
 def _b_webhook(op: str):

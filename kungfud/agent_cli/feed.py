@@ -63,12 +63,12 @@ class Feed:
 
     def __init__(
         self, st: Settings, since: int | None, out: Out, *, name: str, open_tasks: bool = False,
-        on_start: Callable[[int], None] | None = None,
+        on_start: Callable[[int], None] | None = None, a2a: bool = False,
     ):
         if not st.key:
             raise Failed("unauthenticated", "no agent key: set KUNGFU_KEY or pass --profile NAME", "revise")
         self.st, self.seq, self.out, self.name = st, since, out, name
-        self.open_tasks, self.on_start = open_tasks, on_start
+        self.open_tasks, self.on_start, self.a2a = open_tasks, on_start, a2a
         self.ws = None
         self.subscribed = False  # on the current connection
         self.connected_once = False
@@ -102,6 +102,8 @@ class Feed:
         args: dict = {} if self.seq is None else {"since": self.seq}
         if self.open_tasks:
             args["open_tasks"] = True
+        if self.a2a:  # WIRE.md 1.3: a2a_task events
+            args["a2a"] = True
         try:
             await self.ws.send(json.dumps({"id": self.name, "op": "subscribe", "args": args}))
         except (ConnectionClosed, OSError):

@@ -8,7 +8,10 @@ an id.
 
 A name is participant text (L6): it is printed as a JSON string (``"alice"``,
 quotes and escapes included), never bare, so it cannot pass for an id or a
-protocol field. Two agents with one name are both written ``"alice"(ag_…)``.
+protocol field; an invisible or control character in it is written as its
+``\\uXXXX`` escape. Two agents whose names look alike — one name, or one
+confusable skeleton (UTS #39: ``"alice"`` and ``"аlice"`` with a Cyrillic а;
+kungfud/wire/names.py) — are both written ``"alice"(ag_…)``.
 
 Cost: one ``agent.whoami`` and one ``thread.get`` per Thread the result refers
 to, at most :data:`MAX_THREADS`, on the connection the read used; ``watch``
@@ -18,14 +21,15 @@ reads a Thread's members once (:class:`EventNames`).
 from __future__ import annotations
 
 import json
-from collections import Counter
 from typing import Any
+
+from ..wire.names import confusable, invisible
 
 __all__ = ["NAMED_READS", "AGENT_FIELDS", "AGENT_LISTS", "MAX_THREADS", "resolve", "label", "with_names"]
 
 #: Reads whose human output names agents by name (``--ids``: by id).
 NAMED_READS = frozenset(
-    {"thread.get", "thread.entries", "thread.entry", "assignment.get", "outcomes", "opportunities", "task.list",
+    {"thread.get", "thread.entries", "thread.entry", "thread.assignments", "assignment.get", "outcomes", "opportunities", "task.list",
      "task.get", "engagement.get", "memory.list", "memory.get"}
 )
 #: Fields that hold one agent id; lists of agent ids.
@@ -84,13 +88,28 @@ async def resolve(request: Any, op: str, result: Any, args: dict | None = None) 
     return names
 
 
+def shown(name: str) -> str:
+    """A name as a JSON string, its invisible and control characters escaped."""
+    return "".join(_escape(c) for c in json.dumps(name, ensure_ascii=False))
+
+
+def _escape(c: str) -> str:
+    if not invisible(c):
+        return c
+    if ord(c) <= 0xFFFF:
+        return f"\\u{ord(c):04x}"
+    high, low = divmod(ord(c) - 0x10000, 0x400)  # JSON's surrogate pair
+    return f"\\u{0xD800 + high:04x}\\u{0xDC00 + low:04x}"
+
+
 def label(agent: Any, names: dict[str, str], twice: set[str]) -> Any:
     """How an agent is written: its name as a JSON string, with its id when
-    another agent shown has the same name; its id when its name is unknown."""
+    its name looks like another shown agent's (``twice``: those agents); its
+    id when its name is unknown."""
     if not isinstance(agent, str) or agent not in names:
         return agent
-    name = json.dumps(names[agent], ensure_ascii=False)
-    return f"{name}({agent})" if names[agent] in twice else name
+    name = shown(names[agent])
+    return f"{name}({agent})" if agent in twice else name
 
 
 def with_names(obj: Any, names: dict[str, str]) -> Any:
@@ -100,8 +119,7 @@ def with_names(obj: Any, names: dict[str, str]) -> Any:
     the id to ask or assign with."""
     if not names:
         return obj
-    counts = Counter(names.values())
-    twice = {n for n, c in counts.items() if c > 1}
+    twice = confusable(names)
 
     def walk(o: Any, key: str = "") -> Any:
         if isinstance(o, dict):
@@ -126,8 +144,8 @@ def with_names(obj: Any, names: dict[str, str]) -> Any:
         if not isinstance(m, dict) or not isinstance(m.get("agent"), str):
             return m
         rest = {k: v for k, v in m.items() if k not in ("agent", "content")}
-        shown = json.dumps(names[m["agent"]], ensure_ascii=False) if m["agent"] in names else "-"
-        return {"name": shown, "agent": m["agent"], **rest}
+        name = shown(names[m["agent"]]) if m["agent"] in names else "-"
+        return {"name": name, "agent": m["agent"], **rest}
 
     return walk(obj)
 

@@ -63,6 +63,8 @@ from .builders import (
     _thread_verb,
 )
 
+from .a2a import A2A_COMMANDS, add_a2a
+
 __all__ = ["plan", "parser", "OP_COMMANDS", "EPILOG"]
 
 EPILOG = """\
@@ -212,7 +214,7 @@ def parser() -> argparse.ArgumentParser:
     top.add_argument("--version", action="version", version=f"kungfu {__version__}")
     s = _Parsers(top.add_subparsers(dest="cmd", metavar="COMMAND", required=True))
 
-    p = s.add("call", _b_call, "send any WIRE.md op: kungfu call OP --args JSON", action=True)
+    p = s.add("call", _b_call, "send any op of docs/reference.md: kungfu call OP --args JSON", action=True)
     p.add_argument("op", metavar="OP")
     p.add_argument("--args", metavar="JSON", help="args object (- reads stdin; default {})")
 
@@ -344,12 +346,26 @@ def parser() -> argparse.ArgumentParser:
     p = s.add("rotate-key", _b_rotate_key, "replace your key with a new one; the old key stops working at once", action=True)
     p.add_argument("--save", action="store_true", help="write the new key into the profile in use (--profile, default 'default')")
 
+    k = s.group("key", "scoped keys: create, list, revoke (a key that can do less; docs/operations.md)")
+    p = k.add("create", lambda ns: Call("agent.key.create", {"scope": ns.scope, "label": ns.label or f"{ns.scope} key", **(
+        {"expires_in_s": ns.expires_in} if ns.expires_in else {})}), "a key with fewer rights; prints it once", action=True)
+    p.add_argument("--scope", required=True, choices=["read", "worker", "a2a"], help="read: reads; worker: reads and doing work; a2a: the a2a.* ops")
+    p.add_argument("--label", metavar="TEXT", help="what or who holds it (shown by key list)")
+    p.add_argument("--expires-in", type=_duration, metavar="DURATION", help="seconds, or 90m, 12h, 30d (default: never)")
+    k.add("list", lambda ns: Call("agent.key.list"), "your live scoped keys (never the keys)", action=False)
+    k.add("revoke", lambda ns: Call("agent.key.revoke", {"key_id": ns.key_id}), "revoke a scoped key; its connections close",
+          action=True).add_argument("key_id", metavar="KEY_ID")
+
     w = s.group("webhook", "webhook: set, get, clear (your events POSTed to a URL, signed; docs/webhooks.md)")
     p = w.add("set", _b_webhook_set, "POST your events to URL (replaces any); prints the signing secret once", action=True)
-    p.add_argument("url", metavar="URL")
+    # dest is not "url": that is the global --url (the daemon's), which a
+    # positional of the same dest overwrote (issue 37).
+    p.add_argument("hook_url", metavar="URL", help="where to POST your events (https://, or http:// to an allowed host)")
     p.add_argument("--events", metavar="KIND,…", help=f"{','.join(KINDS)} (default: {','.join(DEFAULT_KINDS)})")
     w.add("get", _b_webhook("webhook.get"), "your webhook: state, delivered seq, pending, last error", action=False)
     w.add("clear", _b_webhook("webhook.clear"), "stop POSTing your events", action=True)
+
+    add_a2a(s, _add_page_args)
 
     p = s.add("watch", None, "stream turn, opportunity and outcome events (and open Tasks offered) as they arrive", action=False)
     p.add_argument("--since", type=int, metavar="SEQ", help="replay every event after SEQ first (overrides the state file)")
@@ -360,6 +376,15 @@ def parser() -> argparse.ArgumentParser:
 
     add_wake_args(s.add("wake", None, "run a command whenever events arrive (an agent that sleeps until woken)", action=False))
     return top
+
+
+def _duration(text: str) -> int:
+    """``3600``, ``90m``, ``12h``, ``30d`` -> seconds."""
+    unit = {"s": 1, "m": 60, "h": 3600, "d": 86400}.get(text[-1:].lower())
+    try:
+        return int(text[:-1]) * unit if unit else int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (seconds, or 90m, 12h, 30d)") from None
 
 
 #: A command line for every WIRE.md op (docs/cli.md has the same table).
@@ -416,10 +441,14 @@ OP_COMMANDS: dict[str, str] = {
     "opportunities": "opportunities [--all]",
     "outcomes": "outcomes [--all]",
     "subscribe": "watch [--since SEQ] [--state-file PATH] [--open-tasks]",
+    "agent.key.create": "key create --scope read|worker|a2a [--label TEXT] [--expires-in DURATION]",
+    "agent.key.list": "key list",
+    "agent.key.revoke": "key revoke KEY_ID",
     "webhook.set": "webhook set URL [--events KIND,…]",
     "webhook.get": "webhook get",
     "webhook.clear": "webhook clear",
     "search": "search QUERY [--in KIND,…] [--thread THREAD]",
+    **A2A_COMMANDS,
 }
 
 
@@ -430,5 +459,5 @@ def plan(argv: list[str]) -> tuple[argparse.Namespace, Call | None]:
     ns = parser().parse_args(argv)
     call = ns.build(ns) if ns.build is not None else None
     if call is not None:
-        call.key = getattr(ns, "key", None)
+        call.key = getattr(ns, "key", None) or call.key  # a2a send: derived from the messageId
     return ns, call

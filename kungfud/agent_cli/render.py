@@ -185,6 +185,8 @@ def render_event(msg: dict) -> list[str]:
         return [f"{seq} opportunity {_opportunity_line(data)}"]
     if kind == "outcome":
         return [f"{seq} outcome {_outcome_line(data)}"]
+    if kind == "a2a_task":
+        return [f"{seq} a2a_task {data.get('task')} {data.get('state')} generation {data.get('generation')}"]
     if kind == "task_offered":
         return [f"{seq} task_offered {data.get('task')} by {data.get('author')} v{data.get('contract_version')}"]
     return [f"{seq} {kind} {_scalar(data)}"]
@@ -214,12 +216,14 @@ class Out:
     def note(self, text: str) -> None:
         print(f"kungfu: {text}", file=sys.stderr)
 
-    def error(self, error: dict) -> int:
-        """Print a rejection (daemon's or the CLI's own); return its exit code."""
+    def error(self, error: dict, said=None) -> int:
+        """Print a rejection (daemon's or the CLI's own); return its exit code.
+        ``said`` rewrites the reason for the human line (``--json`` prints it exact)."""
         code = error.get("code", "internal")
         if self.as_json:
             print(json.dumps(error, ensure_ascii=False), flush=True)
-        print(f"{code}: {error.get('reason', '')} (next: {error.get('next', '-')})", file=sys.stderr)
+        reason = error.get("reason", "")
+        print(f"{code}: {said(reason) if said else reason} (next: {error.get('next', '-')})", file=sys.stderr)
         if error.get("hint"):
             print(f"hint: {_hint_command(error['hint'])}", file=sys.stderr)
         return EXIT_CODES.get(code, EXIT_CODES["internal"])

@@ -105,7 +105,7 @@ async def _follow(client, call: Call, first: dict) -> dict:
     """Every page of a list read, as one page ``{"items": all, "cursor": null}``."""
     items = list(first["result"]["items"])
     cursor = first["result"]["cursor"]
-    while cursor is not None:
+    while cursor:  # None, or "" (a2a.tasks), at the end
         resp = await _request(client, call.op, {**call.args, "cursor": cursor}, None)
         if not resp.get("ok"):
             return resp
@@ -135,7 +135,7 @@ async def run_call(st: Settings, call: Call, out: Out) -> int:
     finally:
         await client.close()
     if not resp.get("ok"):
-        return out.error(resp.get("error") or {"code": "internal", "reason": "malformed reply", "next": "retry"})
+        return out.error(resp.get("error") or {"code": "internal", "reason": "malformed reply", "next": "retry"}, call.in_flags)
     if resp.get("replayed"):
         out.note("replayed: this key was used before, so this is the first receipt (secrets hidden); nothing new happened")
     out.result(call.op, resp.get("result"))

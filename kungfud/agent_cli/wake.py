@@ -9,7 +9,11 @@ wait and wake one next run together. ``--state-file`` holds the seq after which
 every event has been handled by a finished run, so a restarted wake runs again
 for what was not handled and for nothing that was. ``--cooldown`` and
 ``--max-runs``/``--per`` stop an agent whose runs wake it again (docs/cli.md
-"wake"; decisions D220–D223).
+"wake"; decisions D220–D223). A run that fails (exit not 0) handled nothing: it
+is logged as an error and run again, after a pause that grows, for the same
+events; at start, wake runs once when ``turn`` or ``opportunities`` is not
+empty, so work left by a failed or lost run is never stranded; the command finds
+``kungfu`` on its PATH (D355–D357).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import argparse
 import asyncio
 import json
 import os
+import sys
 import time
 from collections import deque
 from pathlib import Path
@@ -41,6 +46,9 @@ EVENTS_LIMIT = 64 * 1024
 # the first): a replayed backlog or a burst arrives over several frames (D220).
 SETTLE_S = 0.2
 SETTLE_MAX_S = 1.0
+# A failed run is run again after RETRY_FIRST_S, doubling up to RETRY_MAX_S (D356).
+RETRY_FIRST_S = 1.0
+RETRY_MAX_S = 60.0
 
 
 def _kinds(text: str) -> tuple[str, ...]:
@@ -77,13 +85,47 @@ def wakes(event: dict, kinds: tuple[str, ...]) -> bool:
     """Whether ``event`` asks for a run. A ``turn`` event that only ends
     obligations (the agent's own action, a deadline, a void) adds nothing to
     do, so it wakes no one: an agent is not started again by its own
-    delivery (D221)."""
+    delivery (D221). Nor by its own take: a ``deliver`` item is only ever
+    added by the agent taking the work, in the run that delivers it (D355)."""
     kind = event.get("event")
     if kind not in kinds:
         return False
     if kind == "turn":
-        return bool((event.get("data") or {}).get("added"))
+        return any(item.get("obligation") != "deliver" for item in (event.get("data") or {}).get("added") or ())
     return True
+
+
+def cli_dir() -> str | None:
+    """The directory of the ``kungfu`` this process was started as (or the one
+    beside its Python, for ``python -m kungfud.agent_cli``), for the command's
+    PATH: a worker script's ``kungfu`` commands find it even when the
+    virtualenv was never activated (D357)."""
+    for candidate in (os.path.abspath(sys.argv[0]), os.path.join(os.path.dirname(sys.executable), "kungfu")):
+        if os.path.basename(candidate) == "kungfu" and os.access(candidate, os.X_OK):
+            return os.path.dirname(candidate)
+    return None
+
+
+def run_path(path: str | None, extra: str | None) -> str:
+    """PATH for a run: the user's, then ``extra`` when it is not on it already
+    (the user's own ``kungfu`` comes first)."""
+    parts = [p for p in (path or os.defpath).split(os.pathsep) if p]
+    if extra and extra not in parts:
+        parts.append(extra)
+    return os.pathsep.join(parts)
+
+
+def trace_env(batch: list[dict]) -> dict[str, str]:
+    """``TRACEPARENT`` (and ``TRACESTATE``) of the newest event of ``batch``
+    that carries ``meta.traceparent`` (WIRE.md 1.3 "Tracing": the span of the
+    action that made it), for the command's environment; {} when none does."""
+    for event in reversed(batch):
+        meta = event.get("meta")
+        tp = meta.get("traceparent") if isinstance(meta, dict) else None
+        if isinstance(tp, str) and tp:
+            ts = meta.get("tracestate")
+            return {"TRACEPARENT": tp, **({"TRACESTATE": ts} if isinstance(ts, str) and ts else {})}
+    return {}
 
 
 def events_env(batch: list[dict]) -> tuple[str, int]:
@@ -112,7 +154,8 @@ class Waker:
         self.st, self.ns, self.out = st, ns, out
         self.state = Path(ns.state_file).expanduser() if ns.state_file else None
         self.saved = read_state(self.state)
-        self.feed = Feed(st, self.saved, out, name="wake", open_tasks="task_offered" in ns.on, on_start=self._save)
+        self.feed = Feed(st, self.saved, out, name="wake", open_tasks="task_offered" in ns.on, on_start=self._save,
+                         a2a="a2a_task" in ns.on)
         self.pending: list[dict] = []
         self.received: int | None = self.saved  # the last seq the feed yielded
         self.arrived = asyncio.Event()
@@ -120,6 +163,9 @@ class Waker:
         self.runs = 0
         self.last_end: float | None = None
         self.running = False
+        self.start_run = False  # turn or opportunities was not empty at start (D356)
+        self.failures = 0  # failed runs in a row
+        self.retry_at: float | None = None
 
     def _save(self, seq: int | None) -> None:
         if seq is not None and seq != self.saved:
@@ -143,7 +189,7 @@ class Waker:
 
     async def _wait_for_events(self, reader: asyncio.Task) -> bool:
         """Until something is pending: False when --timeout passed quietly."""
-        while not self.pending:
+        while not self.pending and not self.start_run:
             self.arrived.clear()
             quiet_from = max(self.feed.quiet_since or time.monotonic(), self.last_end or 0.0)
             left = None if self.ns.timeout is None else max(0.0, self.ns.timeout - (time.monotonic() - quiet_from))
@@ -154,7 +200,7 @@ class Waker:
                 reader.result()  # the feed's failure ends wake with its exit code
             if not done:
                 waiter.cancel()
-                if self.feed.quiet_since is not None and not self.pending:
+                if self.feed.quiet_since is not None and not self.pending and not self.start_run:
                     return False
         return True
 
@@ -184,6 +230,47 @@ class Waker:
             if done:
                 reader.result()
 
+    async def _back_off(self, reader: asyncio.Task) -> None:
+        left = 0.0 if self.retry_at is None else self.retry_at - time.monotonic()
+        if left > 0:
+            done, _ = await asyncio.wait({reader}, timeout=left)
+            if done:
+                reader.result()
+
+    async def _work_waiting(self) -> None:
+        """At start: run once when ``turn`` (or, woken by opportunities,
+        ``opportunities``) lists something, whatever the events say: a run
+        that failed, or was lost with its wake, left it there (D356)."""
+        from ..client import Client
+
+        ops = [op for op, kind in (("turn", "turn"), ("opportunities", "opportunity")) if kind in self.ns.on]
+        if not ops:
+            return
+        try:
+            async with await Client.connect(self.st.url, self.st.key) as c:
+                for op in ops:
+                    if (await c.read(op, {"limit": 1}))["items"]:
+                        self.start_run = True
+                        self.log(f"{op} is not empty at start: running once")
+                        self.arrived.set()
+                        return
+        except Exception as e:  # the feed reports a daemon it cannot reach; this check is a courtesy
+            self.log(f"could not read turn and opportunities at start ({e or type(e).__name__})")
+
+    def _failed(self, code: int, batch: list[dict], start_run: bool) -> None:
+        """A failed run handled nothing: its events go back in front, nothing is
+        saved, and the next run waits RETRY_FIRST_S, doubling (D356)."""
+        self.pending = batch + self.pending
+        self.start_run = self.start_run or start_run
+        self.failures += 1
+        delay = min(RETRY_MAX_S, RETRY_FIRST_S * 2 ** (self.failures - 1))
+        self.retry_at = time.monotonic() + delay
+        hint = " (127: command not found — is it on PATH, and is `kungfu`?)" if code == 127 else ""
+        self.log(
+            f"ERROR: run {self.runs} FAILED with exit {code}{hint}; its {len(batch)} event(s) are NOT handled "
+            f"(the state file keeps seq {self.saved}); failure {self.failures} in a row, running again in {delay:g}s"
+        )
+
     def _runaway(self) -> bool:
         if self.ns.max_runs is None:
             return False
@@ -203,12 +290,15 @@ class Waker:
     async def _run(self, batch: list[dict]) -> int:
         events, omitted = events_env(batch)
         env = {**os.environ, "KUNGFU_EVENTS": events, "KUNGFU_EVENTS_OMITTED": str(omitted),
-               "KUNGFU_URL": self.st.url, "KUNGFU_KEY": self.st.key or ""}
+               "KUNGFU_URL": self.st.url, "KUNGFU_KEY": self.st.key or "",
+               "PATH": run_path(os.environ.get("PATH"), cli_dir())}
         env.pop("KUNGFU_PROFILE", None)  # the key passed on is the agent's, whatever profile gave it
+        env.update(trace_env(batch))  # WIRE.md 1.3: the command continues the trace of the action that woke it
         seqs = [e.get("seq") for e in batch]
         self.runs += 1
         note = f"; KUNGFU_EVENTS holds the newest {len(batch) - omitted} ({omitted} older left out, see turn)" if omitted else ""
-        self.log(f"run {self.runs} for {len(batch)} event(s), seq {seqs[0]}..{seqs[-1]}{note}")
+        what = f"seq {seqs[0]}..{seqs[-1]}" if seqs else "none: work waiting at start"
+        self.log(f"run {self.runs} for {len(batch)} event(s), {what}{note}")
         started = time.monotonic()
         try:
             proc = await asyncio.create_subprocess_shell(self.ns.exec_cmd, env=env, stdin=asyncio.subprocess.DEVNULL)
@@ -228,6 +318,11 @@ class Waker:
     async def loop(self) -> int:
         reader = asyncio.create_task(self._read())
         try:
+            # Once subscribed (the replay after the state file's seq follows the
+            # reply), so that a start-up run takes the replayed events with it.
+            while not self.feed.connected_once and not reader.done():
+                await asyncio.sleep(0.02)
+            await self._work_waiting()
             while True:
                 if not await self._wait_for_events(reader):
                     return 0
@@ -235,17 +330,23 @@ class Waker:
                 if self._runaway():
                     return self._stop()
                 await self._cool_down(reader)
+                await self._back_off(reader)
                 if self._runaway():  # the window only empties with time: rare
                     return self._stop()
-                batch, self.pending = self.pending, []
+                batch, self.pending, start_run, self.start_run = self.pending, [], self.start_run, False
                 upto = self.received
                 self.starts.append(time.monotonic())
                 self.running = True
                 try:
-                    await self._run(batch)
+                    code = await self._run(batch)
+                    if code != 0:
+                        self._failed(code, batch, start_run)
                 finally:
                     self.running = False
                 self.last_end = time.monotonic()
+                if code != 0:
+                    continue
+                self.failures, self.retry_at = 0, None
                 # Every event up to `upto` is handled; with nothing pending, everything received is.
                 self._save(self.received if not self.pending else upto)
         finally:

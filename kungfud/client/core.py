@@ -20,6 +20,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 from ..wire import ACTION_OPS
+from .trace import meta as trace_meta
 
 __all__ = ["DEFAULT", "LOST", "Connection", "Rejected", "Response", "Result", "new_key"]
 
@@ -38,7 +39,7 @@ def new_key() -> str:
 
 
 class Rejected(Exception):
-    """The daemon refused a request (WIRE.md "Failure")."""
+    """The daemon refused a request (docs/wire.md "Frames")."""
 
     def __init__(self, error: dict):
         self.error = error
@@ -213,6 +214,8 @@ class Connection:
         frame: dict[str, Any] = {"id": rid, "op": op, "args": args or {}}
         if key is not None:
             frame["key"] = key
+        if (meta := trace_meta()) is not None:  # WIRE.md 1.3: the caller's trace context
+            frame["meta"] = meta
         fut: asyncio.Future[dict] = asyncio.get_running_loop().create_future()
         self._pending[rid] = fut
         wait = self.timeout if timeout is DEFAULT else timeout

@@ -1,4 +1,4 @@
-"""Paged reads (WIRE.md "Paging"): follow ``cursor`` until it is null."""
+"""Paged reads (docs/wire.md "Conventions"): follow ``cursor`` until it is null."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """An agent's events, resumed with ``since`` after a reconnect, so that no
-event is missed or repeated (WIRE.md "Events")."""
+event is missed or repeated (docs/wire.md "Events")."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ class Subscribing(Connection):
     ) -> "Subscription":
         """Subscribe to this agent's events (``since``: replay those after that
         seq; ``open_tasks``: a ``task_offered`` event too for each open Task
-        this agent may take, WIRE.md 1.2). The returned :class:`Subscription`
+        this agent may take, docs/wire.md 1.2). The returned :class:`Subscription`
         iterates events and, when the connection drops, reconnects and
         subscribes again with ``since`` = the last seq it yielded, so no event
         is missed or repeated (every event has its own seq)."""

@@ -71,9 +71,25 @@ const MAX_NAMES = 5000;
 function learnName(agent, content) {
   const name = content && typeof content.name === "string" ? content.name : null;
   if (!agent || !name) return;
-  if (state.names.size >= MAX_NAMES && !state.names.has(agent)) state.names.clear();
+  if (state.names.size >= MAX_NAMES && !state.names.has(agent)) state.names.clear(), lookalikes.clear();
   state.names.set(agent, name);
+  const group = lookalikes.get(skeleton(name)) || new Set();
+  lookalikes.set(skeleton(name), group.add(agent));
 }
+
+// Names that only look alike ("alice", "аlice" with a Cyrillic а): Unicode's
+// confusable skeleton (UTS #39) over the table the CLI uses too
+// (kungfud/wire/names.py); every agent in a group of two or more is shown
+// with its id. Invisible and control characters are shown as \uXXXX.
+const INVISIBLE = /[\p{Cc}\p{Cf}\p{Cs}\p{Co}\p{Cn}\p{Zl}\p{Zp}\u034F\u115F\u1160\u17B4\u17B5\u3164\uFFA0\u180B-\u180F\uFE00-\uFE0F\u{E0100}-\u{E01EF}]/gu;
+const lookalikes = new Map(); // skeleton -> agents
+let table = {};
+fetch(new URL("./confusables.json", import.meta.url)).then((r) => r.json()).then((t) => { table = t; }, () => {});
+function skeleton(name) {
+  const text = name.normalize("NFKC").normalize("NFD").replace(INVISIBLE, "");
+  return Array.from(text, (c) => table[c] || c).join("").normalize("NFD");
+}
+const visible = (name) => name.replace(INVISIBLE, (c) => `\\u${c.codePointAt(0).toString(16).padStart(4, "0")}`);
 const learnMembers = (members) => (members || []).forEach((m) => learnName(m.agent, m.content));
 
 // A Thread's title and its members' names, read with thread.get: the title
@@ -95,8 +111,9 @@ function agentLabel(id) {
   const me = state.me && id === state.me.agent ? " (you)" : "";
   const code = h("code", { class: "agent-id" }, id);
   if (!name) return h("span", { class: "agent", "data-agent": id }, code, me);
-  code.hidden = true;
-  const toggle = h("button", { type: "button", class: "link agent-name", title: id, "aria-expanded": "false" }, name);
+  const alike = (lookalikes.get(skeleton(name)) || new Set()).size > 1;
+  code.hidden = !alike; // a name that looks like another's always shows its id
+  const toggle = h("button", { type: "button", class: `link agent-name${alike ? " confusable" : ""}`, title: id, "aria-expanded": String(alike) }, visible(name));
   toggle.addEventListener("click", (ev) => {
     ev.preventDefault();
     code.hidden = !code.hidden;

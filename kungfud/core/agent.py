@@ -18,6 +18,8 @@ import msgspec
 
 from ..errors import Hint, Rejection
 from .facts import AgentKeySet, AgentRegistered, AgentStatusSet, Decision, Fact
+from . import keys
+from .keys import KEY_REVOKED, ScopedKey, ScopedKeyCreated, ScopedKeyRevoked, held_in, refusal
 
 if TYPE_CHECKING:
     from .context import Ctx
@@ -44,13 +46,18 @@ __all__ = [
 Status = Literal["active", "deactivated"]
 
 
-class AgentState(msgspec.Struct, frozen=True):
+# omit_defaults: the snapshot of an agent without scoped keys is encoded as
+# before they existed (kungfud check compares stored snapshots byte for byte).
+class AgentState(msgspec.Struct, frozen=True, omit_defaults=True):
     agent: str
     status: Status
     admin: bool
     content: bytes  # {"name": …}
     created_at: int
     key_hash: bytes = b""  # sha256 of its key: the authentication index derives from it
+    # Its scoped keys (WIRE.md 1.3; core/keys.py), oldest first; a new main key
+    # or a deactivation drops them all.
+    scoped: tuple[ScopedKey, ...] = ()
 
     @property
     def active(self) -> bool:
@@ -87,23 +94,17 @@ def key_hash(key: str) -> bytes:
     return hashlib.sha256(key.encode()).digest()
 
 
-# WIRE.md agent.rotate_key: "the old key stops working at once" (D185).
-KEY_REVOKED = Rejection(
-    "unauthenticated",
-    "the key this connection authenticated with was rotated or reset; connect with the new key",
-    "stop",
-)
-
-
-def key_revoked(state: AgentState | None, authenticated_with: bytes | None) -> Rejection | None:
+def key_revoked(state: AgentState | None, authenticated_with: bytes | None, now: int = 0, op: str | None = None) -> Rejection | None:
     """:data:`KEY_REVOKED` when a connection that authenticated with the key
     of hash ``authenticated_with`` asks as the agent whose state is ``state``
-    and that key is no longer the agent's (rotated or reset). None when it
-    still is, when nothing was authenticated (no hash), or when the agent does
-    not exist (the action or read refuses that itself)."""
+    and that key is no longer the agent's (rotated or reset; a scoped key
+    revoked or expired at ``now``); ``forbidden`` when it is a scoped key whose
+    scope does not allow action ``op``. None when nothing was authenticated
+    (no hash), or when the agent does not exist (the action or read refuses
+    that itself)."""
     if authenticated_with is None or state is None or state.key_hash == authenticated_with:
         return None
-    return KEY_REVOKED
+    return refusal(state.agent, held_in(state, authenticated_with), now, op, "A")
 
 
 def require_active(ctx: "Ctx") -> Rejection | None:
@@ -203,8 +204,13 @@ def apply(state: AgentState | None, fact: Fact) -> AgentState:
         return AgentState(fact.agent, "active", fact.admin, fact.content, fact.at, fact.key_hash)
     if isinstance(fact, AgentStatusSet):
         assert state is not None
+        if fact.status == "deactivated":  # WIRE.md 1.3: deactivation revokes every scoped key
+            return msgspec.structs.replace(state, status=fact.status, scoped=())
         return msgspec.structs.replace(state, status=fact.status)
     if isinstance(fact, AgentKeySet):
+        assert state is not None  # a new main key revokes every scoped key (WIRE.md 1.3)
+        return msgspec.structs.replace(state, key_hash=fact.key_hash, scoped=())
+    if isinstance(fact, (ScopedKeyCreated, ScopedKeyRevoked)):
         assert state is not None
-        return msgspec.structs.replace(state, key_hash=fact.key_hash)
+        return keys.apply(state, fact)
     raise TypeError(f"agent cannot apply {type(fact).__name__}")

@@ -25,7 +25,11 @@ class Limits(msgspec.Struct, frozen=True):
     open_registration: bool = True
     max_members_per_thread: int = 10_000
     max_threads_per_agent: int = 10_000  # current memberships, open or closed
-    webhook_allow_hosts: tuple[str, ...] = ()  # [webhooks] allow_hosts, lower case (WIRE.md 1.2)
+    webhook_allow_hosts: tuple[str, ...] = ()  # [webhooks] allow_hosts as written: host, host:port, host:* (WIRE.md 1.2, D328)
+    # WIRE.md 1.3 "A2A": [a2a] auto_adopt_s, push_configs_per_task, the cards' base URL
+    a2a_auto_adopt_s: int = 5
+    a2a_push_configs_per_task: int = 5
+    a2a_public_url: str = "http://127.0.0.1:8741"
 
 
 def _nothing(obj: str) -> Any:

@@ -14,6 +14,8 @@ makes the same events.
 - ``outcome``: the terminal state an assignment or engagement reached, to its
   parties (:func:`outcome_parties`) but the agent whose action ended it, and of
   an assignment only to current members of its Thread (§9 R9-9, R9-2).
+- ``a2a_task``: an A2A Task's new state and generation, to its author
+  (WIRE.md 1.3; :class:`~kungfud.core.a2a.A2ATaskState`).
 - ``task_offered``: an open-audience Task that starts or resumes taking
   engagements, once, on the open-Task stream (:data:`OPEN`), with the agents it
   is not for (:meth:`FactEvents.offer_bars`: R7.2-6, B17, R7.1-5, D202).
@@ -26,7 +28,8 @@ from typing import Any, Callable
 import msgspec
 
 from ..conventions import rfc3339
-from ..event_kinds import Ended, Event, Offered, Opportunity, Outcome, TaskOffered, Turn, TurnData
+from ..event_kinds import A2ATask, A2ATaskData, Ended, Event, Offered, Opportunity, Outcome, TaskOffered, Turn, TurnData
+from .a2a import A2ATaskState
 from .assignment import TERMINAL as ASSIGNMENT_TERMINAL
 from .assignment import AssignmentState
 from .engagement import TERMINAL as ENGAGEMENT_TERMINAL
@@ -103,7 +106,7 @@ def outcome_parties(state: Any) -> list[str]:
 
 
 # The states that can end or be an opportunity (the others need no look).
-_WORK = (AssignmentState, EngagementState, TaskState)
+_WORK = (AssignmentState, EngagementState, TaskState, A2ATaskState)
 
 
 def observed(state_type: type, has_obligations: bool) -> bool:
@@ -167,6 +170,12 @@ class FactEvents:
     ) -> None:
         """How ``fact`` took ``obj`` from ``before`` to ``after``. ``obligations``
         is :func:`~kungfud.core.kinds.of_state` or a caller's memo of it."""
+        if isinstance(after, A2ATaskState):
+            # WIRE.md 1.3: each A2A-visible change (a new generation), to the author.
+            if before is None or before.generation != after.generation:
+                data = A2ATaskData(after.task, after.state, after.generation, rfc3339(fact.at))
+                self.later.append((after.author, A2ATask(data)))
+            return
         if type(after) in _WORK:
             if _takes(after) and not _takes(before):
                 self._offers.append((after, fact.at))

@@ -5,8 +5,9 @@ deadlines, how their due expiries are found and recorded (L4).
 Object ids are wire ids (``ag_``, ``me_``, ``th_``, ``as_``, ``tk_``, ``en_``) plus
 sub-objects that never appear on the wire: ``th_….N`` (entry N of a Thread),
 ``th_…/ag_…`` (one membership, D90), ``ag_….threads`` (an agent's membership
-count), ``ag_….webhook`` (its webhook) and ``tk_….vN`` (version N of a Task's
-contract). The store decodes snapshots with :func:`state_type` and facts with
+count), ``ag_….webhook`` (its webhook), ``ag_….a2a`` (its A2A card), ``tk_….vN``
+(version N of a Task's contract) and ``tk_….a2a`` (a Task's A2A marker), and
+``cx_`` A2A contexts (WIRE.md 1.3). The store decodes snapshots with :func:`state_type` and facts with
 :data:`AnyFact` (every fact, one tagged union); ``kungfud check``
 rebuilds every state by folding its facts (L1-1) with :func:`apply_to`; decisions
 fold through the same table (:mod:`kungfud.core.decision`). A new kind of object
@@ -20,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Union
 
-from . import agent, assignment, decision, engagement, entry, facts, memory, obligations, task, task_facts, thread, webhook, work
+from . import a2a, a2a_card, a2a_push, agent, assignment, decision, engagement, entry, facts, keys, memory, obligations, task, task_facts, thread, webhook, work
 
 __all__ = ["Kind", "Deadlines", "KINDS", "kind", "kind_of", "state_type", "apply_to", "fold", "of_state", "AnyFact"]
 
@@ -35,7 +36,9 @@ AnyFact = Union[
     facts.AssignmentVoided, facts.AssignmentExpired, task_facts.TaskCreated, task_facts.TaskRevised,
     task_facts.TaskAcceptingSet, task_facts.EngagementConfirmed, task_facts.EngagementDelivered,
     task_facts.EngagementJudged, task_facts.EngagementDropped, task_facts.EngagementExpired,
-    webhook.WebhookSet, webhook.WebhookCleared,
+    webhook.WebhookSet, webhook.WebhookCleared, keys.ScopedKeyCreated, keys.ScopedKeyRevoked, a2a_card.CardSet,
+    a2a_card.CardCleared, a2a.ContextOpened, a2a.TaskOpened, a2a.MessageAdded, a2a.Canceled, a2a.Progressed,
+    a2a_push.PushSet, a2a_push.PushCleared,
 ]
 
 
@@ -70,6 +73,10 @@ def _webhook(obj: str) -> bool:
     return obj.endswith(".webhook")
 
 
+def _card(obj: str) -> bool:
+    return obj.endswith(".a2a")
+
+
 def _membership(obj: str) -> bool:
     return "/" in obj  # th_…/ag_…: no wire id contains "/" (D90)
 
@@ -77,6 +84,7 @@ def _membership(obj: str) -> bool:
 KINDS: tuple[Kind, ...] = (
     Kind("agent_threads", "ag_", thread.AgentThreads, thread.apply_agent_threads, sub=_memberships),
     Kind("webhook", "ag_", webhook.WebhookState, webhook.apply, sub=_webhook),
+    Kind("a2a_card", "ag_", a2a_card.CardState, a2a_card.apply, sub=_card),
     Kind("agent", "ag_", agent.AgentState, agent.apply),
     Kind("memory", "me_", memory.MemoryState, memory.apply),
     Kind("member", "th_", thread.MemberState, thread.apply_member, sub=_membership),
@@ -86,6 +94,9 @@ KINDS: tuple[Kind, ...] = (
         deadlines=Deadlines(work.Expire),
     ),
     Kind("assignment", "as_", assignment.AssignmentState, assignment.apply, obligations=obligations.of_assignment),
+    Kind("a2a_task", "tk_", a2a.A2ATaskState, a2a.apply, sub=a2a.is_a2a_obj),  # before contract: both have "."
+    Kind("a2a_push", "tk_", a2a_push.PushState, a2a_push.apply, sub=a2a_push.is_push_obj),
+    Kind("a2a_context", "cx_", a2a.ContextState, a2a.apply_context),
     Kind("contract", "tk_", task.ContractState, task.apply_contract, sub=_numbered),
     Kind("task", "tk_", task.TaskState, task.apply, deadlines=Deadlines(work.Expire)),
     Kind("engagement", "en_", engagement.EngagementState, engagement.apply, obligations=obligations.of_engagement),

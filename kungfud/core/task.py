@@ -214,6 +214,9 @@ def decide_revise(cmd: Revise, ctx: "Ctx") -> Decision:
 def decide_set_accepting(cmd: SetAccepting, ctx: "Ctx") -> Decision:
     """B20: pause/resume toggles new engagements; existing ones are untouched (R7.3-21)."""
     task, me = _authored(cmd.task, ctx)
+    if cmd.accepting and getattr(ctx.get(cmd.task + ".a2a"), "canceled_at", None) is not None:
+        # WIRE.md 1.3 "A2A": a cancel stops new engagements for good.
+        raise Refused(Rejection.conflict(f"task {cmd.task} was canceled through A2A and takes no new engagements"))
     if task.accepting == cmd.accepting:
         raise Refused(Rejection.conflict(f"task {cmd.task} is already {'accepting' if cmd.accepting else 'paused'}"))
     fact = TaskAcceptingSet(at=ctx.now, by=me, task=cmd.task, accepting=cmd.accepting)

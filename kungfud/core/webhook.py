@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 
 import msgspec
 
+from ..conventions import allow_entry
 from ..errors import Rejection
 from ..event_kinds import DEFAULT_KINDS, KINDS
 from .agent import require_active
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
 __all__ = [
     "WebhookState", "WebhookSet", "WebhookCleared", "SetWebhook", "ClearWebhook", "webhook_obj", "EVENTS",
     "webhook_agent", "DEFAULT_EVENTS", "decide_set", "decide_clear", "cleared_by", "apply", "secret_of", "url_refusal",
-    "address_refused", "MAX_URL", "SETTING",
+    "address_refused", "MAX_URL", "SETTING", "allow_entry", "allows", "default_port",
 ]
 
 EVENTS = KINDS  # a webhook may name every kind (kungfud/event_kinds.py)
@@ -103,14 +104,79 @@ def secret_of(key: bytes) -> str:
     return "whsec_" + base64.b64encode(key).decode()
 
 
+# IPv6 forms that carry an IPv4 address in their last 32 bits (D327): a
+# connection to one may reach that IPv4 address (a NAT64 gateway, SIIT), so it
+# is judged by it. ::ffff:0:0/96 (mapped) is Python's ipv4_mapped; 2002::/16
+# (6to4) carries it in bits 16–48, Python's sixtofour.
+_EMBED_LAST32 = (
+    ipaddress.IPv6Network("64:ff9b::/96"),  # NAT64, the well-known prefix (RFC 6052)
+    ipaddress.IPv6Network("::ffff:0:0:0/96"),  # IPv4-translated (RFC 2765, SIIT)
+    ipaddress.IPv6Network("::/96"),  # IPv4-compatible ::a.b.c.d (RFC 4291, deprecated)
+)
+# Local-use NAT64 (RFC 8215): the network's own translator, addresses placed as
+# it chooses; never a public receiver.
+_NAT64_LOCAL = ipaddress.IPv6Network("64:ff9b:1::/48")
+
+
+def _embedded(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    if ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    if ip.sixtofour is not None:
+        return ip.sixtofour
+    if any(ip in net for net in _EMBED_LAST32):
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    return None
+
+
 def address_refused(ip: "ipaddress.IPv4Address | ipaddress.IPv6Address") -> bool:
     """An address a webhook may not reach unless its host is allowed by the
     operator: loopback, private, link-local (cloud metadata at
     169.254.169.254), multicast, unspecified, reserved, shared — anything not
-    globally routable. IPv4 mapped into IPv6 is judged as the IPv4 address."""
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+    globally routable. An IPv6 form that embeds an IPv4 address (mapped,
+    NAT64, 6to4, IPv4-compatible, IPv4-translated) is judged by the IPv4
+    address as well (D327)."""
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip in _NAT64_LOCAL:
+            return True
+        v4 = _embedded(ip)
+        if v4 is not None and (v4.is_multicast or not v4.is_global):
+            return True
+        if ip.ipv4_mapped is not None:
+            return False  # judged as the IPv4 address alone (Python calls ::ffff:0:0/96 reserved)
     return ip.is_multicast or not ip.is_global
+
+
+def default_port(scheme: str) -> int:
+    return 443 if scheme == "https" else 80
+
+
+def allows(allow_hosts: tuple[str, ...], host: str, port: int, scheme: str) -> bool:
+    """Whether the operator's ``allow_hosts`` lists ``host`` (lower case, no
+    brackets) on ``port`` for a URL of ``scheme`` (D328): an entry naming a
+    port allows that port only; a bare host (WIRE.md 1.2's ``"127.0.0.1"``)
+    and ``host:*`` allow every port — a failure there is then told to the
+    agent only as ``failed`` (:func:`every_port`), so it maps no service."""
+    for text in allow_hosts:
+        entry = allow_entry(text)
+        if entry is None or entry[0] != host:
+            continue
+        want = entry[1]
+        if want is None or want == -1 or want == port:
+            return True
+    return False
+
+
+def every_port(allow_hosts: tuple[str, ...], host: str) -> bool:
+    """Whether ``allow_hosts`` opens every port of ``host`` (a bare entry or
+    ``host:*``): what a delivery there failed on is then logged for the
+    operator and shown to the agent as ``failed`` only (D328, D329; security
+    review round 4 finding 3: categories told a closed port, a non-HTTP
+    service and an HTTP service apart)."""
+    for text in allow_hosts:
+        entry = allow_entry(text)
+        if entry is not None and entry[0] == host and entry[1] in (None, -1):
+            return True
+    return False
 
 
 def url_refusal(url: str, allow_hosts: tuple[str, ...]) -> str | None:
@@ -135,19 +201,19 @@ def url_refusal(url: str, allow_hosts: tuple[str, ...]) -> str | None:
     if any(c.isspace() or ord(c) < 32 for c in url):
         return "url may not contain spaces or control characters"
     host = host.lower()
-    allowed = host in allow_hosts
+    allowed = allows(allow_hosts, host, parts.port or default_port(parts.scheme), parts.scheme)
     if parts.scheme == "http" and not allowed:
-        return f"http:// is only for hosts the operator lists in {SETTING}; use https://"
+        return f"http:// is only for hosts and ports the operator lists in {SETTING}; use https://"
     if allowed:
         return None
     if host == "localhost" or host.endswith(".localhost"):
-        return f"host {host} is loopback; the operator must list it in {SETTING}"
+        return f"host {host} is loopback; the operator must list it (and its port) in {SETTING}"
     try:
         ip = ipaddress.ip_address(host)
     except ValueError:
         return None  # a name: resolved and checked at delivery (and by the server at set)
     if address_refused(ip):
-        return f"address {host} is loopback, private, link-local or otherwise not public; the operator must list it in {SETTING}"
+        return f"address {host} is loopback, private, link-local or otherwise not public; the operator must list it (and its port) in {SETTING}"
     return None
 
 

@@ -25,6 +25,7 @@ import msgspec
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
 
 from ..client import Client, new_key
+from ..conventions import allows
 from ..handshake import DEFAULT_URL, refusal
 from ..wire import OPS
 from .schemas import DEFAULT_TOOLSET, IDEMPOTENCY_ARG, ToolSpec, tool_name, tool_specs, toolset_ops
@@ -149,6 +150,10 @@ class Bridge:
         self.in_use = 0  # calls under way (the HTTP pool reaps only idle bridges)
         self._client: Client | None = None
         self._lock = asyncio.Lock()
+        # A scoped key's scope (WIRE.md 1.3), learned from agent.whoami when the
+        # connection opens: only the tools it allows are offered. None: the
+        # agent's main key, or not learned yet.
+        self.scope: str | None = None
 
     def offered(self, toolset: str | None = None) -> list[ToolSpec]:
         """The tools this agent can use now: those of the tool set (the bridge's
@@ -156,7 +161,17 @@ class Bridge:
         if self.key is None:
             return [t for t in self.tools.values() if t.op in KEYLESS_OPS]
         ops = toolset_ops(toolset or self.toolset)
-        return [t for t in self.tools.values() if t.op in ops]
+        return [t for t in self.tools.values() if t.op in ops and (self.scope is None or allows(self.scope, t.op, t.kind))]
+
+    async def learn_scope(self) -> None:
+        """Open the daemon connection if none is open, which learns the key's
+        scope; a daemon out of reach leaves it unknown (every tool listed, the
+        daemon still refuses what the key may not do)."""
+        if self.key is not None and self._client is None:
+            try:
+                await self._connection()
+            except Exception as e:  # listing tools never fails on the daemon
+                log.info("could not learn the key's scope: %s", e)
 
     async def _connection(self) -> Client:
         async with self._lock:
@@ -168,6 +183,10 @@ class Bridge:
                 c = await Client.connect(self.url, self.key, open_timeout=min(self.timeout, 10.0))
                 self._client = c
                 log.info("connected to %s", self.url)
+                if self.key is not None:
+                    who = await asyncio.wait_for(c.request("agent.whoami", {}), min(self.timeout, 10.0))
+                    result = who.get("result") if who.get("ok") else None
+                    self.scope = result.get("scope") if isinstance(result, dict) else None
             return c
 
     async def connect(self) -> None:
@@ -305,6 +324,7 @@ class Bridge:
             return False
         was_keyless = self.key is None
         self.key = new
+        self.scope = None  # a new main key (registration, rotation): every right
         await self._drop(self._client)  # the next call connects with the new key
         log.info("acting as %s from now on", result.get("agent"))
         return was_keyless

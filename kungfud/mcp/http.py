@@ -119,6 +119,13 @@ class AuthGate:
             await send({"type": "http.response.body", "body": body})
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        if sum(k.lower() == b"authorization" for k, _ in scope["headers"]) > 1:  # which one would count?
+            body = json.dumps({"error": {"code": "bad_request", "next": "revise",
+                                         "reason": "the Authorization header may appear once"}}).encode()
+            await send({"type": "http.response.start", "status": 400, "headers": [
+                (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+            await send({"type": "http.response.body", "body": body})
+            return
         key = bearer_key(headers)
         if key is _MALFORMED:
             await self._refuse(send, "the Authorization header must be `Bearer <agent key>`")

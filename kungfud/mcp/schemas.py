@@ -29,7 +29,15 @@ __all__ = [
 #: a model reads the live ones in thread_get and any one with assignment_get (D261).
 # webhook.*: set up delivery for an agent that holds no connection, from the CLI
 # or the console; as tools they would push tools/list past its budget (D215).
-EXCLUDED_OPS = frozenset({"hello", "subscribe", "thread.assignments", "webhook.set", "webhook.get", "webhook.clear"})
+# agent.key.*: scoped keys are made for other clients, from the CLI or the
+# console; a model has no use for them and tools/list no room (D315).
+# a2a.*: the A2A binding's ops (WIRE.md 1.3), for A2A clients through the A2A
+# endpoint and for the CLI and console; a model here works with Tasks directly,
+# and ten more tools would push tools/list past its budget (D291).
+EXCLUDED_OPS = frozenset({
+    "hello", "subscribe", "thread.assignments", "webhook.set", "webhook.get", "webhook.clear",
+    "agent.key.create", "agent.key.list", "agent.key.revoke",
+} | {op for op in OPS if op.startswith("a2a.")})
 
 #: The argument that carries an action's idempotency key (L3); not a wire field.
 IDEMPOTENCY_ARG = "idempotency_key"

@@ -14,6 +14,7 @@ import sys
 from typing import Any, Callable
 
 from .. import __version__
+from ..client.trace import INCOMING, from_headers
 from .bridge import DEFAULT_URL, KEYLESS_OPS, Bridge, Outcome
 from .schemas import DEFAULT_TOOLSET, TOOLSETS, ToolSpec, instructions, tool_name, tool_specs
 
@@ -48,6 +49,18 @@ class _ToolError(Exception):
     """mcp 1.x turns an exception raised by a tool into ``isError`` with its text."""
 
 
+def _trace_of(ctx: Any, params: Any) -> dict | None:
+    """The trace context of an MCP tool call: ``_meta.traceparent`` (SEP-414),
+    else the HTTP request's ``traceparent``/``tracestate`` headers."""
+    meta = getattr(params, "meta", None)
+    fields = meta.model_dump(by_alias=True) if hasattr(meta, "model_dump") else meta if isinstance(meta, dict) else {}
+    found = from_headers(fields.get) if isinstance(fields, dict) else None
+    request = getattr(ctx, "request", None)
+    if found is None and request is not None:
+        found = from_headers(request.headers.get)
+    return found
+
+
 def _build_server(
     bridge_for: Callable[[Any], Bridge],
     http: bool = False,
@@ -70,7 +83,12 @@ def _build_server(
     keyless_tools = [t for t in sets["all"] if t.name in {tool_name(op) for op in KEYLESS_OPS}]
 
     def listed(b: Bridge, chosen: str | None = None) -> list[Any]:
-        return keyless_tools if b.key is None else sets[chosen or toolset]
+        if b.key is None:
+            return keyless_tools
+        if b.scope is None:
+            return sets[chosen or toolset]
+        mine = {t.name for t in b.offered(chosen)}  # a scoped key: the tools its scope allows (WIRE.md 1.3)
+        return [t for t in sets[chosen or toolset] if t.name in mine]
 
     async def tell_tools_changed(ctx: Any) -> None:
         try:
@@ -82,10 +100,16 @@ def _build_server(
     if "on_call_tool" in params:  # mcp 2.x: handlers are constructor arguments
 
         async def on_list_tools(ctx: Any, params: Any) -> Any:
-            return types.ListToolsResult(tools=listed(bridge_for(ctx), toolset_for(ctx)))
+            b = bridge_for(ctx)
+            await b.learn_scope()
+            return types.ListToolsResult(tools=listed(b, toolset_for(ctx)))
 
         async def on_call_tool(ctx: Any, params: Any) -> Any:
-            out = await bridge_for(ctx).call(params.name, params.arguments, toolset_for(ctx))
+            token = INCOMING.set(_trace_of(ctx, params))  # WIRE.md 1.3: the call's trace context, to the daemon
+            try:
+                out = await bridge_for(ctx).call(params.name, params.arguments, toolset_for(ctx))
+            finally:
+                INCOMING.reset(token)
             if out.tools_changed:
                 await tell_tools_changed(ctx)
             return _result(types, out)
@@ -120,6 +144,7 @@ def _build_server(
 
     @server.list_tools()
     async def list_tools() -> list[Any]:
+        await bridge_for(None).learn_scope()
         return listed(bridge_for(None))
 
     try:

@@ -46,7 +46,7 @@ CHANNEL = "kungfud_nodes"
 #: (kungfud/store/postgres/schema.py: "kfd" + a number).
 LOCK_DEADLINES = 0x6B6664_0100
 #: The webhook runner's shard leases (D213): LOCK_FAMILIES[name] + shard.
-LOCK_FAMILIES = {"webhooks": 0x6B6664_0200}
+LOCK_FAMILIES = {"webhooks": 0x6B6664_0200, "a2a_push": 0x6B6664_0300}  # + A2A push shards (WIRE.md 1.3)
 MAX_PAYLOAD = 8000
 RECONNECT_S = 0.5
 CHECK_S = 1.0  # a held lease's session is checked at most this often

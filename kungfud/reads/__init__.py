@@ -17,10 +17,11 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
+from ..core.keys import key_list
 from ..errors import Rejection
 from ..store.store import View
 from ..store.search_index import index_of
-from . import agents, assignments, memory, outcomes, search, task, thread, turn, webhook
+from . import a2a, agents, assignments, memory, outcomes, search, task, thread, turn, webhook
 
 __all__ = ["READS", "Read"]
 
@@ -48,5 +49,11 @@ READS: dict[str, Read] = {
     "opportunities": lambda v, c, a, now, seen: turn.opportunities(v, c, a.cursor, a.limit),
     "outcomes": lambda v, c, a, now, seen: outcomes.outcomes(v, c, a.cursor, a.limit),
     "webhook.get": lambda v, c, a, now, seen: webhook.webhook_get(v, c),
+    "agent.key.list": lambda v, c, a, now, seen: key_list(v.state(c), now, seen),  # WIRE.md 1.3
     "search": lambda v, c, a, now, seen: search.search(index_of(v.recorder), v, c, a, now),
+    # A2A (WIRE.md 1.3); the card's URL base is filled in by Runtime.read
+    "a2a.card.get": lambda v, c, a, now, seen: a2a.card_get(v, c, a.agent, ""),
+    "a2a.task": lambda v, c, a, now, seen: a2a.task_get(v, c, a.task, a.history_length, now, a.to),
+    "a2a.tasks": lambda v, c, a, now, seen: a2a.task_list(v, c, a.to, a.context, a.state, a.cursor, a.limit, now),
+    "a2a.push.list": lambda v, c, a, now, seen: a2a.push_list(v, c, a.task, a.to, now),
 }

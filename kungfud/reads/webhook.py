@@ -14,6 +14,9 @@ from ..store.store import View
 __all__ = ["webhook_get", "PENDING_CAP", "state_of"]
 
 PENDING_CAP = 10_000  # events `pending` counts at most: every read is bounded (R8-13)
+# Rows `pending` reads and does not count (other kinds, offers not meant for the
+# caller) at most: the read's work is bounded by what it counts (D331).
+PENDING_PASS = 1024
 
 
 def state_of(cursor: Any) -> str:
@@ -34,9 +37,9 @@ def webhook_get(view: View, caller: str) -> dict:
     if cursor is not None and cursor.hook != reg.hook:
         cursor = None  # the cursor of an endpoint set before this one
     delivered = reg.since if cursor is None else cursor.delivered
-    feed = view.feed(caller, delivered, open_tasks="task_offered" in reg.events)
+    feed = view.feed(caller, delivered, open_tasks="task_offered" in reg.events, passed=True)
     try:
-        pending = count_pending(feed, reg.events, PENDING_CAP)
+        pending = count_pending(feed, reg.events, PENDING_CAP, PENDING_PASS)
     finally:
         feed.close()
     out: dict[str, Any] = {

@@ -22,17 +22,18 @@ import functools
 import logging
 import socket
 import time
-from typing import Any
+from typing import Any, Callable
 
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
-from .. import wire
+from .. import tracing, wire
 from ..actors import KEY_REVOKED, Committed, Failed, Job, Outcome, Replayed, Runtime
 from ..config import Config
 from ..errors import Hint, Rejection, StoreUnavailable
 from . import audit
 from .bridge import Bridge
+from .calls import Caller
 from .connection import TURN_BUDGET_S, Conn, FrameConnection
 from .door import Unauthenticated, hello_deadline
 from .feed import Feed
@@ -60,7 +61,7 @@ class _Ticket:
     """One admitted action waiting for its outcome (event loop only, but its
     ``reply`` may be called on any thread)."""
 
-    __slots__ = ("server", "conn", "req_id", "op", "caller", "started", "admitted")
+    __slots__ = ("server", "conn", "req_id", "op", "caller", "started", "admitted", "span")
 
     def __init__(self, server: "Server", conn: Conn, req_id: Any, op: str):
         self.server = server
@@ -70,8 +71,11 @@ class _Ticket:
         self.caller: str | None = None
         self.started = 0.0
         self.admitted: Admitted | None = None
+        self.span: tracing.RequestSpan | None = None
 
     def reply(self, outcome: Outcome) -> None:  # any thread
+        if self.span is not None:  # tracing: the commit this answer follows (writer thread)
+            self.span.replied(self.server.rt.writer, outcome)
         self.server.bridge.reply_soon((self, outcome))
 
 
@@ -110,6 +114,8 @@ class Server:
         # with requests in flight goes: stop() waits on it instead of polling.
         self._settled = asyncio.Event()
         self._prechecking = asyncio.Semaphore(4)  # pre-checks at once: webhook.set's host lookups (D216)
+        # Told the agents with new events (None: maybe anyone), as the feed is: A2A streams (kungfud/a2a).
+        self.on_events: list[Callable[[list[str] | None], None]] = []
 
     # --- lifecycle ---------------------------------------------------------
 
@@ -121,6 +127,7 @@ class Server:
             self.last_seen.start_sharing(self.rt.share_seen, self.loop.call_later, self.loop.time)
         self.bridge.start(self.loop, self._published, self._woken, self.last_seen.merge, self.sink.changed)
         self.sink.start()
+        self.revocation.start(self.loop)  # scoped keys that expire (WIRE.md 1.3)
         host, port = (None, None) if sock is not None else self.cfg.listen_addr()
         self._server = await self._listen(host, port, sock)
         if private is not None:
@@ -255,6 +262,14 @@ class Server:
                 self._settled.set()  # its requests no longer hold stop() back
             sender.cancel()
 
+    def call(self, agent: str, key_hash: bytes | None, frame: str, peer: str = "") -> "asyncio.Future[bytes]":
+        """Run one request frame as ``agent`` through the front door a websocket
+        frame takes (``_on_frame``); resolves to the reply frame. The A2A
+        endpoint's way in (kungfud/a2a, server/calls.py)."""
+        caller = Caller(agent, key_hash, peer)
+        self._on_frame(caller, frame)  # type: ignore[arg-type]  # Conn-shaped
+        return caller.reply
+
     # --- frames: the protocol front door -------------------------------------------
 
     def _direct_frame(self, conn: Conn, ws: FrameConnection, text: str) -> None:
@@ -271,9 +286,16 @@ class Server:
         except wire.FrameError as e:
             self._reject(conn, e.req_id, Rejection.bad_request(e.reason))
             return
+        if tracing.on:  # one span per request (kungfud/tracing.py)
+            return tracing.request(self._request, conn, env)
+        self._request(conn, env)
+
+    def _request(self, conn: Conn, env: wire.Envelope) -> None:
         req_id, op = env.id, env.op
         if conn.agent is not None:
-            self.last_seen.saw(conn.agent, _wall_ms())
+            self.last_seen.saw(conn.agent, now_ms := _wall_ms())
+            if (key_id := self.rt.key_ids.get(conn.key_hash)) is not None:  # a scoped key's last use (WIRE.md 1.3)
+                self.last_seen.saw(key_id, now_ms)
         if conn.in_flight >= self.cfg.server.max_in_flight:
             why = f"this connection already has {conn.in_flight} requests in flight; wait for replies before sending more"
             self._reject(conn, req_id, Rejection.rate_limited(why), op)
@@ -298,7 +320,11 @@ class Server:
                 else:
                     self.feed.subscribe(conn, req_id, args)
         except wire.FrameError as e:
-            self._reject(conn, req_id, Rejection.bad_request(e.reason), op)
+            # D375: an op the key's scope never allows is `forbidden` whatever its args
+            # (WIRE.md 1.3 "Anything else is forbidden"), not a `bad_request` to revise in vain.
+            scoped = op != "hello" and conn.key_hash is not None
+            refused = self.rt.key_check(conn.agent, conn.key_hash, op, spec.kind) if scoped else None
+            self._reject(conn, req_id, refused or Rejection.bad_request(e.reason), op)
         except StoreUnavailable as e:  # the store's server is down or restarting: retry, not a bug
             log.warning("request %r: %s", req_id, e)
             self._reject(conn, req_id, e.rejection(), op)
@@ -357,6 +383,7 @@ class Server:
         ticket = _Ticket(self, conn, req_id, op)
         job = self.rt.job(conn.agent, op, key, args, ticket.reply, conn.key_hash)  # FrameError: content of the wrong shape
         ticket.caller = job.caller
+        ticket.span = job.span = tracing.current  # None unless tracing is on
         admitted = self.intake.admit(op, job.caller, conn.peer_key)
         if isinstance(admitted, Rejection):
             if not self._answer_from_receipt(conn, req_id, job):
@@ -389,6 +416,8 @@ class Server:
             return False
         if isinstance(outcome, Replayed):
             self.metrics.replays += 1
+            if tracing.current is not None:
+                tracing.current.replayed = True
             self._audit(job.caller, job.op, replayed=True, result=outcome.result)
             conn.send(wire.encode_ok(req_id, outcome.result, replayed=True))
         else:
@@ -398,6 +427,11 @@ class Server:
 
     def _finish(self, ticket: _Ticket, outcome: Outcome) -> None:
         """An action's outcome, on the event loop (bridge)."""
+        if ticket.span is not None:  # tracing: its span ends with the answer
+            return tracing.finishing(ticket.span, self._answer, ticket, outcome)
+        self._answer(ticket, outcome)
+
+    def _answer(self, ticket: _Ticket, outcome: Outcome) -> None:
         conn, req_id, op, caller = ticket.conn, ticket.req_id, ticket.op, ticket.caller
         conn.in_flight -= 1
         if conn.in_flight == 0:
@@ -412,7 +446,7 @@ class Server:
             self._audit(caller, op, result=outcome.result)
             conn.send(wire.encode_ok(req_id, outcome.result))
             if op in KEY_CHANGES:
-                self.revocation.key_changed(outcome.result)
+                self.revocation.key_changed(outcome.result, caller)
         elif isinstance(outcome, Replayed):
             self.metrics.replays += 1  # its action count was given back (L4-5)
             self._audit(caller, op, replayed=True, result=outcome.result)
@@ -425,7 +459,10 @@ class Server:
     def _published(self, events: list[tuple[str, int, bytes]]) -> None:
         """One commit's events, on the event loop: to subscribers and the sink."""
         self.feed.publish(events)
-        self.sink.wake(list({agent: None for agent, _, _ in events}))
+        agents = list({agent: None for agent, _, _ in events})
+        self.sink.wake(agents)
+        for listener in self.on_events:
+            listener(agents)
 
     def _woken(self, agents: list[str] | None) -> None:
         """Another node committed for ``agents`` (None: maybe anyone): new
@@ -440,6 +477,8 @@ class Server:
         self.feed.wake(agents)
         self.sink.wake(agents)
         self.revocation.recheck(agents)
+        for listener in self.on_events:
+            listener(agents)
 
     # --- answers -----------------------------------------------------------------------
 
@@ -450,6 +489,8 @@ class Server:
         ``caller``: the agent it was sent as (default: the connection's)."""
         agent = conn.agent if caller is False else caller
         self.metrics.rejected(rejection.code)
+        if tracing.current is not None:  # the request span's outcome
+            tracing.current.outcome = rejection.code
         if op in wire.ACTION_OPS:
             self._audit(agent, op, code=rejection.code)
         conn.send(wire.encode_error(req_id, rejection))
@@ -460,4 +501,4 @@ class Server:
         self, agent: str | None, op: str, *, code: str | None = None, replayed: bool = False, result: bytes | None = None
     ) -> None:
         if self.cfg.server.audit_log and audit.log.isEnabledFor(logging.INFO):
-            audit.record(_wall_ms(), agent, op, code, replayed, result)
+            audit.record(_wall_ms(), agent, op, code, replayed, result, tracing.current and tracing.current.trace_id)

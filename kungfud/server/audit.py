@@ -76,14 +76,20 @@ def receipt_ids(result: bytes | None) -> dict[str, Any]:
     return _ids_of(obj) if isinstance(obj, dict) else {}
 
 
-def fields(at_ms: int, agent: str | None, op: str, code: str | None, replayed: bool, result: bytes | None) -> dict[str, Any]:
-    """One outcome's fields, in their order."""
+def fields(
+    at_ms: int, agent: str | None, op: str, code: str | None, replayed: bool, result: bytes | None,
+    trace_id: str | None = None,
+) -> dict[str, Any]:
+    """One outcome's fields, in their order; ``trace_id`` last, when the
+    request had a span (WIRE.md 1.3 "Tracing")."""
     out: dict[str, Any] = {"at": rfc3339(at_ms), "agent": agent, "op": op, "ok": code is None}
     if code is not None:
         out["code"] = code
     out["replayed"] = replayed
     if code is None:
         out["ids"] = receipt_ids(result)
+    if trace_id is not None:
+        out["trace_id"] = trace_id
     return out
 
 
@@ -163,7 +169,7 @@ def _ts(s: int, ms: int) -> str:
 
 def _line_of(
     fmt: str, created: float | None, at_ms: int, agent: str | None, op: str, code: str | None, replayed: bool,
-    result: bytes | None,
+    result: bytes | None, trace_id: str | None = None,
 ) -> str:
     """:func:`line` of one outcome, on the log's thread. The line is put
     together from its parts where they are id-, op- and code-shaped (every
@@ -175,8 +181,8 @@ def _line_of(
         sec, ms = divmod(at_ms, 1000)
     else:
         sec, ms = _split(created)
-    if not (_plain(agent) and _plain(op) and _plain(code)):
-        return line(created, fields(at_ms, agent, op, code, replayed, result), fmt)
+    if trace_id is not None or not (_plain(agent) and _plain(op) and _plain(code)):
+        return line(created, fields(at_ms, agent, op, code, replayed, result, trace_id), fmt)
     at = rfc3339(at_ms)
     who = "null" if agent is None else f'"{agent}"'
     rep = "true" if replayed else "false"
@@ -206,13 +212,15 @@ def _line_of(
 
 
 def record(
-    at_ms: int, agent: str | None, op: str, code: str | None = None, replayed: bool = False, result: bytes | None = None
+    at_ms: int, agent: str | None, op: str, code: str | None = None, replayed: bool = False, result: bytes | None = None,
+    trace_id: str | None = None,
 ) -> None:
     """Log one action outcome: accepted (``code`` None) or refused with
-    ``code``. ``at_ms`` (the wall clock's ms) is also the line's ``ts``."""
+    ``code``. ``at_ms`` (the wall clock's ms) is also the line's ``ts``;
+    ``trace_id``: the trace of the request's span (tracing on)."""
     w = logs._writer
     if w is not None:
-        w.put((_line_of, None, at_ms, agent, op, code, replayed, result))
+        w.put((_line_of, None, at_ms, agent, op, code, replayed, result, trace_id))
     else:  # logging set up elsewhere (an in-process server): through the logger
-        f = fields(at_ms, agent, op, code, replayed, result)
+        f = fields(at_ms, agent, op, code, replayed, result, trace_id)
         log.info("%s", message(f), extra={"audit": f})

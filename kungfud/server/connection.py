@@ -108,7 +108,7 @@ class Conn:
     subscription there)."""
 
     __slots__ = (
-        "ws", "agent", "key_hash", "in_flight", "outbox", "closed", "floor", "subscribed", "open_tasks", "replay", "pending_bytes",
+        "ws", "agent", "key_hash", "in_flight", "outbox", "closed", "floor", "subscribed", "open_tasks", "a2a", "replay", "pending_bytes",
         "writable", "sending", "send_timeout_s", "on_drop", "slot", "hello_by",
     )
 
@@ -130,6 +130,7 @@ class Conn:
         self.floor: int | None = None  # subscribed: live events must have seq > floor
         self.subscribed: str | None = None  # the agent whose subscriber set holds this connection
         self.open_tasks = False  # subscribed with open_tasks: task_offered events too (WIRE.md 1.2)
+        self.a2a = False  # subscribed with a2a: a2a_task events too (WIRE.md 1.3)
         self.replay: asyncio.Task | None = None  # a `subscribe {since}` replay still being sent
         # Bytes queued for this client but not yet handed to its socket (see
         # the module docstring: OUTBOX_HIGH / OUTBOX_LOW).

@@ -31,7 +31,7 @@ SCRIPTS = (
     "main.js", "api.js", "dom.js", "session.js",
     "pages/work.js", "pages/turn.js", "pages/threads.js", "pages/tasks.js",
     "pages/memories.js", "pages/outcomes.js", "pages/admin.js", "pages/account.js",
-    "pages/assignment.js", "pages/webhook.js", "pages/search.js",
+    "pages/assignment.js", "pages/webhook.js", "pages/search.js", "pages/keys.js", "pages/a2a.js",
 )
 
 
@@ -57,6 +57,8 @@ FILES: dict[str, tuple[str, str]] = {
     "/index.html": ("index.html", "text/html; charset=utf-8"),
     "/console.css": ("console.css", "text/css; charset=utf-8"),
     **{f"/console/{name}": (name, "text/javascript; charset=utf-8") for name in (*SCRIPTS, *GENERATED)},
+    # The confusable-name table (kungfud/wire/names.py), one for the CLI and the page.
+    "/console/confusables.json": ("confusables.json", "application/json"),
     # The page's icon; /favicon.ico too, which browsers ask for on their own.
     "/favicon.svg": ("favicon.svg", "image/svg+xml"),
     "/favicon.ico": ("favicon.svg", "image/svg+xml"),

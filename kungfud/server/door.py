@@ -10,6 +10,10 @@ nothing a client sends slows other connections; §12 R12-11; D231, D232).
   agents) are unaffected: only browsers send one, and a browser applies no CORS
   to websockets, so this check is the only thing between a web page and the
   daemon.
+- :func:`duplicated` — a request that sends a header the server reads more
+  than once (two ``Host``, ``Origin`` or ``Authorization`` headers: which one
+  would count?) is answered 400 before anything else is read, and logs nothing
+  (WIRE.md "Transport": nothing a client sends crashes the daemon).
 - :class:`Unauthenticated` — connections that have not authenticated yet (no
   valid ``Authorization`` header, no ``hello`` so far) have a budget of their
   own, daemon-wide and per peer address (IPv6: per /64), so they cannot take
@@ -23,7 +27,12 @@ import asyncio
 import ipaddress
 from typing import Any, Callable
 
-__all__ = ["address_key", "foreign", "is_loopback", "Unauthenticated", "Slot", "hello_deadline"]
+__all__ = ["address_key", "foreign", "duplicated", "READ_HEADERS", "is_loopback", "Unauthenticated", "Slot", "hello_deadline"]
+
+#: Every request header the daemon's port reads itself (its upgrade, the
+#: console, the door; websockets checks its own ``Sec-WebSocket-*`` and
+#: ``Upgrade``): each may come once at most. Tracing's carriers too (WIRE.md 1.3).
+READ_HEADERS = ("Host", "Origin", "Authorization", "traceparent", "tracestate")
 
 
 def address_key(peer: Any) -> str:
@@ -60,6 +69,21 @@ def _split_host(value: str) -> str:
     if value.startswith("["):
         return value[1:].split("]", 1)[0]
     return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+def duplicated(headers: Any, names: tuple[str, ...] = READ_HEADERS) -> tuple[int, str] | None:
+    """(400, body) when ``headers`` (websockets' ``Headers``, or pairs) hold one
+    of ``names`` more than once (names compare without case); else None."""
+    pairs = headers.raw_items() if hasattr(headers, "raw_items") else headers
+    wanted = {n.lower(): n for n in names}
+    seen: set[str] = set()
+    for name, _ in pairs:
+        low = name.lower()
+        if low in wanted:
+            if low in seen:
+                return 400, f"the {wanted[low]} header may appear once; this request sends it more than once\n"
+            seen.add(low)
+    return None
 
 
 def foreign(

@@ -44,6 +44,8 @@ __all__ = ["Feed", "REPLAY_PAGE"]
 
 log = logging.getLogger("kungfud.server")
 
+# A stored a2a_task event begins so (event_kinds: the tag first).
+_A2A_TASK = b'{"event":"a2a_task"'
 REPLAY_PAGE = 128  # events a `subscribe {since}` replay sends per loop turn
 LIVE_PAGE = 512  # events per agent a shared-store delivery reads per loop turn
 
@@ -70,6 +72,7 @@ class Feed:
         # checked at the wire) does the old one end.
         self.unsubscribe(conn)
         conn.open_tasks = args.open_tasks
+        conn.a2a = args.a2a
         conn.send(wire.encode_ok(req_id, wire.encode({"subscribed": True, "seq": newest})))
         after = self._replay_page(conn, conn.agent, newest if args.since is None else args.since)
         if after is not None:
@@ -80,12 +83,14 @@ class Feed:
         all sent, go live in the same step (no event can fall in between: live
         events at or below the seq read here are dropped) and return None;
         else return the seq to continue after."""
-        top, page, more = self.rt.events_page(agent, after, REPLAY_PAGE, open_tasks=conn.open_tasks)
+        top, page, more, reached = self.rt.events_page(agent, after, REPLAY_PAGE, open_tasks=conn.open_tasks)
         for seq, event in page:
+            if not conn.a2a and event.startswith(_A2A_TASK):
+                continue  # not asked for (WIRE.md 1.3: subscribe {a2a: true}); the position moves past it
             self.metrics.events_sent += 1  # replayed frames count like live ones
             conn.send(event_frame(seq, event))
         if more:
-            return page[-1][0]
+            return reached  # a page ends at REPLAY_PAGE events or at rows passed over (D331)
         conn.floor = top
         conn.subscribed = agent
         conn.replay = None
@@ -143,6 +148,8 @@ class Feed:
     def _send(self, conn: Conn, seq: int, event: bytes) -> None:
         if conn.floor is None or seq <= conn.floor or conn.closed:
             return
+        if not conn.a2a and event.startswith(_A2A_TASK):
+            return  # a2a_task events only for `subscribe {a2a: true}` (WIRE.md 1.3)
         if conn.outbox.qsize() >= self.max_pending_events:
             self.metrics.slow_subscribers_dropped += 1
             conn.drop()
@@ -189,13 +196,13 @@ class Feed:
         except Exception:
             log.exception("reading the event feed failed")
             return
-        for (agent, open_tasks), (page, more) in pages.items():
+        for (agent, open_tasks), (page, more, read_to) in pages.items():
             conns = [c for c in self.subscribers.get(agent, ()) if c.open_tasks == open_tasks and self._reads(c)]
             for seq, event in page:
                 for conn in conns:
                     self._send(conn, seq, event)
-            # The page holds every event of this stream up to its end (or, whole, up to top).
-            reached = page[-1][0] if more else top
+            # The page holds every event of this stream up to the seq it read to (or, whole, up to top).
+            reached = read_to if more else top
             for conn in conns:
                 if conn.floor is not None and conn.floor < reached:
                     conn.floor = reached

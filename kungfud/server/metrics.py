@@ -9,7 +9,7 @@ import os
 import threading
 from typing import TYPE_CHECKING
 
-from .. import logs
+from .. import logs, tracing
 from ..actors.registry import THREAD_NAME as ACTOR_THREADS
 
 if TYPE_CHECKING:
@@ -132,6 +132,9 @@ class Metrics:
             *_one("kungfud_commits_total", "counter", "Group commits written.", st.commits),
             *_one("kungfud_live_actors", "gauge", "Actors currently running.", st.live_actors),
             *(line for figure in server.sink.figures() for line in _one(*figure)),  # the webhook runner's
+            *(_one("kungfud_trace_spans_dropped_total", "counter",
+                   "Spans not exported: the export queue was full, or the collector refused or was not reached.",
+                   tracing.dropped()) if tracing.on else ()),
             *_family("kungfud_thread_cpu_seconds", "gauge", "CPU seconds used by the live threads of each group.", cpu),
         ]
         return "\n".join(out) + "\n"

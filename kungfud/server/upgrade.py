@@ -1,5 +1,6 @@
 """The HTTP request a connection opens with, answered before the websocket
-upgrade (websockets' ``process_request`` hook): ``/healthz``, ``/metrics``, the
+upgrade (websockets' ``process_request`` hook): a header the daemon reads sent
+twice (400, :func:`.door.duplicated`), ``/healthz``, ``/metrics``, the
 web console's files, a 404 for any other path than the websocket path, a foreign
 ``Host`` (421) or ``Origin`` (403) refused (:mod:`.door`), an ``Authorization:
 Bearer`` key checked at the door (401 when unknown; else the connection starts
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from websockets.asyncio.server import ServerConnection
 
 from .console import console_response
-from .door import address_key, foreign
+from .door import address_key, duplicated, foreign
 
 if TYPE_CHECKING:
     from .app import Server
@@ -25,6 +26,8 @@ __all__ = ["process_request"]
 
 def process_request(server: "Server", connection: ServerConnection, request: Any) -> Any:
     """None lets the upgrade go on; anything else is the HTTP response."""
+    if (refused := duplicated(request.headers)) is not None:  # before anything reads one of them
+        return connection.respond(http.HTTPStatus(refused[0]), refused[1])
     path = request.path.split("?", 1)[0]
     if path == "/healthz":
         return connection.respond(http.HTTPStatus.OK, "ok\n")

@@ -53,13 +53,24 @@ def hooked_agents(kv: Snapshot) -> Iterator[str]:
         yield bytes(key).decode()
 
 
-def count_pending(events: Iterator[tuple[int, bytes]], kinds: tuple[str, ...], cap: int) -> int:
-    """Events of ``kinds`` among ``events`` (seq, JSON), counting at most ``cap``."""
+def count_pending(
+    events: Iterator[tuple[int, bytes | None]], kinds: tuple[str, ...], cap: int, pass_limit: int | None = None
+) -> int:
+    """Events of ``kinds`` among ``events`` (seq, JSON; JSON None: a row read
+    and passed over, :meth:`~kungfud.store.store.View.feed` ``passed``),
+    counting at most ``cap``; with ``pass_limit``, reading at most that many
+    rows that are not counted (other kinds, offers not meant for the reader):
+    the work is bounded by what is counted (D331)."""
     n = 0
+    passed = 0
     for _, event in events:
-        if kind_of(event) in kinds:
+        if event is not None and kind_of(event) in kinds:
             n += 1
             if n >= cap:
+                break
+        else:
+            passed += 1
+            if pass_limit is not None and passed >= pass_limit:
                 break
     return n
 

@@ -30,6 +30,7 @@ from ..core.task import TaskState
 from ..core.members import SPEAKING, MemberState
 from ..core.thread import ThreadState
 from ..core.webhook import WebhookState
+from ..core.a2a_push import PushState
 from ..core.facts import entry_obj, member_obj
 from ..core.queries import Live, LiveEngagement, live_engagement, live_of
 from .kv import Snapshot, prefix_stop
@@ -85,11 +86,18 @@ def state_rows(obj: str, state: Any, obligations: Obligations = of_state) -> Ite
 def _agent_rows(obj: str, state: AgentState, obligations: Obligations) -> Iterator[Row]:
     if state.key_hash:
         yield "agent_keys", state.key_hash, state.agent.encode()
+    for k in state.scoped:  # WIRE.md 1.3: the agent, then what the key may do
+        yield "agent_keys", k.key_hash, state.agent.encode() + b"\x00" + _mp.encode((k.scope, k.expires_at, k.key_id))
 
 
 def _webhook_rows(obj: str, state: WebhookState, obligations: Obligations) -> Iterator[Row]:
     if state.url is not None:  # the agents the delivery runner serves (WIRE.md 1.2)
         yield "hooks", state.agent.encode(), b""
+
+
+def _push_rows(obj: str, state: PushState, obligations: Obligations) -> Iterator[Row]:
+    if state.configs:  # the A2A Tasks the push runner serves (WIRE.md 1.3)
+        yield "a2a_push", state.author.encode() + b"\x00" + state.task.encode(), b""
 
 
 def _memory_rows(obj: str, state: MemoryState, obligations: Obligations) -> Iterator[Row]:
@@ -176,6 +184,7 @@ def _engagement_rows(obj: str, state: EngagementState, obligations: Obligations)
 _STATE_ROWS: dict[type, Callable[[str, Any, Obligations], Iterator[Row]]] = {
     AgentState: _agent_rows,
     WebhookState: _webhook_rows,
+    PushState: _push_rows,
     MemoryState: _memory_rows,
     MemberState: _member_rows,
     ThreadState: _thread_rows,

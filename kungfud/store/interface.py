@@ -94,6 +94,10 @@ class Item:
     # (D145). Dropped once the outcome is reported.
     after: list["Item"] | None = None
     written: bool = False  # set by the writer once this item's batch committed
+    # The span that made it (a request's RequestSpan, or a deadline's
+    # traceparent; tracing on): the events of its facts keep its traceparent
+    # as meta.traceparent (WIRE.md 1.3; read only for a fact with events).
+    trace: Any = None
 
     def __post_init__(self) -> None:
         if self.assumed is None:  # callers pass None for "read nothing from an overlay"

@@ -7,7 +7,7 @@
 | log        | seq (u64 BE)                     | msgpack fact (the truth)               |
 | objects    | object id                        | msgpack [version, state snapshot]      |
 | receipts   | agent, 0, op, 0, idempotency key | msgpack Receipt                        |
-| agent_keys | sha256(agent key)                | agent id                               |
+| agent_keys | sha256(agent key)                | agent id; a scoped key's: agent id, 0, msgpack [scope, expires_at, key_id] |
 | memories   | author, 0, memory id             | b"" (listing; withdrawn removed)       |
 |            | author, 1, memory id             | b"" (the public ones only, D233)       |
 | versions   | memory id, 0, version (u32 BE)   | seq of the fact holding that version   |
@@ -30,7 +30,8 @@
 | outcomes   | party, 0, seq (u64 BE), work id  | msgpack [thread or nil, outcome JSON]: ended assignments and engagements per party |
 | usage      | agent id                         | u64 BE: bytes of the facts its actions recorded (capacity limits, quota.py) |
 | hooks      | agent                            | b"" (agents with a webhook endpoint; WIRE.md 1.2) |
-| hook_cursors | agent                          | msgpack Cursor (store/hooks.py): the delivery runner's position and state, not derived |
+| hook_cursors | agent                          | msgpack Cursor (store/hooks.py): the delivery runner's position and state, not derived; also one per A2A push config, keyed ``tk_….push/<config>`` |
+| a2a_push   | author \0 task                   | b"" (A2A Tasks with push configs; WIRE.md 1.3) |
 
 Everything but ``log``, ``meta``, ``receipts`` and ``hook_cursors`` is derived
 (rebuildable from the log), and so is ``meta/events``; receipts are the record
@@ -81,13 +82,13 @@ FORMAT = b"5"
 DBS = (
     "meta", "log", "objects", "receipts", "agent_keys", "memories", "versions",
     "memberships", "members", "pending", "live", "tokens", "obligations", "deadlines", "opportunities", "tasks", "engagements", "adopted",
-    "events", "outcomes", "usage", "hooks", "hook_cursors",
+    "events", "outcomes", "usage", "hooks", "hook_cursors", "a2a_push",
 )
 DERIVED = tuple(d for d in DBS if d not in ("meta", "log", "receipts", "hook_cursors"))
 # The ``meta`` rows that are derived (rebuilt by ``kungfud check``): the last event seq.
 DERIVED_META = (b"events",)
 # Tables added empty to a store that lacks them, with no format step (D212).
-ADDED_EMPTY = ("hooks", "hook_cursors")
+ADDED_EMPTY = ("hooks", "hook_cursors", "a2a_push")
 # Tables of older formats, dropped when a store is migrated (D186).
 RETIRED = ("stream",)
 # Tables a format step added, by that format: a store of an older format lacks

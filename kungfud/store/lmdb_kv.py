@@ -5,13 +5,14 @@ transaction (a nested one for ``nested()``) per :class:`LmdbWriteTxn`."""
 
 from __future__ import annotations
 
+import os
 from typing import Any, Iterator
 
 import lmdb
 
 from .layout import RETIRED
 
-__all__ = ["LmdbSnapshot", "LmdbTx", "LmdbWriteTxn"]
+__all__ = ["LmdbSnapshot", "LmdbTx", "LmdbWriteTxn", "release_mapped"]
 
 
 class LmdbSnapshot:
@@ -128,3 +129,37 @@ class LmdbWriteTxn:
         except lmdb.NotFoundError:
             return
         self.txn.drop(db, delete=True)
+
+
+def release_mapped(path: str) -> None:
+    """Drop this process's resident pages of the LMDB file ``path``, which
+    LMDB reads through a shared mapping: they stay in the kernel's page cache
+    and a later read maps them again, so nothing read changes; a long scan
+    (``kungfud check``) then holds in its resident memory only what it read
+    since (D367). Linux only; elsewhere nothing."""
+    global _libc
+    if _libc is None:
+        try:
+            import ctypes
+            import ctypes.util
+
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+            libc.madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+            _libc = libc
+        except (OSError, AttributeError):
+            _libc = False
+    if not _libc:
+        return
+    target = os.path.realpath(path)
+    try:
+        with open("/proc/self/maps") as f:
+            spans = [line.split(None, 1)[0] for line in f if line.rstrip("\n").endswith(target)]
+    except OSError:
+        return
+    for span in spans:
+        lo, hi = (int(x, 16) for x in span.split("-"))
+        _libc.madvise(lo, hi - lo, _MADV_DONTNEED)
+
+
+_libc: Any = None
+_MADV_DONTNEED = 4

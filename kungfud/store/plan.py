@@ -31,6 +31,7 @@ from ..core.members import MemberState
 from ..errors import Rejection
 from .carried import Carried
 from ..core.events import FactEvents, observed
+from ..tracing import with_meta
 from .events import number, rendered
 from .events import rows as event_rows
 from .indexes import fact_rows, state_rows
@@ -237,7 +238,7 @@ def plan(batch: BatchState, tx: Tx, item: Item, now: Callable[[], int]) -> Plan 
         if feed is None or feed.quiet():  # no events, no outcomes (most facts)
             numbered, rows = [], fact_rows(fact, seq)
         else:
-            numbered = number(rendered(feed), event_seq, seq)
+            numbered = number(with_meta(rendered(feed), item.trace), event_seq, seq)  # tracing: meta kept
             if numbered:
                 event_seq = numbered[-1][1]
             rows = fact_rows(fact, seq) + event_rows(feed, seq, numbered)

@@ -26,7 +26,17 @@ Admin agents pay (their usage is counted) but are held to neither limit. Nor
 is an agent's own exit from its obligations — leaving a Thread, handling a
 response, dropping work it took — which L4-1 says must never depend on another
 party (raising a limit is the operator's); exits are counted all the same, and
-each ends an obligation someone else's action (which paid) created.
+each ends an obligation someone else's action (which paid) created. Two bounds
+keep that exemption from being a way to fill the store (D325):
+
+- an exit is exempt only while it carries no content: a ``thread.handle`` with
+  a note writes participant text beyond ending the obligation, so it counts
+  like any other write (refused with ``next: revise`` — the same handle
+  without its note is accepted);
+- exits may use the reserve down to its last half (``floor``), never into it:
+  obligations can be stocked up in advance while there is room, so their exits
+  could otherwise fill the reserve, and that last half is for deadline facts
+  and operators only.
 """
 
 from __future__ import annotations
@@ -61,13 +71,19 @@ def payer(fact: Any) -> str | None:
 
 
 def is_exit(fact: Any) -> bool:
-    """Whether ``fact`` is its actor's own exit from obligations (L4-1, L4-4):
-    never refused by a capacity limit."""
+    """Whether ``fact`` is its actor's own exit from obligations (L4-1, L4-4),
+    carrying no content: never refused by the per-agent limit, and by the
+    reserve only at its floor (D325)."""
     if isinstance(fact, MembershipEnded):
         return fact.why == "left" and fact.agent == fact.by
     if isinstance(fact, ResponseHandled):
-        return fact.agent == fact.by
+        return fact.agent == fact.by and not fact.note
     return isinstance(fact, (AssignmentDropped, EngagementDropped))
+
+
+def _noted_exit(fact: Any) -> bool:
+    """An own ``thread.handle`` that carries a note: the exit without the note would pass."""
+    return isinstance(fact, ResponseHandled) and fact.agent == fact.by and bool(fact.note)
 
 
 def add_usage(totals: dict[bytes, int], fact: Any, size: int) -> None:
@@ -141,21 +157,25 @@ class Room:
                 return {}  # deadline facts and the daemon's own: always written
         totals = {who: self._usage(tx, who) + n for who, n in spent.items()}
         limit = self.limit
-        over_reserve = bool(self.reserve) and self.capacity is not None and (
-            self.used + sum(spent.values()) > self.capacity - self.reserve
-        )
+        after = self.used + sum(spent.values())
+        over_reserve = bool(self.reserve) and self.capacity is not None and after > self.capacity - self.reserve
         # Far from every limit (most actions): nothing more to read or decide.
         if not over_reserve and (limit is None or all(total <= limit for total in totals.values())):
             return totals
         if all(is_exit(f) for f in facts):
-            return totals
+            # Content-free exits pass every limit but the reserve's floor (D325).
+            if not over_reserve or self.capacity is None or after <= self.capacity - self.reserve // 2:
+                return totals
         # Whether a payer is an admin is read only when a limit would refuse.
+        noted = any(_noted_exit(f) for f in facts) and (
+            not over_reserve or self.capacity is None or after <= self.capacity - self.reserve // 2
+        )
         if over_reserve and not all(_is_admin(tx, facts, who) for who in spent):
-            return self._reserve_refusal()
+            return self._reserve_refusal(noted)
         if limit is not None:
             for who, total in totals.items():
                 if total > limit and not _is_admin(tx, facts, who):
-                    return self._agent_refusal(who, total - spent[who], spent[who])
+                    return self._agent_refusal(who, total - spent[who], spent[who], noted)
         return totals
 
     def advance(self, totals: dict[str, int], written: int) -> None:
@@ -178,32 +198,42 @@ class Room:
                 n = from_u64(raw) if raw else 0
         return n
 
-    def _agent_refusal(self, who: str, had: int, cost: int) -> Rejection:
+    def _agent_refusal(self, who: str, had: int, cost: int, noted: bool = False) -> Rejection:
         q = self.quota
         why = []
         if q.agent_bytes and self.limit == q.agent_bytes:
             why.append(f"[limits] max_bytes_per_agent = {q.agent_bytes}")
         if q.agent_percent and self.capacity and self.limit == self.capacity * q.agent_percent // 100:
             why.append(f"[limits] max_store_percent_per_agent = {q.agent_percent} % of the {_mib(self.capacity)} store")
+        reason = (
+            f"capacity limit reached: agent {who} has recorded {had} bytes and this action needs {cost} more, "
+            f"over its limit of {self.limit} bytes ({' and '.join(why)}); nothing was written. "
+        )
+        if noted:
+            return Rejection("rate_limited", reason + _NOTED, "revise", rule=RULE)
         return Rejection(
             "rate_limited",
-            f"capacity limit reached: agent {who} has recorded {had} bytes and this action needs {cost} more, "
-            f"over its limit of {self.limit} bytes ({' and '.join(why)}); nothing was written. Waiting frees "
-            "nothing — only the operator can raise the limit: ask them, then try again",
+            reason + "Waiting frees nothing — only the operator can raise the limit: ask them, then try again",
             "wait",
             rule=RULE,
         )
 
-    def _reserve_refusal(self) -> Rejection:
+    def _reserve_refusal(self, noted: bool = False) -> Rejection:
         assert self.capacity is not None
-        return Rejection(
-            "unavailable",
+        reason = (
             f"the store is nearly full: {_mib(self.used)} of its {_mib(self.capacity)} are used, and the last "
             f"{self.quota.reserve_percent} % ([storage] reserve_percent) is kept for deadlines and operator actions; "
-            "nothing was written — retry after the operator enlarges [storage] map_size_mb",
-            "retry",
-            rule=RULE,
+            "nothing was written"
         )
+        if noted:
+            return Rejection("unavailable", reason + ". " + _NOTED, "revise", rule=RULE)
+        return Rejection(
+            "unavailable", reason + " — retry after the operator enlarges [storage] map_size_mb", "retry", rule=RULE
+        )
+
+
+# A handle's note is content like any other (D325); ending the request is not refused for it.
+_NOTED = "a note is content and counts like any other write: thread.handle without the note ends the request all the same"
 
 
 def _mib(n: int) -> str:

@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
+import tempfile
 import threading
 import weakref
 from contextlib import contextmanager
@@ -244,16 +246,28 @@ class SearchIndex(Applier):
 
     # --- the check ---
 
-    def snapshot(self) -> tuple[int, dict[str, Doc]]:
-        """(the seq applied, every document by key), in one read: a daemon
-        beside the check may be catching up."""
-        with self._lock:
+    def snapshot(self) -> tuple[int, Iterator[tuple[str, Doc]]]:
+        """(the seq applied, every document ascending by key), in one read: a
+        daemon beside the check may be catching up. The documents are read
+        as they are iterated (D366), the read held open until the iterator
+        ends or is closed."""
+        self._lock.acquire()
+        try:
             self._con.execute("BEGIN")
+            upto = self.applied_seq()
+        except BaseException:
+            self._lock.release()
+            raise
+
+        def rows() -> Iterator[tuple[str, Doc]]:
             try:
-                rows = {r[0]: _doc(r) for r in self._con.execute(f"SELECT {_COLUMNS} FROM docs")}
-                return self.applied_seq(), rows
+                for r in self._con.execute(f"SELECT {_COLUMNS} FROM docs ORDER BY key"):
+                    yield r[0], _doc(r)
             finally:
                 self._con.execute("COMMIT")
+                self._lock.release()
+
+        return upto, rows()
 
     def problems(self) -> list[str]:
         """FTS5's own integrity check, and each document's words row holding its text's words."""
@@ -265,12 +279,15 @@ class SearchIndex(Applier):
                 out.append(f"search index: the full-text table is damaged ({e})")
             n_docs = self._con.execute("SELECT count(*) FROM docs").fetchone()[0]
             n_fts = self._con.execute("SELECT count(*) FROM fts").fetchone()[0]
-            wrong = self._con.execute(
-                "SELECT d.key, d.text, f.body FROM docs d LEFT JOIN fts f ON f.rowid = d.id ORDER BY d.key"
-            ).fetchall()
-        if n_docs != n_fts:
-            out.append(f"search index: {n_docs} documents but {n_fts} full-text rows")
-        out += [f"search index: document {k} has words that are not its text's" for k, t, b in wrong if b != " ".join(tokens(t))]
+            if n_docs != n_fts:
+                out.append(f"search index: {n_docs} documents but {n_fts} full-text rows")
+            out += [
+                f"search index: document {k} has words that are not its text's"
+                for k, t, b in self._con.execute(
+                    "SELECT d.key, d.text, f.body FROM docs d LEFT JOIN fts f ON f.rowid = d.id ORDER BY d.key"
+                )
+                if b != " ".join(tokens(t))
+            ]
         return out
 
     def reset(self) -> None:
@@ -313,13 +330,14 @@ def check_index(store: Any, view: Any, rebuild: bool) -> list[str]:
         if idx is not None:
             problems = idx.problems()
             upto, stored = idx.snapshot()
-            if upto > view.last_seq():
-                problems.append(f"search index: applied up to fact {upto}, past the log's last fact {view.last_seq()}")
-            expected = _rebuilt(view, upto)
-            for key in sorted(set(expected) | set(stored)):
-                if expected.get(key) != stored.get(key):
-                    what = "missing" if key not in stored else "extra" if key not in expected else "differs"
-                    problems.append(f"search index: document {key} {what}")
+            try:
+                if upto > view.last_seq():
+                    problems.append(f"search index: applied up to fact {upto}, past the log's last fact {view.last_seq()}")
+                with _rebuilt(view, upto) as expected:
+                    for what, key in _differences(expected, stored):
+                        problems.append(f"search index: document {key} {what}")
+            finally:
+                stored.close()
         if rebuild:
             if idx is None:
                 idx = _open(store)
@@ -331,7 +349,11 @@ def check_index(store: Any, view: Any, rebuild: bool) -> list[str]:
     return problems
 
 
-def _rebuilt(view: Any, upto: int) -> dict[str, Doc]:
+@contextmanager
+def _rebuilt(view: Any, upto: int) -> Iterator[Iterator[tuple[str, Doc]]]:
+    """The documents of a rebuild from ``view``'s log up to fact ``upto``,
+    ascending by key, made in a temporary file (D366: not in memory)."""
+
     class _Upto:  # the view as of fact ``upto``
         def last_seq(self) -> int:
             return upto
@@ -339,9 +361,35 @@ def _rebuilt(view: Any, upto: int) -> dict[str, Doc]:
         def __getattr__(self, name: str) -> Any:
             return getattr(view, name)
 
-    idx = SearchIndex(":memory:")
+    where = tempfile.mkdtemp(prefix="kungfud-check-search-")
+    idx = SearchIndex(os.path.join(where, FILE))
     try:
+        # A scratch file, removed at the end: no durability wanted.
+        idx._con.execute("PRAGMA synchronous=OFF")
+        idx._con.execute("PRAGMA journal_mode=OFF")
         idx.catch_up(_Upto())
-        return idx.snapshot()[1]
+        _, docs = idx.snapshot()
+        try:
+            yield docs
+        finally:
+            docs.close()
     finally:
         idx.close()
+        shutil.rmtree(where, ignore_errors=True)
+
+
+def _differences(expected: Iterator[tuple[str, Doc]], stored: Iterator[tuple[str, Doc]]) -> Iterator[tuple[str, str]]:
+    """("missing" | "extra" | "differs", key) where two ascending streams of documents disagree."""
+    end = None
+    e, s = next(expected, end), next(stored, end)
+    while e is not None or s is not None:
+        if s is None or (e is not None and e[0] < s[0]):
+            yield "missing", e[0]  # type: ignore[index]
+            e = next(expected, end)
+        elif e is None or s[0] < e[0]:
+            yield "extra", s[0]
+            s = next(stored, end)
+        else:
+            if e[1] != s[1]:
+                yield "differs", e[0]
+            e, s = next(expected, end), next(stored, end)

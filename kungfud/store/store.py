@@ -17,6 +17,7 @@ from itertools import islice
 from typing import Any, Iterator
 
 import lmdb
+import msgspec
 
 from ..core.kinds import state_type
 from ..core.obligations import Obligation
@@ -27,8 +28,7 @@ from .integrity import NOT_NEW_TRACES, StoreDamaged, check_env, check_file
 from .interface import SnapshotTail
 from .kv import Snapshot, prefix_stop
 from .layout import ADDED_EMPTY, DBS, FORMAT, PUBLIC, Receipt, decode_fact, decode_object, from_u64, u32, u64
-from .lmdb_kv import LmdbSnapshot, LmdbWriteTxn, SparseSnapshot
-import msgspec
+from .lmdb_kv import LmdbSnapshot, LmdbWriteTxn, SparseSnapshot, release_mapped
 
 __all__ = ["Store", "StoreDamaged", "StoreLocked", "View"]
 
@@ -200,6 +200,11 @@ class Store(SnapshotTail):
     def damage_place(self) -> tuple[str, str]:
         return os.path.join(self.data_dir, "lmdb", "data.mdb"), f"kungfud check --data-dir {self.data_dir}"
 
+    def release_pages(self) -> None:
+        """Let go of the mapped pages read so far (``kungfud check``'s long
+        scans; lmdb_kv.release_mapped)."""
+        release_mapped(os.path.join(self.data_dir, "lmdb", "data.mdb"))
+
     @contextmanager
     def read(self) -> Iterator["View"]:
         with self.env.begin(buffers=False) as txn:
@@ -276,7 +281,18 @@ class View:
 
     def agent_for_key_hash(self, key_hash: bytes) -> str | None:
         raw = self.kv.get("agent_keys", key_hash)
-        return None if raw is None else raw.decode()
+        return None if raw is None else raw.split(b"\x00", 1)[0].decode()
+
+    def key_holder(self, key_hash: bytes) -> tuple[str, str | None, int | None, str | None] | None:
+        """(agent, scope, expires_at ms, key_id) of a key's hash (a main key: None for the rest), or None."""
+        raw = self.kv.get("agent_keys", key_hash)
+        if raw is None:
+            return None
+        agent, sep, rest = raw.partition(b"\x00")
+        if not sep:
+            return (agent.decode(), None, None, None)
+        scope, expires_at, key_id = msgspec.msgpack.decode(rest)
+        return (agent.decode(), scope, expires_at, key_id)
 
     def thread_for_token(self, token_hash: bytes) -> str | None:
         raw = self.kv.get("tokens", token_hash)
@@ -292,23 +308,29 @@ class View:
     def offers_for(self, agent: str, after: int) -> Iterator[tuple[int, bytes]]:
         """(event seq, event JSON) of the open-Task stream with seq > ``after``
         that are offered to ``agent`` (:meth:`~kungfud.store.events.Offer.offered_to`), in order."""
+        return ((seq, e) for seq, e in self.offer_rows(agent, after) if e is not None)  # type: ignore[misc]
+
+    def offer_rows(self, agent: str, after: int) -> Iterator[tuple[int, bytes | None]]:
+        """As :meth:`offers_for`, with (event seq, None) for each row not offered
+        to ``agent``: read and passed over, which a bounded read counts (D331)."""
         prefix = OPEN.encode() + b"\x00"
         n = len(prefix)
         for key, value in self.kv.scan("events", prefix + u64(after + 1), prefix_stop(prefix)):
             offer = _offer_dec.decode(value)
-            if offer.offered_to(agent):
-                yield from_u64(key[n:]), offer.event
+            yield from_u64(key[n:]), (offer.event if offer.offered_to(agent) else None)
 
-    def feed(self, agent: str, after: int, open_tasks: bool = False) -> Iterator[tuple[int, bytes]]:
+    def feed(
+        self, agent: str, after: int, open_tasks: bool = False, *, passed: bool = False
+    ) -> Iterator[tuple[int, bytes | None]]:
         """(event seq, event JSON) of what ``agent`` hears after ``after``, in
         seq order: its own events, and with ``open_tasks`` the open-Task
-        stream's offers to it merged in (WIRE.md 1.2). Close it before the
-        view ends (its cursors)."""
+        stream's offers to it merged in (WIRE.md 1.2; ``passed``: with the rows
+        passed over, :meth:`offer_rows`). Close it before the view ends (its cursors)."""
         own = self.events_for(agent, after)
         if not open_tasks:
             yield from own
             return
-        offers = self.offers_for(agent, after)
+        offers = self.offer_rows(agent, after) if passed else self.offers_for(agent, after)
         try:
             yield from heapq.merge(own, offers, key=lambda e: e[0])
         finally:
@@ -416,6 +438,18 @@ class View:
         """Adopted engagement ids of ``task``, in id order, after ``after``."""
         for suffix, _ in self._after("adopted", task.encode() + b"\x00", after.encode() if after else None, False):
             yield suffix.decode()
+
+    def push_tasks(self) -> Iterator[tuple[str, str]]:
+        """(author, task) of every A2A Task with a push config (WIRE.md 1.3)."""
+        for key, _ in self.kv.scan("a2a_push", values=False):
+            author, _, task = bytes(key).decode().partition("\x00")
+            yield author, task
+
+    def tasks_authored(self, agent: str, before: str | None) -> Iterator[str]:
+        """Task ids ``agent`` authored, newest first, strictly before ``before``."""
+        for suffix, kind in self._before("tasks", agent.encode() + b"\x00", before.encode() if before else None):
+            if kind == b"author":
+                yield suffix.decode()
 
     def tasks_for(self, agent: str, mine: bool, after: str | None) -> Iterator[str]:
         """Task ids in id order after ``after``: with ``mine``, those ``agent``

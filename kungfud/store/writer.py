@@ -23,9 +23,10 @@ import threading
 import time
 from typing import Callable
 
+from .. import tracing
 from ..core.webhook import webhook_agent
 from ..errors import Rejection
-from .failures import FailureLog, storage_failure
+from .failures import FailureLog, ReserveLog, storage_failure
 from .carried import Carried
 from .events import KINDS_KEY, record_kinds
 from .interface import Backend, Committed, Failed, Item, Outcome, Replayed, Stale, Tx, WriteTxn
@@ -76,6 +77,7 @@ class Writer:
         # is counted whatever they are. Refusals by limit, for /metrics.
         self.quota = quota or Quota()
         self.quota_refusals: dict[str, int] = {"agent_bytes": 0, "reserve": 0}
+        self.reserve_log = ReserveLog()  # one line when the reserve starts and stops refusing (D326)
         # What this writer committed, carried to its next batch (D281).
         self._carried = Carried()
         self.clock = clock or (lambda: time.time_ns() // 1_000_000)
@@ -231,6 +233,8 @@ class Writer:
         # while it waited for the write lock (another node's commit and its
         # fsyncs) and while it wrote the batch. Joining this commit answers
         # those sooner than the next one would, and fewer commits carry more.
+        if tracing.on:  # the kungfud.commit span starts here (kungfud/tracing.py)
+            self.began_ns = time.time_ns()
         topping_up = batch is self._filling
         if topping_up:
             self._take_queued(batch)
@@ -262,11 +266,12 @@ class Writer:
             return e
         self._kinds_recorded = True
         self._carried.committed(state.seq, state.room.usage, [o for p in written for o in p.objects])
-        self._finish_batch(batch, outcomes, written)
+        self._finish_batch(batch, outcomes, written, state.room)
         return None
 
-    def _finish_batch(self, batch: list[Item], outcomes: list[Outcome], written: list[Plan]) -> None:
+    def _finish_batch(self, batch: list[Item], outcomes: list[Outcome], written: list[Plan], room: Room) -> None:
         self.batches += 1
+        self.batch_size = len(batch)
         self.items += len(batch)
         for p in written:
             p.item.written = True
@@ -290,11 +295,17 @@ class Writer:
                     self.on_webhooks(hooked)
                 except Exception:
                     log.exception("webhook notification failed")
+        by_reserve = 0
         for item, outcome in zip(batch, outcomes):
             if isinstance(outcome, Failed) and outcome.rejection.rule == QUOTA_RULE:
                 limit = "agent_bytes" if outcome.rejection.code == "rate_limited" else "reserve"
                 self.quota_refusals[limit] += 1
+                by_reserve += limit == "reserve"
             self._report(item, outcome)
+        try:
+            self.reserve_log.batch(room.used, room.capacity, room.reserve, by_reserve)
+        except Exception:  # a log line must never take the writer down
+            log.exception("logging the store's reserve failed")
 
     def _fail_all(self, batch: list[Item], e: BaseException) -> None:
         rej = self._unavailable(e, len(batch))

@@ -15,7 +15,9 @@ off the path of every action.
   registration, this node's or another's), so a wake-up of any other agent
   costs a set lookup: no task, no store read.
 - **How.** Per agent strictly one POST in flight, in seq order (a later event
-  waits for the one before); across agents at most ``[webhooks] concurrency``.
+  waits for the one before); across agents the slots of :mod:`.slots` (D330):
+  round robin between receiving origins, a cap per origin, slow receivers in a
+  smaller pool of their own; the name is resolved before a slot is taken.
   A failed attempt is recorded at once (cursor: failing since, attempts, last
   error) and retried after the schedule's pause; acknowledged positions are
   written in batches (``FLUSH_S``): a crash before the write sends those
@@ -31,12 +33,18 @@ import time
 import zlib
 from typing import Any
 
+import msgspec
 
+
+from .. import tracing
 from ..actors import OPEN_TASKS
 from ..actors.hooks import Cursor, Hooks
+from ..actors.runtime import wall_ms as _wall_ms
 from ..event_kinds import frame, kind_of
-from .post import new_client, post
+from .guard import Refused, target
+from .post import new_client, refused, send
 from .schedule import Schedule
+from .slots import Slots
 
 __all__ = ["Deliveries", "SHARDS", "shard_of"]
 
@@ -55,15 +63,11 @@ def shard_of(agent: str) -> int:
     return zlib.crc32(agent.encode()) % SHARDS
 
 
-def _wall_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 class Deliveries:
     def __init__(self, runtime: Any, cfg: Any):
         self.rt = runtime
         self.hooks = Hooks(runtime)
-        self.allow = tuple(h.lower().strip("[]") for h in cfg.allow_hosts)
+        self.allow = tuple(cfg.allow_hosts)  # entries as written: host, host:port, host:* (D328)
         self.concurrency = cfg.concurrency
         self.schedule = Schedule(tuple(cfg.retry_pauses_s), cfg.disable_after_s)
         self.leases = [runtime.nodes.lease_for("webhooks", n) for n in range(SHARDS)]
@@ -83,7 +87,7 @@ class Deliveries:
         self.delivered_total = 0
         self.failed_total = 0
         self._client: Any = None
-        self._sem: asyncio.Semaphore | None = None
+        self.slots = Slots(self.concurrency)
         self._loops: list[asyncio.Task] = []
         self._flush_due = asyncio.Event()
         self._write_lock = asyncio.Lock()
@@ -97,8 +101,7 @@ class Deliveries:
     # --- lifecycle ------------------------------------------------------------------
 
     def start(self) -> None:
-        self._client = new_client(self.concurrency)
-        self._sem = asyncio.Semaphore(self.concurrency)
+        self._client = new_client(self.slots.max_connections)
         self._loops = [asyncio.ensure_future(self._lease_loop()), asyncio.ensure_future(self._flush_loop())]
 
     async def stop(self) -> None:
@@ -245,9 +248,9 @@ class Deliveries:
             cursor = Cursor(reg.hook, reg.since)
         if cursor.disabled_at:
             return False
-        page, first_at = await self._call(self.hooks.events_after, agent, cursor.delivered, PAGE, reg.events)
+        page, first_at, reached = await self._call(self.hooks.events_after, agent, cursor.delivered, PAGE, reg.events)
         if not page:
-            return False
+            return self._passed(agent, cursor, reached)
         if first_at is not None:
             self.oldest[agent] = first_at
         for seq, event in page:  # every event has its own seq (WIRE.md 1.2)
@@ -259,6 +262,19 @@ class Deliveries:
             self.acked[agent] = cursor
             self._flush_due.set()
             self.oldest.pop(agent, None)
+        self._passed(agent, cursor, reached)
+        return True
+
+    def _passed(self, agent: str, cursor: Cursor, reached: int) -> bool:
+        """The read reached ``reached`` past the cursor over offers not meant
+        for ``agent`` only: the cursor moves past them, so no later read
+        (wake-up, sweep, ``webhook.get``) reads them again (D331). True when
+        it moved. Written with the batched acknowledgements (``FLUSH_S``: one
+        write for every agent's cursor at most every 50 ms)."""
+        if reached <= cursor.delivered:
+            return False
+        self.acked[agent] = msgspec.structs.replace(cursor, delivered=reached)
+        self._flush_due.set()
         return True
 
     async def _until_delivered(
@@ -266,7 +282,6 @@ class Deliveries:
     ) -> Cursor | None:
         """POST one event until a 2xx; the cursor then. None: stop (the
         endpoint was disabled, replaced or cleared, or the shard lost)."""
-        assert self._sem is not None
         body = b'{"agent":"%s",' % agent.encode() + frame(seq, event)[1:]  # the subscribe frame, plus "agent"
         while True:
             wait_ms = self.schedule.next_at(cursor) - _wall_ms()
@@ -283,8 +298,10 @@ class Deliveries:
                 continue
             if not self.held[shard_of(agent)]:
                 return None
-            async with self._sem:
-                error = await post(self._client, reg.url, self.allow, reg.key, msg_id, int(time.time()), body)
+            span = tracing.delivery(agent, seq, event) if tracing.on else None  # its traceparent on the POST
+            error = await self._post(reg, msg_id, body, span)
+            if span is not None:
+                span.end(error)
             if error is None:
                 self.delivered_total += 1
                 return cursor
@@ -295,6 +312,16 @@ class Deliveries:
             if cursor.disabled_at:
                 log.warning("webhook of %s disabled after failing since %d: %s", agent, cursor.failing_since, error)
                 return None
+
+    async def _post(self, reg: Any, msg_id: str, body: bytes, span: Any = None) -> str | None:
+        """One attempt: None when acknowledged, else the category of the
+        failure (D329). ``span``: see :func:`.post.send`."""
+        try:
+            t = await target(reg.url, self.allow)  # resolved before a slot is taken (D330)
+        except Refused as e:
+            return refused(e, reg.url, msg_id)
+        async with self.slots.slot(t.origin):
+            return await send(self._client, t, reg.key, msg_id, int(time.time()), body, span)
 
     # --- cursors --------------------------------------------------------------------
 

@@ -13,6 +13,8 @@ bridge) use it.
 
 from .args import *  # noqa: F403 - the args types are the package's vocabulary
 from .args import __all__ as _args_all
+from .a2a import *  # noqa: F403 - WIRE.md 1.3 "A2A"
+from .a2a import __all__ as _a2a_all
 from .frames import (
     Envelope,
     FrameError,
@@ -29,6 +31,7 @@ from .ops import ACTION_OPS, OPS, OpSpec
 
 __all__ = [
     *_args_all,
+    *_a2a_all,
     "OpSpec", "OPS", "ACTION_OPS",
     "Envelope", "FrameError", "decode_envelope", "decode_args", "encode_ok", "encode_error", "encode",
     "canonical_hash", "why",

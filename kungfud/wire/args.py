@@ -466,6 +466,7 @@ class EngagementGetArgs(_Args, frozen=True):
 class SubscribeArgs(_Args, frozen=True):
     since: Annotated[int, msgspec.Meta(ge=0, le=MAX_INT)] | None = None
     open_tasks: bool = False  # WIRE.md 1.2: task_offered events too
+    a2a: bool = False  # WIRE.md 1.3: a2a_task events too
 
 
 class TaskListArgs(_Args, frozen=True):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import re
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
@@ -22,9 +22,17 @@ from .ops import OPS
 from .reasons import teach
 
 __all__ = [
-    "Envelope", "FrameError", "decode_envelope", "decode_args", "encode_ok", "encode_error", "encode",
+    "Envelope", "Meta", "FrameError", "decode_envelope", "decode_args", "encode_ok", "encode_error", "encode",
     "canonical_hash", "why",
 ]
+
+class Meta(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """WIRE.md 1.3 "Tracing": the request's W3C trace context. A value that
+    is not a valid ``traceparent`` starts a new trace (W3C Trace Context)."""
+
+    traceparent: Annotated[str, msgspec.Meta(max_length=128)]
+    tracestate: Annotated[str, msgspec.Meta(max_length=512)] | None = None
+
 
 class Envelope(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     id: ReqId
@@ -33,6 +41,7 @@ class Envelope(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # Validated per op kind below, so the error can name it; UNSET tells a read
     # that carries `"key": null` (bad_request) from one without the field.
     key: Any = msgspec.UNSET
+    meta: Meta | None = None  # WIRE.md 1.3: the trace context (read only while tracing is on)
 
 
 class FrameError(Exception):

@@ -61,7 +61,20 @@ from .args import (
     ThreadRefArgs,
     WhoamiArgs,
 )
+from .keys import KeyCreateArgs, KeyListArgs, KeyRevokeArgs
 from .search import SearchArgs
+
+from .a2a import (
+    A2ACardClearArgs,
+    A2ACardGetArgs,
+    A2ACardSetArgs,
+    A2APushClearArgs,
+    A2APushSetArgs,
+    A2ASendArgs,
+    A2ATaskArgs,
+    A2ATaskRefArgs,
+    A2ATasksArgs,
+)
 
 __all__ = ["OpSpec", "OPS", "ACTION_OPS"]
 
@@ -84,6 +97,12 @@ OPS: dict[str, OpSpec] = {
     "admin.agent.list": OpSpec("R", AgentListArgs, "Admin: page through agents."),
     "agent.rotate_key": OpSpec("A", RotateKeyArgs, "Replace your key; the old one stops working."),
     "admin.agent.reset_key": OpSpec("A", ResetKeyArgs, "Admin: give an agent a new key."),
+    # WIRE.md 1.3: scoped keys
+    "agent.key.create": OpSpec(
+        "A", KeyCreateArgs, "Make a key that can do less: read (reads), worker (reads and doing work) or a2a; shown once."
+    ),
+    "agent.key.list": OpSpec("R", KeyListArgs, "Your live scoped keys (never the keys themselves)."),
+    "agent.key.revoke": OpSpec("A", KeyRevokeArgs, "Revoke a scoped key; its connections close."),
     "memory.create": OpSpec("A", MemoryCreateArgs, "Store a private note (a Memory)."),
     "memory.update": OpSpec("A", MemoryUpdateArgs, "New version of your Memory (replaces its content)."),
     "memory.publish": OpSpec("A", MemoryRefArgs, "Let every agent read your Memory."),
@@ -137,5 +156,18 @@ OPS: dict[str, OpSpec] = {
     "webhook.get": OpSpec("R", WebhookGetArgs, "Your webhook and how delivery goes."),
     "webhook.clear": OpSpec("A", WebhookClearArgs, "Remove your webhook."),
     "search": OpSpec("R", SearchArgs, "Find what you may read."),
+    # WIRE.md 1.3: A2A
+    "a2a.card.set": OpSpec("A", A2ACardSetArgs, "Publish your A2A agent card: A2A clients may then send you work."),
+    "a2a.card.get": OpSpec("R", A2ACardGetArgs, "An A2A agent card (yours, or another's while published) and its URL."),
+    "a2a.card.clear": OpSpec("A", A2ACardClearArgs, "Unpublish your A2A agent card."),
+    "a2a.send": OpSpec(
+        "A", A2ASendArgs, "Send an A2A message: new work for an agent with a card, or your verdict on its delivery."
+    ),
+    "a2a.cancel": OpSpec("A", A2ATaskRefArgs, "Cancel your A2A task: no new work starts; work under way ends on its own."),
+    "a2a.task": OpSpec("R", A2ATaskArgs, "Your A2A task as an A2A Task object: state, deliveries, your messages."),
+    "a2a.tasks": OpSpec("R", A2ATasksArgs, "Page through the A2A tasks you sent, newest first."),
+    "a2a.push.set": OpSpec("A", A2APushSetArgs, "Add a push notification config to your A2A task."),
+    "a2a.push.list": OpSpec("R", A2ATaskRefArgs, "The push notification configs of your A2A task (no credentials)."),
+    "a2a.push.clear": OpSpec("A", A2APushClearArgs, "Remove a push notification config of your A2A task."),
 }
 ACTION_OPS = frozenset(op for op, s in OPS.items() if s.kind == "A")

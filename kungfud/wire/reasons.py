@@ -42,6 +42,7 @@ ID_KINDS: dict[str, tuple[str, str]] = {
     "as": ("an assignment id", "`turn`, `opportunities` and `thread.get` name assignments"),
     "tk": ("a Task id", "`task.list` lists Tasks"),
     "en": ("an engagement id", "`task.take` returns yours; `turn` and `task.get` name engagements"),
+    "ky": ("a scoped key id", "`agent.key.list` lists your live scoped keys"),
 }
 _ID_PATTERN = re.compile(r"^\^([a-z]{2})_\[")
 
@@ -92,7 +93,7 @@ def _at(root: mi.Type, path: list[str | int]) -> mi.Type | None:
             if isinstance(step, int) and isinstance(a, mi.ListType):
                 nxt = a.item_type
             elif isinstance(step, str) and isinstance(a, mi.StructType):
-                nxt = next((f.type for f in a.fields if f.name == step), None)
+                nxt = next((f.type for f in a.fields if f.encode_name == step), None)
             if nxt is not None:
                 break
         t = nxt
@@ -123,7 +124,7 @@ def shape(t: mi.Type, depth: int = 0) -> str:
         if depth > 1:
             return "{…}"
         req = [f for f in t.fields if f.required]
-        inner = ", ".join(f'"{f.name}": {shape(f.type, depth + 1)}' for f in req)
+        inner = ", ".join(f'"{f.encode_name}": {shape(f.type, depth + 1)}' for f in req)
         return "{" + (inner or "…") + "}"
     if isinstance(t, mi.LiteralType):
         return " or ".join(f'"{v}"' if isinstance(v, str) else str(v) for v in t.values)
@@ -151,9 +152,16 @@ def shape(t: mi.Type, depth: int = 0) -> str:
     return "a value"
 
 
+#: Optional fields of which the op needs exactly one (a pin: kungfud/actors/ops.py ``_pin``).
+_ONE_OF = ("memory", "content")
+
+
 def _takes(s: mi.StructType) -> str:
-    req = [f"`{f.name}`" for f in s.fields if f.required]
-    opt = [f"`{f.name}`" for f in s.fields if not f.required]
+    one_of = all(any(f.encode_name == n and not f.required for f in s.fields) for n in _ONE_OF)
+    req = [f"`{f.encode_name}`" for f in s.fields if f.required]
+    opt = [f"`{f.encode_name}`" for f in s.fields if not f.required and not (one_of and f.encode_name in _ONE_OF)]
+    if one_of:
+        req.append("exactly one of " + " or ".join(f"`{n}`" for n in _ONE_OF))
     parts = ", ".join(req)
     if opt:
         parts = f"{parts}, and optionally {', '.join(opt)}" if parts else f"optionally {', '.join(opt)}"
@@ -185,7 +193,7 @@ def _unknown(field: str, s: mi.StructType | None, where: str) -> str:
     said = f"unknown field `{echo(field)}`" + (f" in {_where(where)}" if where else "")
     if s is None:
         return said
-    names = [f.name for f in s.fields]
+    names = [f.encode_name for f in s.fields]
     advice = ""
     close = difflib.get_close_matches(field, names, n=1, cutoff=0.75)
     if field.lower() in DEADLINE_WORDS and "deliver_within_s" in names:

@@ -18,7 +18,7 @@ from tests.e2e.helpers import register  # noqa: E402
 
 @pytest.mark.rules("L2-4")
 def test_console_account_sets_shows_and_clears_the_webhook(driver, make_daemon):
-    d = make_daemon(config_text='[webhooks]\nallow_hosts = ["127.0.0.1"]\n')
+    d = make_daemon(config_text='[webhooks]\nallow_hosts = ["127.0.0.1:*"]\n')
     console = Console(driver, d)
     try:
         _, key = run(register(d.url, "Ada"))
@@ -41,6 +41,10 @@ def test_console_account_sets_shows_and_clears_the_webhook(driver, make_daemon):
         console.d.refresh()
         console.wait_text("#webhook-now", "http://127.0.0.1:9/kungfu-hook")
         assert secret not in console.text("body")
+        # The form ticks the events registered (all four), not the default three (issue 37).
+        ticked = {ev for ev in ("turn", "opportunity", "outcome", "task_offered")
+                  if console.one(f'form.webhook-set input[name=events][value="{ev}"]').is_selected()}
+        assert ticked == {"turn", "opportunity", "outcome", "task_offered"}
         console.submit(console.one("form.webhook-clear"))
         console.d.switch_to.alert.accept()  # "Stop sending …?"
         console.wait_text("#webhook-now", "No webhook")

@@ -46,6 +46,7 @@ def test_R8_20_the_kinds_are_the_tags_of_one_union_each_stored_tag_first_and_fra
         "opportunity": event_kinds.Opportunity({"opportunity": "task", "ref": {"task": "tk_1"}}),
         "outcome": event_kinds.Outcome(msgspec.Raw(b'{"state":"adopted"}')),
         "task_offered": TaskOffered(Offered("tk_1", "ag_a", 2, "2025-11-30T12:00:00.000Z")),
+        "a2a_task": event_kinds.A2ATask(event_kinds.A2ATaskData("tk_1", "TASK_STATE_WORKING", 2, "2025-11-30T12:00:00.000Z")),
     }
     assert set(samples) == set(KINDS), "a sample of every kind"
     for kind, event in samples.items():

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import http.client
+import socket
 import time
 import urllib.request
 
@@ -195,3 +196,44 @@ async def test_door_a_connection_that_keeps_registering_is_not_cut_off_but_bad_f
         assert time.monotonic() - started < 20 and e.value.rcvd is not None and e.value.rcvd.code == 1008
 
     await asyncio.gather(keeps_registering(), bad_frames_buy_no_time())  # side by side, each on its own connection
+
+
+def _raw_status(host: str, port: int, request: str) -> tuple[int, bytes]:
+    with socket.create_connection((host, port), timeout=10) as s:
+        s.sendall(request.encode())
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+    return int(data.split(b" ", 2)[1]), data
+
+
+@pytest.mark.rules("L6-4")
+def test_door_a_header_the_daemon_reads_sent_twice_is_a_400_with_no_traceback(daemon):
+    """Security review round 4, item 6: two Host, Origin or Authorization (or
+    traceparent) headers — on the upgrade, the console, /metrics — answer 400
+    naming the header, before authentication, and the daemon logs no traceback."""
+    host, port = _hostport(daemon.url)
+    here = f"127.0.0.1:{port}"
+    upgrade = "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+    def tracebacks() -> int:
+        return sum(p.read_text(errors="replace").count("Traceback") for p in daemon.log_paths)
+
+    before = tracebacks()
+    for path, extra in (("/v1", upgrade), ("/", ""), ("/metrics", "")):
+        for name, value in (
+            ("Host", here), ("Origin", f"http://{here}"), ("Authorization", "Bearer kf_x"),
+            ("authorization", "Bearer kf_y"), ("traceparent", "00-" + "1" * 32 + "-" + "2" * 16 + "-01"),
+        ):
+            first = "" if name == "Host" else f"{name}: {value}\r\n"
+            req = f"GET {path} HTTP/1.1\r\nHost: {here}\r\n{first}{name}: {value}\r\n{extra}\r\n"
+            status, data = _raw_status(host, port, req)
+            assert status == 400, (path, name, data)
+            assert name.lower().encode() in data.lower(), data
+    # one of each is fine
+    status, _ = _raw_status(host, port, f"GET / HTTP/1.1\r\nHost: {here}\r\nOrigin: http://{here}\r\n\r\n")
+    assert status == 200
+    time.sleep(0.5)
+    assert tracebacks() == before

@@ -52,7 +52,7 @@ async def test_wire_extra_top_level_field_is_bad_request(daemon):
         check_failure(resp, "bad_request", req_id="x1")
         # An action with an extra field is refused before it can have any effect.
         resp = await r.call(
-            {"id": "x2", "op": "memory.create", "key": new_key(), "args": {"content": {"a": 1}}, "meta": {}}
+            {"id": "x2", "op": "memory.create", "key": new_key(), "args": {"content": {"a": 1}}, "extras": {}}  # (`meta` is a field since WIRE.md 1.3)
         )
         check_failure(resp, "bad_request", req_id="x2")
         listed = await r.req("memory.list")

@@ -165,6 +165,10 @@ async def test_L2_4_a_refused_key_is_http_401_with_an_error_object(daemon):
                 error = r.json()["error"]
                 assert error["code"] == "unauthenticated" and error["code"] in CODES and error["next"] in NEXT_STEPS
                 assert error["reason"].strip()
+            # two Authorization headers: which would count? 400, whatever they hold (security review 4, item 6)
+            two = [*accept.items(), ("Authorization", "Bearer kf_a"), ("Authorization", "Bearer kf_b")]
+            r = await http.post(url, headers=two, content=json.dumps(init))
+            assert r.status_code == 400 and r.json()["error"]["code"] == "bad_request", r.text
         with pytest.raises(BaseException) as failed:
             async with session(url, "kf_not_a_key"):
                 pass

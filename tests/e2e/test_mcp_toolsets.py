@@ -186,6 +186,10 @@ async def test_L2_4_mcp_argument_errors_name_the_tool_and_the_accepted_shape(dae
     try:
         async with stdio(daemon.url, key, "--tools", "worker") as w:
             result(await w.call("assignment_take", {"assignment": asg}))
+            err = rejected(await w.call("assignment_deliver", {"assignment": asg, "text": "done"}, check_schema=False),
+                           "bad_request")
+            # One of the two is required (issue 37): not "optionally `memory`, `content`".
+            assert "exactly one of `memory` or `content`" in err["reason"] and "optionally" not in err["reason"], err
             result(await w.call("assignment_deliver", {"assignment": asg, "content": {"text": "done"}}))
             err = rejected(await w.call("thread_post", {"thread": t, "text": "hi"}, check_schema=False), "bad_request")
             assert '"content": {"text": …}' in err["reason"] and "`thread_post`" in err["reason"], err
@@ -233,3 +237,30 @@ async def test_R0_3_the_worker_set_finds_takes_reads_and_delivers_an_open_task(d
             await lead.act("task.judge", {"engagement": en, "verdict": "adopt"})
             (outcome,) = result(await w.call("outcomes", {}))["items"]
             assert outcome["ref"] == {"task": tk, "engagement": en} and outcome["state"] == "adopted"
+
+
+async def _scoped(url: str, main: str, scope: str) -> str:
+    async with await Client.connect(url, main) as c:
+        return (await c.act("agent.key.create", {"scope": scope, "label": f"mcp {scope}"}))["key"]
+
+
+@pytest.mark.rules("R0-3", "R4-3", "L2-4")
+async def test_R0_3_a_scoped_keys_tools_follow_its_scope_stdio_and_http(daemon):
+    """WIRE.md 1.3 "Scoped keys": the bridge of a read key lists only reads, a
+    worker key's only reads and the work tools, an a2a key's no /v1 tool but
+    agent_whoami; the main key of the same agent lists every tool. A tool
+    called outside the scope is the daemon's forbidden, naming the scope."""
+    _, main = await register(daemon.url, "scoped")
+    read_key, worker_key, a2a_key = [await _scoped(daemon.url, main, s) for s in ("read", "worker", "a2a")]
+    reads = {op.replace(".", "_") for op, spec in OPS.items() if spec.kind == "R" and op not in EXCLUDED_OPS}
+    async with stdio(daemon.url, read_key) as b:
+        assert set(b.tools) == reads, set(b.tools) ^ reads
+        err = rejected(await b.call("memory_create", {"content": {"text": "x"}}, check_schema=False), "forbidden")
+        assert "'read' scope" in err["reason"], err
+    async with stdio(daemon.url, worker_key, "--tools", "worker") as b:
+        check_worker_set(b)  # the worker set is within the worker scope
+    async with http_server(daemon.url) as url:
+        async with http_session(url, worker_key) as w, http_session(url, a2a_key) as a, http_session(url, main) as m:
+            assert set(w.tools) == reads | (WORKER - reads), set(w.tools) ^ (reads | WORKER)
+            assert set(a.tools) == {"agent_whoami"} | {t for t in m.tools if t.startswith("a2a_")}
+            assert len(m.tools) == len(OPS) - len(EXCLUDED_OPS)

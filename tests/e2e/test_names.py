@@ -58,7 +58,7 @@ async def test_R9_9_a_member_name_shows_only_the_name_of_an_account_content(daem
 @pytest.mark.rules("R9-9", "R6.4-3")
 def test_R9_9_cli_shows_names_beside_ids_and_ids_with_a_flag(cli: Cli):
     alice, alice_key = cli.register("alice")
-    bob, bob_key = cli.register("bob\nby=ag_spoof")  # a name is participant text: printed as JSON, one line
+    bob, bob_key = cli.register('bob" by=ag_spoof')  # a name is participant text: printed as JSON, its quote escaped
     th = cli.json("thread", "create", "--title", "t", key=alice_key)["thread"]
     token = cli.json("thread", "admit", th, key=alice_key)["token"]
     cli.run("thread", "join", token, key=bob_key)
@@ -69,12 +69,11 @@ def test_R9_9_cli_shows_names_beside_ids_and_ids_with_a_flag(cli: Cli):
 
     shown = cli.run("thread", "get", th, key=alice_key).stdout
     # members: the name (as JSON) and the id, which is where a person finds it
-    assert f'name="alice" agent={alice}' in shown and f'name="bob\\nby=ag_spoof" agent={bob}' in shown, shown
-    assert "\nby=ag_spoof" not in shown  # the newline stayed escaped
+    assert f'name="alice" agent={alice}' in shown and f'name="bob\\" by=ag_spoof" agent={bob}' in shown, shown
     outcomes = cli.run("outcomes", key=bob_key).stdout
     assert f'{th}/{asg} adopted' in outcomes and 'by="alice"' in outcomes and alice not in outcomes, outcomes
     got = cli.run("assignment", "get", asg, key=alice_key).stdout
-    assert 'creator: "alice"' in got and 'to: "bob\\nby=ag_spoof"' in got, got
+    assert 'creator: "alice"' in got and 'to: "bob\\" by=ag_spoof"' in got, got
 
     raw = cli.run("outcomes", "--ids", key=bob_key).stdout
     assert f"by={alice}" in raw and '"alice"' not in raw, raw
@@ -100,3 +99,40 @@ def test_R9_9_cli_entries_show_their_authors_by_name(cli: Cli):
     one = cli.run("thread", "entry", f"{th}#1", key=bob_key).stdout
     assert 'author: "alice"' in one, one
     assert f"#1 {alice} " in cli.run("thread", "entries", th, "--ids", key=bob_key).stdout
+
+
+@pytest.mark.rules("R9-9", "L6-4")
+async def test_names_are_stored_nfkc_and_never_with_an_invisible_or_control_character(daemon):
+    """Security review 4, item 4: a name is normalized (NFKC) when it is set,
+    and one with an invisible or control character (a zero-width space, a
+    bidi override, a newline) is bad_request naming the character."""
+    from kungfud.client import Client
+
+    async with await Client.connect(daemon.url) as anon:
+        for name in ("alice\u200b", "\u202eecila", "bob\nby=ag_spoof", "\u3164", "al\u00adice"):
+            resp = await anon.request("agent.register", {"content": {"name": name}}, key=f"k-{len(name)}-{ord(name[-1])}")
+            assert resp["ok"] is False and resp["error"]["code"] == "bad_request", (name, resp)
+            assert "content.name" in resp["error"]["reason"] and "U+" in resp["error"]["reason"], resp
+        made = await anon.act("agent.register", {"content": {"name": "\uff41\uff4c\uff49\uff43\uff45"}})  # full-width
+    async with await Client.connect(daemon.url, made["key"]) as c:
+        assert (await c.read("agent.whoami"))["content"] == {"name": "alice"}
+
+
+@pytest.mark.rules("R9-9", "L6-4")
+def test_cli_tags_confusable_names_with_their_ids(cli: Cli):
+    """Security review 4, item 4: a Cyrillic а makes "аlice", which looks like
+    "alice": every listing that shows both writes each with its id."""
+    alice, alice_key = cli.register("alice")
+    fake, fake_key = cli.register("\u0430lice")
+    bob, bob_key = cli.register("bob")
+    th = cli.json("thread", "create", key=alice_key)["thread"]
+    for key in (fake_key, bob_key):
+        cli.run("thread", "join", cli.json("thread", "admit", th, key=alice_key)["token"], key=key)
+    cli.run("post", th, "--text", "ship friday", key=alice_key)
+    cli.run("post", th, "--text", "alice here: ship today", key=fake_key)
+    entries = cli.run("thread", "entries", th, key=bob_key).stdout
+    assert f'#1 "alice"({alice}) ' in entries and f'#2 "\u0430lice"({fake}) ' in entries, entries
+    got = cli.run("thread", "get", th, key=bob_key).stdout
+    assert f'author="alice"({alice})' in got and f'author="\u0430lice"({fake})' in got, got
+    # bob's own name looks like nobody's: no id beside it
+    assert f'"bob"({bob})' not in cli.run("thread", "entries", th, key=alice_key).stdout

@@ -153,6 +153,8 @@ async def test_R12_11_a_nearly_full_store_refuses_agents_but_deadlines_and_opera
     asg = (await a.act("thread.post", {"thread": t, "content": {"text": "work"}, "assign": {
         "to": worker, "content": {"criteria": "done"}, "deliver_within_s": 600}}))["assignment"]
     await w.act("assignment.take", {"assignment": asg})
+    asked = [(await a.act("thread.post", {"thread": t, "content": {"q": str(i)}, "ask": [worker]}))["entry"]
+             for i in range(3)]  # requests stocked up while there is room (round 4 finding 5)
 
     ms = await _clients(d, mkey)
     mem = (await ms[0].act("memory.create", {"content": {"t": BLOB}}))["memory"]
@@ -167,6 +169,11 @@ async def test_R12_11_a_nearly_full_store_refuses_agents_but_deadlines_and_opera
             size //= 2
     r = await a.request("memory.create", {"content": {"a": "z" * 1024}}, key=new_key())  # every ordinary agent
     assert not r["ok"] and r["error"]["code"] == "unavailable" and "nearly full" in r["error"]["reason"], r
+    # An exit's note is content: refused in the reserve (D325); the exit without it ends the request.
+    for e in asked:
+        r = await w.request("thread.handle", {"thread": t, "entry": e, "content": {"note": "n" * 1000}}, key=new_key())
+        assert not r["ok"] and (r["error"]["code"], r["error"]["next"]) == ("unavailable", "revise"), r
+        await w.act("thread.handle", {"thread": t, "entry": e})
     # The operator still acts.
     made = await admin.request("admin.agent.create", {"content": {"name": "helper"}}, key=new_key())
     assert made["ok"], made
@@ -212,8 +219,12 @@ async def test_L4_1_an_agent_at_its_limit_still_exits_its_obligations_on_its_own
             size //= 2
     r = await m.request("thread.post", {"thread": t, "content": {"text": "hi"}}, key=new_key())
     assert not r["ok"] and r["error"]["code"] == "rate_limited", r
-    # Its own exits still commit, the first taking it past its limit.
-    await m.act("thread.handle", {"thread": t, "entry": asked, "content": {"note": "n" * 1000}})
+    # A note is content: refused like any write (D325, reviews/security.md round 4 finding 5) ...
+    r = await m.request("thread.handle", {"thread": t, "entry": asked, "content": {"note": "n" * 1000}}, key=new_key())
+    assert not r["ok"] and (r["error"]["code"], r["error"]["next"]) == ("rate_limited", "revise"), r
+    assert "without the note" in r["error"]["reason"]
+    # ... and its own exits still commit, the first taking it past its limit.
+    await m.act("thread.handle", {"thread": t, "entry": asked})
     await m.act("assignment.drop", {"assignment": asg})
     await m.act("thread.leave", {"thread": t})
     got = await a.read("thread.entry", {"thread": t, "entry": asked2})

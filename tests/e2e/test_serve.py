@@ -53,6 +53,10 @@ async def test_wire_readiness_line_names_the_real_port(tmp_path):
         assert m, line
         port = int(m.group(1))
         assert 0 < port < 65536
+        # Then the A2A endpoint's line (WIRE.md 1.3). Read here: communicate() below
+        # reads the pipe itself, past what readline() may already hold.
+        a2a = proc.stdout.readline()
+        assert re.fullmatch(r"kungfud a2a on http://127\.0\.0\.1:\d+\n", a2a), a2a
         agent, key = await register(f"ws://127.0.0.1:{port}/v1")
         async with await Client.connect(f"ws://127.0.0.1:{port}/v1", key) as c:
             assert (await c.read("agent.whoami"))["agent"] == agent
@@ -60,7 +64,7 @@ async def test_wire_readiness_line_names_the_real_port(tmp_path):
         proc.terminate()
         out, err = proc.communicate(timeout=20)
     assert proc.returncode == 0, err
-    assert out == "", "the readiness line is the only line on stdout"
+    assert out == "", "the readiness and A2A lines are the only lines on stdout"
 
 
 @pytest.mark.single_node("reads one process's stdout and the admin key it bootstrapped")

@@ -28,6 +28,7 @@ from tests.conftest import DAEMON_LOGS, ROOT
 from tests.e2e.helpers import call, register
 
 READY = re.compile(r"kungfud listening on ws://127\.0\.0\.1:(\d+)/v1\n")
+A2A_READY = re.compile(r"kungfud a2a on (http://127\.0\.0\.1:\d+)\n")
 WORKER = re.compile(r"kungfud worker (\d+) pid (\d+) (ws://127\.0\.0\.1:\d+/v1)\n")
 
 
@@ -68,6 +69,9 @@ class Workers:
         m = READY.fullmatch(first)
         assert m, (first, self.stderr())
         self.url = f"ws://127.0.0.1:{m.group(1)}/v1"
+        a2a = A2A_READY.fullmatch(self.line())  # every worker serves A2A on one port too (WIRE.md 1.3)
+        assert a2a, self.stderr()
+        self.a2a_url = a2a.group(1)
         self.pids: dict[int, int] = {}
         self.urls: dict[int, str] = {}
         for _ in range(n):

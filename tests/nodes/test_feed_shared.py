@@ -36,7 +36,7 @@ class FakeStore:
         for (agent, open_tasks), after in floors.items():
             assert not open_tasks
             page = [r for r in self.rows.get(agent, []) if r[0] > after]
-            out[(agent, open_tasks)] = (page[:limit], len(page) > limit)
+            out[(agent, open_tasks)] = (page[:limit], len(page) > limit, page[:limit][-1][0] if page else after)
         return self.top, out
 
 
@@ -44,6 +44,7 @@ class FakeConn:
     def __init__(self, floor: int):
         self.floor = floor
         self.open_tasks = False
+        self.a2a = False  # subscribe {a2a: true} (wire.md 1.3): off, as a plain subscriber
         self.closed = False
         self.outbox = asyncio.Queue()
         self.got: list[int] = []

@@ -477,6 +477,19 @@ async def _corpus(url: str) -> tuple[list[Conn], dict]:
         "webhook.get": {},
         "webhook.clear": {},
         "search": {"q": "hello wor*", "limit": 5},
+        "agent.key.create": {"scope": "read", "label": "fuzz", "expires_in_s": 3600},
+        "agent.key.list": {},
+        "agent.key.revoke": {"key_id": "ky_" + "0" * 26},
+        "a2a.card.set": {"content": {"name": "fuzz", "description": "d"}, "accept": "any"},
+        "a2a.card.get": {"agent": b_id},
+        "a2a.card.clear": {},
+        "a2a.send": {"to": b_id, "message": {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": "hi"}]}},
+        "a2a.cancel": {"task": tk},
+        "a2a.task": {"task": tk, "history_length": 2},
+        "a2a.tasks": {"limit": 5},
+        "a2a.push.set": {"task": tk, "config": {"url": "https://93.184.216.34/push", "token": "t"}},
+        "a2a.push.list": {"task": tk},
+        "a2a.push.clear": {"task": tk, "config": "pc_x"},
     }
     assert set(args) == set(OPS) - KEY_CHANGING, (set(OPS) - KEY_CHANGING) ^ set(args)
     CORPUS.clear()

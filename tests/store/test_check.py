@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import psycopg
 import pytest
 
 from kungfud import wire
@@ -29,6 +30,7 @@ from kungfud.daemon import bootstrap_admin
 from kungfud.store import Committed, Failed, Outcome, Store
 from kungfud.store.check import compare, expected_indexes, write
 from kungfud.store.layout import DERIVED, decode_fact, from_u64, u32, u64
+from tests.pg import pg_server  # noqa: F401 — the session fixture
 from tests.store.helpers import dump
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -383,3 +385,208 @@ def test_L1_1_check_knows_the_event_seqs_and_the_last_event_seq(tmp_path):
             assert view.last_event_seq() == last and view.last_seq() < last
     finally:
         store.close()
+
+
+@pytest.mark.rules("L1-1", "L1-4")
+def test_L1_1_a_check_in_small_groups_reports_and_repairs_every_difference_in_every_table(populated, capsys, monkeypatch):
+    """D365: the check spills its rebuilt rows to sorted runs and walks each
+    table beside the stored one; with a group far smaller than the store (every
+    table of more than a few rows spread over many runs, the objects' states
+    spilled but for the last few written) and ``--rebuild``
+    writing a few stored rows at a time, every corruption in several tables —
+    the first, middle and last rows of the biggest, a row past its end, a
+    missing and an unexpected row elsewhere, a table emptied, a derived
+    ``meta`` row that the log does not make — is still reported, once, and repaired, and nothing else is
+    written."""
+    from kungfud.store import derived_runs
+    from kungfud.store.check import run_check
+
+    data, _ = populated
+    store = Store(str(data))
+    try:
+        expected = expected_indexes(store)
+        truth = {n: rows for n, rows in dump(store).items() if n not in DERIVED}
+        versions = sorted(expected["versions"])
+        assert len(versions) > 100, "the biggest table spans many groups of the size below (~20 rows each)"
+        first, middle, last = versions[0], versions[len(versions) // 2], versions[-1]
+        past = last + b"\x00"
+        obj = sorted(expected["objects"])[1]
+        key_hash = sorted(expected["agent_keys"])[0]
+        junk = b"ag_junk\x00me_junk"
+        with store.env.begin(write=True) as txn:
+            for k in (first, middle):
+                assert txn.delete(k, db=store.dbs["versions"])
+            assert txn.put(last, u64(999_999), db=store.dbs["versions"])
+            assert txn.put(past, u64(1), db=store.dbs["versions"])
+            assert txn.delete(obj, db=store.dbs["objects"])
+            assert txn.delete(key_hash, db=store.dbs["agent_keys"])
+            assert txn.put(junk, b"", db=store.dbs["memories"])
+            assert txn.put(b"events", u64(1), db=store.dbs["meta"])
+            txn.drop(store.dbs["usage"], delete=False)  # a table emptied: every row missing
+    finally:
+        store.close()
+    assert len(expected["usage"]) > 1
+    want = sorted([
+        f"versions: missing {first!r}", f"versions: missing {middle!r}", f"versions: differs at {last!r}",
+        f"versions: unexpected {past!r}", f"objects: missing {obj!r}", f"agent_keys: missing {key_hash!r}",
+        f"memories: unexpected {junk!r}", "meta: unexpected b'events'",
+        *(f"usage: missing {k!r}" for k in expected["usage"]),
+    ])
+    group = 4096  # bytes: a few dozen rows a run
+    monkeypatch.setattr(derived_runs, "STATES_CAP", 6)  # and the fold spills all but a few objects' states
+    capsys.readouterr()
+    assert run_check(str(data), group=group) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert sorted(out[:-1]) == want
+    assert out[-1] == f"checked {len(truth['log'])} facts: {len(want)} differences"
+
+    monkeypatch.setattr(derived_runs, "RANGE", 7)  # --rebuild reads 7 stored rows at a time
+    assert run_check(str(data), rebuild=True, group=group) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        f"rebuilt derived indexes from {len(truth['log'])} facts ({len(want)} differences fixed)"
+    )
+    store = Store(str(data))
+    try:
+        assert _derived(store) == expected
+        assert {n: rows for n, rows in dump(store).items() if n not in DERIVED} == truth, "a rebuild touched the log or receipts"
+    finally:
+        store.close()
+    assert run_check(str(data), group=group) == 0
+    assert capsys.readouterr().out.splitlines()[-1].endswith("OK")
+
+
+@pytest.mark.rules("L1-1")
+def test_L1_1_runs_merge_a_key_rebuilt_in_several_groups_to_its_last_row(tmp_path):
+    """D365: a key the fold writes again after its first row was spilled reads
+    back once, with the last row — as the dict it replaces would hold it."""
+    from kungfud.store.derived_runs import Runs, differences
+
+    with Runs(limit=1, where=str(tmp_path)) as runs:  # every put spills
+        for i, (k, v) in enumerate([(b"b", b"1"), (b"a", b"1"), (b"b", b"2"), (b"c", b"1"), (b"a", b"3")]):
+            runs.put("t", k, v)
+        runs._group.setdefault("t", {})[b"d"] = b"mem"  # one row still in memory, merged last
+        assert runs.spilled == 5
+        assert list(runs.rows("t")) == [(b"a", b"3"), (b"b", b"2"), (b"c", b"1"), (b"d", b"mem")]
+        assert list(runs.rows("other")) == []
+        stored = iter([(b"a", b"3"), (b"b", b"x"), (b"bb", b""), (b"d", b"mem")])
+        assert list(differences(runs.rows("t"), stored)) == [
+            ("differs", b"b", b"2"), ("unexpected", b"bb", None), ("missing", b"c", b"1"),
+        ]
+    assert list(tmp_path.iterdir()) == [], "the runs are removed at the end"
+
+
+@pytest.mark.rules("L1-1")
+def test_L1_1_letting_go_of_the_mapped_pages_changes_nothing_read(populated):
+    """D367: the check drops the LMDB map's resident pages as it scans; what a
+    read returns after, in the same read transaction and in a new one, is
+    what it returned before."""
+    data, _ = populated
+    store = Store(str(data))
+    try:
+        with store.read() as view:
+            before = {t: list(view.kv.scan(t)) for t in ("log", "objects", "versions")}
+            store.release_pages()
+            assert {t: list(view.kv.scan(t)) for t in before} == before
+        store.release_pages()
+        with store.read() as view:
+            assert {t: list(view.kv.scan(t)) for t in before} == before
+        assert compare(store, expected_indexes(store)) == []
+        # The check's reads go through Releasing: every few rows, the pages go.
+        from kungfud.store.derived_runs import Releasing
+
+        released = []
+        with store.read() as view:
+            kv = Releasing(view.kv, lambda: (released.append(1), store.release_pages()), every=5)
+            assert {t: list(kv.scan(t)) for t in before} == before
+            assert [kv.get("log", k) for k, _ in before["log"][:5]] == [v for _, v in before["log"][:5]]
+            assert kv.count("log") == len(before["log"])
+        assert len(released) == (sum(map(len, before.values())) + 5) // 5
+    finally:
+        store.close()
+
+
+@pytest.mark.rules("L1-1")
+def test_L1_1_progress_shows_on_a_terminal_past_its_delay_and_never_elsewhere(monkeypatch):
+    """Issue 38 §2: a long check says how far it is on a terminal (stderr),
+    rewriting one line, and cleans it up; on a pipe or file it says nothing."""
+    import io
+
+    from kungfud.store import derived_runs
+    from kungfud.store.derived_runs import Progress
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    clock = [100.0]
+    monkeypatch.setattr(derived_runs.time, "monotonic", lambda: clock[0])
+    tty, pipe = Tty(), io.StringIO()
+    for stream in (tty, pipe):
+        clock[0] = 100.0
+        p = Progress(after=2.0, every=0.5, stream=stream)
+        p.say("rebuilding, fact 1 of 9")  # before the delay: nothing
+        clock[0] += 3
+        p.say("rebuilding, fact 5 of 9")
+        p.say("rebuilding, fact 6 of 9")  # within `every` of the last: nothing
+        p.say("comparing objects", force=True)  # a new phase: at once
+        p.done()
+    assert pipe.getvalue() == ""
+    shown = tty.getvalue().split("\r")
+    assert [s.replace("\x1b[K", "") for s in shown if s] == [
+        "kungfud check: rebuilding, fact 5 of 9 (3 s)", "kungfud check: comparing objects (3 s)", "",
+    ]
+    assert shown[-1] == "\x1b[K", "the line is cleared at the end"
+
+
+@pytest.mark.rules("L1-1", "L1-4")
+def test_L1_1_on_postgresql_a_check_in_small_groups_reports_and_repairs_every_difference(populated, pg_server, capsys, monkeypatch):
+    """D365 on PostgreSQL: the same walk over ``kf_<table>`` rows (bytea keys,
+    byte order) finds and repairs every corruption, in groups and ranges far
+    smaller than the store."""
+    from kungfud.store import derived_runs
+    from kungfud.store.check import run_check
+    from kungfud.store.open import open_store
+
+    data, _ = populated
+    url = pg_server.new_database()
+    r = subprocess.run([sys.executable, "-m", "kungfud", "migrate", "--data-dir", str(data), "--to", url],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    store = open_store(url, str(data))
+    try:
+        expected = expected_indexes(store)
+    finally:
+        store.close()
+    versions = sorted(expected["versions"])
+    first, middle, last = versions[0], versions[len(versions) // 2], versions[-1]
+    past = last + b"\x00"
+    obj = sorted(expected["objects"])[1]
+    junk = b"ag_junk\x00me_junk"
+    with psycopg.connect(url) as conn:
+        conn.execute("DELETE FROM kf_versions WHERE key = ANY(%s)", ([first, middle],))
+        conn.execute("UPDATE kf_versions SET value = %s WHERE key = %s", (u64(999_999), last))
+        conn.execute("INSERT INTO kf_versions (key, value) VALUES (%s, %s)", (past, u64(1)))
+        conn.execute("DELETE FROM kf_objects WHERE key = %s", (obj,))
+        conn.execute("INSERT INTO kf_memories (key, value) VALUES (%s, '')", (junk,))
+        conn.execute("DELETE FROM kf_usage")  # a table emptied: every row missing
+    want = sorted([
+        f"versions: missing {first!r}", f"versions: missing {middle!r}", f"versions: differs at {last!r}",
+        f"versions: unexpected {past!r}", f"objects: missing {obj!r}", f"memories: unexpected {junk!r}",
+        *(f"usage: missing {k!r}" for k in expected["usage"]),
+    ])
+    monkeypatch.setattr(derived_runs, "STATES_CAP", 6)
+    monkeypatch.setattr(derived_runs, "RANGE", 7)
+    capsys.readouterr()
+    assert run_check(str(data), url=url, group=4096) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert sorted(out[:-1]) == want
+    assert out[-1].endswith(f"{len(want)} differences")
+    assert run_check(str(data), url=url, group=4096, rebuild=True) == 0
+    assert capsys.readouterr().out.splitlines()[-1].endswith(f"({len(want)} differences fixed)")
+    store = open_store(url, str(data))
+    try:
+        assert expected_indexes(store) == expected
+        assert compare(store, expected) == []
+    finally:
+        store.close()
+    assert run_check(str(data), url=url, group=4096) == 0

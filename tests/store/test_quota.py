@@ -15,7 +15,8 @@ import pytest
 from kungfud.store import Committed, Failed, Replayed, Store, Writer
 from kungfud.store.check import compare, expected_indexes
 from kungfud.store.layout import from_u64
-from kungfud.store.quota import Quota, payer
+from kungfud.errors import Rejection
+from kungfud.store.quota import Quota, Room, payer
 from tests.pg import pg_server  # noqa: F401 — the session fixture
 from tests.store.helpers import Ids, commit, create_item, dump, register_item, run_batch
 
@@ -252,3 +253,122 @@ def test_R12_11_a_failed_commit_leaves_no_usage_behind_for_the_next_batch(store)
     assert isinstance(out, Committed), out
     assert _usage(store, alice) == _logged(store, alice)
     assert compare(store, expected_indexes(store)) == []
+
+
+# --- exits and the reserve (issue 35 item 5; D325) -----------------------------------
+
+
+class _NoRows:
+    """A transaction with no usage rows and no agents in it (no admin among the payers)."""
+
+    def get(self, table: str, key: bytes) -> None:
+        return None
+
+
+def _handle(note: bytes | None) -> list:
+    from kungfud.core.facts import ResponseHandled
+
+    return [ResponseHandled(at=1, by="ag_h", thread="th_x", entry=1, agent="ag_h", note=note)]
+
+
+_MAP = 24 * 1024 * 1024
+_NOTE = json.dumps({"note": "N" * 1000}).encode()
+
+
+@pytest.mark.rules("R12-11", "L4-1", "L4-5")
+def test_R12_11_an_exit_with_a_note_counts_like_any_write_and_the_exit_without_it_passes():
+    """reviews/security.md finding 5: a handle's 1,000-character note was an
+    exit, so an agent with stocked-up requests wrote past its limit and into
+    the reserve at will. The note is content: over the limit or in the
+    reserve it is refused ``next: revise``; the handle without it still ends
+    the obligation (L4-1)."""
+    q = Quota(agent_bytes=10_000, reserve_percent=5)
+    over_limit = Room(q, 0, _MAP)
+    over_limit.known["ag_h"] = 10_000
+    assert over_limit.spend(_NoRows(), _handle(None), [150]) == {"ag_h": 10_150}
+    rej = over_limit.spend(_NoRows(), _handle(_NOTE), [1150])
+    assert isinstance(rej, Rejection) and (rej.code, rej.next, rej.rule) == ("rate_limited", "revise", "R12-11")
+    assert "without the note" in rej.reason
+    in_reserve = Room(Quota(reserve_percent=5), _MAP - q.reserve(_MAP) + 1000, _MAP)  # just inside it
+    assert isinstance(in_reserve.spend(_NoRows(), _handle(None), [150]), dict)
+    rej = in_reserve.spend(_NoRows(), _handle(_NOTE), [1150])
+    assert isinstance(rej, Rejection) and (rej.code, rej.next) == ("unavailable", "revise") and "note" in rej.reason
+
+
+@pytest.mark.rules("R12-11", "L4-3", "L4-5")
+def test_R12_11_exits_stop_at_the_floor_of_the_reserve_where_deadlines_and_admins_still_commit():
+    """Obligations can be stocked up while the store has room, so even
+    content-free exits could fill the reserve: they may use its first half,
+    never the last, which only deadline facts and admins write (D325)."""
+    from kungfud.core.facts import AgentRegistered
+
+    q = Quota(reserve_percent=5)
+    reserve = q.reserve(_MAP)
+    floor = _MAP - reserve // 2
+    assert isinstance(Room(q, floor - 200, _MAP).spend(_NoRows(), _handle(None), [150]), dict)
+    rej = Room(q, floor - 100, _MAP).spend(_NoRows(), _handle(None), [150])
+    assert isinstance(rej, Rejection) and rej.code == "unavailable" and "map_size_mb" in rej.reason
+    at_floor = Room(q, floor + 1000, _MAP)
+    assert at_floor.spend(_NoRows(), [_deadline()], [150]) == {}
+    admin = AgentRegistered(at=1, by="ag_root", agent="ag_root", content=b"{}", key_hash=b"h", admin=True)
+    assert at_floor.spend(_NoRows(), [admin], [150]) == {"ag_root": 150}
+
+
+def _deadline():
+    from kungfud.core.facts import AssignmentExpired
+
+    return AssignmentExpired(at=1, by=None, assignment="as_x", thread="th_x", outcome="timed_out")
+
+
+# --- the log says when the reserve refuses (issue 35 item 8; D326) --------------------
+
+
+@pytest.mark.rules("R12-11", "L4-6")
+def test_R12_11_the_reserve_refusing_is_one_warning_naming_map_size_mb(tmp_path, caplog):
+    """reviews/security.md item 8: since the reserve, writes were refused
+    before the map was full and the operator's log said nothing. One WARNING
+    line when it begins refusing, not one per refused action."""
+    store = Store(str(tmp_path / "data"), map_size_mb=2)
+    try:
+        ids = Ids()
+        alice = _agent(store, ids, "alice")
+        w = Writer(store, quota=Quota(reserve_percent=30))
+        w.start()
+        caplog.set_level("WARNING", logger="kungfud.store")
+        try:
+            refused = 0
+            for n in range(40):
+                (r,) = run_batch(w, [create_item(store, alice, ids, f"a{n}", _body(60))])
+                refused += isinstance(r.outcome, Failed)
+                if refused == 5:
+                    break
+            assert refused == 5
+        finally:
+            w.stop()
+        lines = [r.getMessage() for r in caplog.records if r.name == "kungfud.store"]
+        assert len(lines) == 1, lines
+        assert "nearly full" in lines[0] and "map_size_mb" in lines[0] and "reserve_percent" in lines[0]
+    finally:
+        store.close()
+
+
+def test_the_reserve_log_says_when_it_stops_and_changes_state_at_most_once_per_period(caplog):
+    from kungfud.store.failures import ReserveLog
+
+    now = [0.0]
+    rl = ReserveLog(every_s=60, clock=lambda: now[0])
+    caplog.set_level("WARNING", logger="kungfud.store")
+    cap, reserve = 100 * 1024 * 1024, 5 * 1024 * 1024
+    rl.batch(cap - reserve + 10, cap, reserve, refused=1)
+    rl.batch(cap - reserve + 20, cap, reserve, refused=3)
+    assert rl.refusing and len(caplog.records) == 1
+    rl.batch(cap - reserve - 10, cap, reserve, refused=0)  # just below: a small write passed, not room again
+    assert rl.refusing and len(caplog.records) == 1
+    rl.batch(cap // 2, cap, reserve, refused=0)  # enlarged, but within the period
+    assert rl.refusing and len(caplog.records) == 1
+    now[0] = 61.0
+    rl.batch(cap // 2, cap, reserve, refused=0)
+    assert not rl.refusing and len(caplog.records) == 2
+    assert "room again" in caplog.records[1].getMessage() and "4 refused" in caplog.records[1].getMessage()
+    rl.batch(0, None, 0, refused=0)  # a store with no size: nothing to say
+    assert len(caplog.records) == 2

@@ -56,7 +56,7 @@ class _Hooks:
         return reg, None
 
     def events_after(self, agent, after, limit, kinds):
-        return [], None
+        return [], None, after
 
 
 def _reg(agent: str) -> WebhookState:
@@ -165,11 +165,11 @@ def test_a_registration_set_while_a_failed_post_is_recorded_is_used_without_the_
 
     posted: list[str] = []
 
-    async def fake_post(client, url, allow, key, msg_id, ts, body):
-        posted.append(url)
-        return "HTTP 500" if url.endswith("/bad") else None
+    async def fake_post(self, reg, msg_id, body, span=None):
+        posted.append(reg.url)
+        return "http_status 5xx" if reg.url.endswith("/bad") else None
 
-    monkeypatch.setattr(delivery, "post", fake_post)
+    monkeypatch.setattr(delivery.Deliveries, "_post", fake_post)
 
     async def go():
         loop = asyncio.get_running_loop()
@@ -178,7 +178,7 @@ def test_a_registration_set_while_a_failed_post_is_recorded_is_used_without_the_
 
         class Hooks(_Hooks):
             def events_after(self, agent, after, limit, kinds):
-                return ([(7, b'{"event":"turn","data":{}}')] if after < 7 else []), None
+                return ([(7, b'{"event":"turn","data":{}}')] if after < 7 else []), None, max(after, 7)
 
             def write(self, cursors):  # the failure recorded; the set commits meanwhile
                 self.regs["ag_x"] = good
@@ -188,7 +188,6 @@ def test_a_registration_set_while_a_failed_post_is_recorded_is_used_without_the_
         bad = WebhookState("ag_x", "http://127.0.0.1:9/bad", ("turn",), b"k" * 32, 0, "wh_1")
         d.hooks = Hooks({"ag_x": bad})  # type: ignore[assignment]
         d.held = [True] * SHARDS
-        d._sem = asyncio.Semaphore(4)
         d.wake(["ag_x"])
         for _ in range(100):
             if posted[-1:] == [good.url]:

@@ -102,6 +102,43 @@ def test_public_addresses_pass(addr):
 
 
 @pytest.mark.parametrize(
+    "addr",
+    [
+        "64:ff9b::7f00:1", "64:ff9b::a9fe:a9fe", "64:ff9b::a00:1",  # NAT64 well-known prefix (RFC 6052)
+        "2002:7f00:1::", "2002:a9fe:a9fe::1", "2002:c0a8:101::",  # 6to4: loopback, metadata, private
+        "::127.0.0.1", "::7f00:1", "::10.0.0.1",  # IPv4-compatible
+        "::ffff:0:7f00:1", "::ffff:0:a9fe:a9fe",  # IPv4-translated (SIIT)
+        "64:ff9b:1::808:808",  # local-use NAT64 (RFC 8215): the network's own translator
+    ],
+)
+def test_ipv6_forms_embedding_a_non_public_ipv4_address_are_refused(addr):
+    """issue 35 item 7 (reviews/security.md, observations): Python calls these
+    global, but a NAT64 gateway or a 6to4 tunnel takes them to the IPv4
+    address they embed; they are judged by it, like ::ffff: (D327)."""
+    assert address_refused(ipaddress.ip_address(addr))
+    assert url_refusal(f"https://[{addr}]/h", ()) is not None
+
+
+@pytest.mark.parametrize("addr", ["64:ff9b::808:808", "2002:808:808::", "::ffff:8.8.8.8"])
+def test_ipv6_forms_embedding_a_public_ipv4_address_pass(addr):
+    assert not address_refused(ipaddress.ip_address(addr))
+
+
+def test_a_name_resolving_to_an_embedded_loopback_is_refused():
+    async def go():
+        loop = asyncio.get_running_loop()
+
+        async def fake(host, port, **kw):
+            return [(10, 1, 6, "", ("64:ff9b::7f00:1", port, 0, 0))]
+
+        loop.getaddrinfo = fake  # type: ignore[method-assign]
+        with pytest.raises(guard.Refused, match="allow_hosts"):
+            await guard.resolve("nat64.example", 443, ())
+
+    asyncio.run(go())
+
+
+@pytest.mark.parametrize(
     "url, part",
     [
         ("ftp://example.com/x", "https://"),
@@ -121,9 +158,49 @@ def test_url_refusals_name_the_reason(url, part):
 
 
 def test_allowed_hosts_may_be_loopback_and_http():
-    assert url_refusal("http://127.0.0.1:9/x", ("127.0.0.1",)) is None
-    assert url_refusal("http://localhost:9/x", ("localhost",)) is None
+    assert url_refusal("http://127.0.0.1:9/x", ("127.0.0.1:9",)) is None
+    assert url_refusal("http://localhost:9/x", ("localhost:*",)) is None
+    assert url_refusal("http://localhost/x", ("localhost",)) is None
     assert url_refusal("https://example.com/hook", ()) is None
+
+
+@pytest.mark.parametrize(
+    "entries, url, ok",
+    [
+        (("127.0.0.1:8080",), "http://127.0.0.1:8080/h", True),
+        (("127.0.0.1:8080",), "http://127.0.0.1:8081/h", False),  # another port of the allowed host
+        (("127.0.0.1:8080",), "http://127.0.0.1/h", False),
+        (("127.0.0.1",), "http://127.0.0.1/h", True),  # a bare host: every port (WIRE.md 1.2's example)
+        (("127.0.0.1",), "http://127.0.0.1:7733/v1", True),  # ... its failures told as "failed" only
+        (("127.0.0.1",), "http://127.0.0.2:7733/v1", False),
+        (("127.0.0.1:*",), "http://127.0.0.1:5432/h", True),  # every port, said explicitly
+        (("HOOKS.internal:9000",), "http://hooks.internal:9000/h", True),
+        (("[::1]:9000",), "http://[::1]:9000/h", True),
+        (("[::1]:9000",), "http://[::1]:9001/h", False),
+        (("::1",), "https://[::1]/h", True),
+        (("10.0.0.5:443",), "https://10.0.0.5/h", True),
+        (("10.0.0.5:443",), "https://10.0.0.5:444/h", False),
+    ],
+)
+def test_an_allowed_host_is_open_on_its_listed_ports_only(entries, url, ok):
+    """reviews/security.md round 4 finding 3: an allow_hosts entry opened every
+    port and path of its host to every agent (the daemon's own port, a
+    database). An entry may name the port it trusts; a bare host keeps
+    WIRE.md 1.2's meaning, every port, and its failures are told as "failed"
+    only (D328)."""
+    assert (url_refusal(url, entries) is None) is ok
+
+
+@pytest.mark.parametrize("entry", ["", "http://x", "x:0", "x:70000", "x:y", "[::1", "[::1]x", "a b", "u@x", "x/p"])
+def test_a_malformed_allow_hosts_entry_is_a_config_error(entry, tmp_path):
+    from kungfud.config import ConfigError, load
+    from kungfud.core.webhook import allow_entry
+
+    assert allow_entry(entry) is None
+    p = tmp_path / "k.toml"
+    p.write_text(f"[webhooks]\nallow_hosts = [{entry!r}]\n".replace("'", '"'))
+    with pytest.raises(ConfigError, match="allow_hosts"):
+        load(str(p))
 
 
 def test_a_name_resolving_to_loopback_is_refused_unless_listed():
@@ -151,8 +228,10 @@ def test_a_name_with_any_private_address_is_refused():
             return [(2, 1, 6, "", ("93.184.216.34", port)), (2, 1, 6, "", ("10.0.0.1", port))]
 
         loop.getaddrinfo = fake  # type: ignore[method-assign]
-        with pytest.raises(guard.Refused, match="10.0.0.1"):
+        with pytest.raises(guard.Refused, match="not public") as refused:
             await guard.resolve("mixed.example", 443, ())
+        # The address is the operator's to read, not the agent's (D329): no internal DNS map.
+        assert "10.0.0.1" not in str(refused.value) and refused.value.detail == "resolves to 10.0.0.1"
 
     asyncio.run(go())
 
@@ -172,7 +251,8 @@ def test_the_receivers_stdlib_check_in_docs_webhooks_md_accepts_ours_and_refuses
     from pathlib import Path
 
     doc = (Path(__file__).resolve().parents[2] / "docs" / "webhooks.md").read_text()
-    code = next(b for b in re.findall(r"```python\n(.*?)```", doc, re.S) if "def verified" in b)
+    # the section's own code ("Verify, then dedupe"); the try-it box's receiver reads the secret from its environment
+    code = next(b for b in re.findall(r"```python\n(.*?)```", doc, re.S) if "def verified" in b and 'SECRET = "whsec_' in b)
     key = bytes(range(32))
     ns: dict = {}
     exec(code.replace('SECRET = "whsec_…"', f'SECRET = "{secret_of(key)}"'), ns)
@@ -213,7 +293,7 @@ def _post_to(answer: bytes, delay: float = 0.0, timeout: float | None = None):
         if timeout is not None:
             post_mod.TIMEOUT_S = timeout
         try:
-            return await post_mod.post(client, f"http://127.0.0.1:{port}/h", ("127.0.0.1",), b"k" * 32, "ag_x.1", 1, b"{}")
+            return await post_mod.post(client, f"http://127.0.0.1:{port}/h", (f"127.0.0.1:{port}",), b"k" * 32, "ag_x.1", 1, b"{}")
         finally:
             post_mod.TIMEOUT_S = old
             await client.aclose()
@@ -225,12 +305,12 @@ def _post_to(answer: bytes, delay: float = 0.0, timeout: float | None = None):
 def test_post_2xx_is_delivered_and_a_redirect_is_not_followed():
     assert _post_to(b"HTTP/1.1 204 No Content\r\n\r\n") is None
     err = _post_to(b"HTTP/1.1 302 Found\r\nlocation: http://169.254.169.254/\r\ncontent-length: 0\r\n\r\n")
-    assert err is not None and "redirect, not followed" in err
+    assert err == "http_status 3xx"
 
 
 def test_post_without_an_answer_in_time_fails():
     err = _post_to(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n", delay=2.0, timeout=0.3)
-    assert err is not None and "no answer within" in err
+    assert err == "timeout"
 
 
 def test_post_reads_a_bounded_part_of_a_huge_answer():
@@ -250,4 +330,62 @@ def test_post_to_a_refused_address_fails_without_connecting():
             await client.aclose()
 
     err = asyncio.run(go())
-    assert err is not None and "allow_hosts" in err
+    assert err == "address_refused"
+
+
+def test_a_host_open_on_every_port_shows_only_failed(caplog):
+    """reviews/security.md round 4 finding 3 with 1.2's bare entry: a host that
+    ``allow_hosts`` opens on every port (``"127.0.0.1"`` or ``"127.0.0.1:*"``)
+    must not tell a closed port from an HTTP service: the agent reads
+    ``failed``, the operator's log the category and the detail (D328)."""
+    import socket
+
+    from kungfud.webhooks import post as post_mod
+
+    caplog.set_level("INFO", logger="kungfud.webhooks")
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+
+    async def go(allow):
+        client = post_mod.new_client(1)
+        try:
+            return await post_mod.post(client, f"http://127.0.0.1:{closed}/h", allow, b"k", "ag_x.1", 1, b"{}")
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(go(("127.0.0.1",))) == "failed"
+    assert asyncio.run(go(("127.0.0.1:*",))) == "failed"
+    assert asyncio.run(go((f"127.0.0.1:{closed}",))) == "refused"  # a listed port keeps its category
+    assert any("refused" in r.getMessage() for r in caplog.records)  # the operator still reads it
+
+
+def test_a_failure_tells_the_agent_a_category_and_the_operator_the_detail(caplog):
+    """reviews/security.md round 4 finding 3: ``last_error`` carried the
+    exception text and the status ("RemoteProtocolError (Server disconnected
+    …)", "cannot connect (…)", "HTTP 501"), telling services apart. The agent
+    now sees a stable category; the detail is in the operator's log (D329)."""
+    import socket
+
+    from kungfud.webhooks.post import CATEGORIES
+
+    caplog.set_level("INFO", logger="kungfud.webhooks")
+    assert _post_to(b"HTTP/1.1 501 Not Implemented\r\ncontent-length: 0\r\n\r\n") == "http_status 5xx"
+    assert _post_to(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n") == "http_status 4xx"
+    assert _post_to(b"") == "protocol"  # closed without an answer (a non-HTTP service, the daemon's own port)
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    from kungfud.webhooks import post as post_mod
+
+    async def go():
+        client = post_mod.new_client(1)
+        try:
+            return await post_mod.post(client, f"http://127.0.0.1:{closed}/h", (f"127.0.0.1:{closed}",), b"k", "ag_x.1", 1, b"{}")
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(go()) == "refused"
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert "HTTP 501" in logged and "RemoteProtocolError" in logged and "ag_x.1" in logged
+    assert set(CATEGORIES) >= {"timeout", "refused", "tls", "dns", "address_refused", "http_status 5xx"}

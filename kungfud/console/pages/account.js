@@ -1,13 +1,18 @@
-// The Account page: rotate this agent's own key (the tab switches to it), and
-// its webhook (pages/webhook.js).
+// The Account page: rotate this agent's own key (the tab switches to it), its
+// scoped keys (pages/keys.js), its webhook (pages/webhook.js) and its A2A card
+// (pages/a2a.js).
 
 import { h, section, secretBox, setMain } from "../dom.js";
 import { KEY_SLOT, state, agentLabel, actionForm } from "../session.js";
 import { webhookSection } from "./webhook.js";
+import { keysSection } from "./keys.js";
+import { a2aSection } from "./a2a.js";
 
 // --- account
 async function pageAccount() {
   const webhook = webhookSection();
+  const keys = keysSection();
+  const a2a = a2aSection();
   setMain(
     h("div", { class: "cols" },
       section("Your account",
@@ -25,10 +30,12 @@ async function pageAccount() {
           },
         }),
       ),
+      keys.box,
       webhook.box,
+      a2a.box,
     ),
   );
-  return webhook.refresh;
+  return () => Promise.all([keys.refresh(), webhook.refresh(), a2a.refresh()]);
 }
 
 export { pageAccount };

@@ -46,7 +46,9 @@ function webhookSection() {
     update(now, w, current);
     if (built) return;
     built = true;
-    const boxes = EVENTS.map((ev) => h("label", { class: "check" }, h("input", { type: "checkbox", name: "events", value: ev, checked: DEFAULT_EVENTS.includes(ev) }), " ", ev));
+    // Ticked: the events registered now (issue 37: not the default three when four are), else the default.
+    const ticked = w && w.url && Array.isArray(w.events) ? w.events : DEFAULT_EVENTS;
+    const boxes = EVENTS.map((ev) => h("label", { class: "check" }, h("input", { type: "checkbox", name: "events", value: ev, checked: ticked.includes(ev) }), " ", ev));
     forms.replaceChildren(
       h("p", { class: "small muted" }, "The daemon POSTs each event to this URL, signed with a secret shown once (Standard Webhooks headers). Setting it again replaces the URL and the secret."),
       actionForm({

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import threading
-from typing import Any
+from typing import Any, Iterator
 
 import psycopg
 
@@ -201,34 +201,56 @@ class PgSearchIndex(Applier):
 
     # --- the check ---
 
-    def snapshot(self) -> tuple[int, dict[str, Doc]]:
-        with self._lock:
+    def snapshot(self) -> tuple[int, Iterator[tuple[str, Doc]]]:
+        """(the seq applied, every document ascending by key in byte order, as
+        SQLite's rebuild orders them), in one REPEATABLE READ transaction read
+        through a server-side cursor as it is iterated (D366)."""
+        self._lock.acquire()
+        try:
             conn = self._c()
+            conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+            upto = self.applied_seq()
+        except BaseException:
+            self._done_reading()
+            raise
+
+        def rows() -> Iterator[tuple[str, Doc]]:
             try:
-                conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
-                rows = {r[0]: _doc(r) for r in self._run(f"SELECT {_COLUMNS} FROM kf_search")}
-                return self.applied_seq(), rows
+                with conn.cursor(name="kf_check_search") as cur:
+                    cur.itersize = 2000
+                    cur.execute(f'SELECT {_COLUMNS} FROM kf_search ORDER BY key COLLATE "C"')
+                    for r in cur:
+                        yield r[0], _doc(r)
             finally:
-                self._rollback()
-                conn.isolation_level = psycopg.IsolationLevel.READ_COMMITTED
+                self._done_reading()
+
+        return upto, rows()
+
+    def _done_reading(self) -> None:
+        try:
+            self._rollback()
+            if self._conn is not None and not self._conn.closed:
+                self._conn.isolation_level = psycopg.IsolationLevel.READ_COMMITTED
+        finally:
+            self._lock.release()
 
     def problems(self) -> list[str]:
         """Every row's normalized words and ``tsvector`` are its text's (a row
-        written outside the index is found)."""
+        written outside the index is found), a thousand rows at a time."""
         with self._lock:
             try:
-                rows = self._run("SELECT key, body, norm, words::text FROM kf_search ORDER BY key").fetchall()
                 out = []
-                for i in range(0, len(rows), 1000):
-                    chunk = rows[i : i + 1000]
-                    norms = [" ".join(tokens(body)) for _, body, _, _ in chunk]
-                    want = self._run(
-                        "SELECT to_tsvector('simple', w)::text FROM unnest(%s::text[]) WITH ORDINALITY AS u(w, n) ORDER BY n",
-                        (norms,),
-                    ).fetchall()
-                    for (key, _, norm, words), n, (expect,) in zip(chunk, norms, want):
-                        if n != norm or expect != words:
-                            out.append(f"search index: document {key} has words that are not its text's")
+                with self._c().cursor(name="kf_check_words") as cur:
+                    cur.execute("SELECT key, body, norm, words::text FROM kf_search ORDER BY key")
+                    while chunk := cur.fetchmany(1000):
+                        norms = [" ".join(tokens(body)) for _, body, _, _ in chunk]
+                        want = self._run(
+                            "SELECT to_tsvector('simple', w)::text FROM unnest(%s::text[]) WITH ORDINALITY AS u(w, n) ORDER BY n",
+                            (norms,),
+                        ).fetchall()
+                        for (key, _, norm, words), n, (expect,) in zip(chunk, norms, want):
+                            if n != norm or expect != words:
+                                out.append(f"search index: document {key} has words that are not its text's")
                 return out
             finally:
                 self._rollback()
