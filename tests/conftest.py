@@ -253,7 +253,7 @@ def pytest_configure(config):
     for marker in (
         "single_node(why): about one process or one LMDB directory by nature; deselected under --nodes=lmdb2|pg2",
         "lmdb_only(why): about the LMDB store by nature; deselected under --nodes=pg2",
-        "long_test: takes minutes (a model-based walk, a bench run); handed out first under -n (tests/parallel.py)",
+        "long_test(seconds): takes long (a model-based walk, a bench run, a crash loop; seconds: measured on the 2-core machine); handed out first under -n, longest first (tests/parallel.py)",
     ):
         config.addinivalue_line("markers", marker)
     _deferred_files()  # a misspelt name fails at once, in the controller too

@@ -50,20 +50,35 @@ def shares_between_tests(path: str) -> bool:
         return False
 
 
+#: what a test that names its own limit (``timeout_s``) but no ``long_test``
+#: length is taken to last: longer than all but the longest tests (D405)
+LIMITED_S = 30.0
+
+
+def expected_s(item) -> float:
+    """How long a long test takes: ``long_test(seconds)`` (measured on the
+    shared 2-core machine, D405), :data:`LIMITED_S` for a test that names its
+    own limit (``timeout_s``), else 0 (not a long test)."""
+    marker = item.get_closest_marker("long_test")
+    if marker is not None:
+        return float(marker.args[0]) if marker.args else LIMITED_S
+    return LIMITED_S if item.get_closest_marker("timeout_s") is not None else 0.0
+
+
 def longest_first(items: list) -> None:
     """Reorder ``items`` in place, longest work first, so that the run does not
     end waiting on one long unit: the tests marked ``long_test`` or that name
-    their own (long) limit (``timeout_s``),
+    their own (long) limit (``timeout_s``), longest first,
     then the files handed out whole (most tests first), then the rest, each
     as collected. Every worker collects the same items, so the same order."""
     size: dict[str, int] = {}
     for item in items:
         size[item.nodeid.split("::", 1)[0]] = size.get(item.nodeid.split("::", 1)[0], 0) + 1
 
-    def key(item) -> tuple[int, int]:
+    def key(item) -> tuple[int, float]:
         path = item.nodeid.split("::", 1)[0]
-        if item.get_closest_marker("timeout_s") or item.get_closest_marker("long_test"):
-            return (0, 0)
+        if expected := expected_s(item):
+            return (0, -expected)
         return (1, -size[path]) if shares_between_tests(path) else (2, 0)
 
     items.sort(key=key)

@@ -49,6 +49,9 @@ def find_bindir() -> str | None:
     return None
 
 
+_SHORT_TMP = "/tmp" if os.path.isdir("/tmp") else None
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -60,7 +63,9 @@ class PgCluster:
 
     def __init__(self, bindir: str, *, root: str | None = None):
         self.bindir = bindir
-        self.root = tempfile.mkdtemp(prefix="kf-pg-", dir=root)
+        # Directly under /tmp, not under $TMPDIR or pytest's basetemp: the server's
+        # socket (ROOT/.s.PGSQL.PORT) must fit AF_UNIX's 107 bytes.
+        self.root = tempfile.mkdtemp(prefix="kf-pg-", dir=root or _SHORT_TMP)
         self.data = os.path.join(self.root, "data")
         self.socket_dir = self.root
         self.log = os.path.join(self.root, "server.log")
