@@ -97,6 +97,18 @@ def wait_for(pred, timeout: float, step: float = 0.05) -> bool:
     return bool(pred())
 
 
+#: put on a daemon's PYTHONPATH: its sitecustomize keeps trio out, as without the test extra
+DAEMON_SITE = ROOT / "tests" / "daemon_site"
+
+
+def daemon_env(env: dict | None) -> dict:
+    """The environment a daemon of the suite starts with: this process's, with
+    ``env`` over it and :data:`DAEMON_SITE` first on ``PYTHONPATH``."""
+    merged = {**os.environ, **(env or {})}
+    merged["PYTHONPATH"] = os.pathsep.join(p for p in (str(DAEMON_SITE), merged.get("PYTHONPATH")) if p)
+    return merged
+
+
 class Daemon:
     """A kungfud process on a data directory; restartable on the same directory."""
 
@@ -147,7 +159,7 @@ class Daemon:
         self._stderr = open(self.stderr_path, "ab")
         self.proc = subprocess.Popen(
             cmd, stdout=subprocess.PIPE, stderr=self._stderr, cwd=ROOT, text=True,
-            env=None if self.env is None else {**os.environ, **self.env},
+            env=daemon_env(self.env),
         )
 
     def _short_dir(self) -> str:
