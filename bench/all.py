@@ -26,6 +26,7 @@ SUITE = [
     ("action_cost.py", [], ["--blocks", "2", "--each", "5"]),  # issue 27 targets 1 and 2 (audit log on/off)
     ("task_engagements.py", [], ["--big", "1000", "--cycles", "32", "--blocks", "4"]),  # issue 27 target 4
     ("live_actors.py", [], ["--counts", "64,1000", "--seconds", "1", "--blocks", "2"]),  # issue 27 target 3
+    ("a2a.py", [], ["--tasks", "5", "--blocks", "1"]),  # issue 34: A2A against /v1, daemon CPU per task
 ]
 
 

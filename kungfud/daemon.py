@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Callable
 
 from .actors import Runtime
 from .actors.runtime import wall_ms
-from .testing.clock import OffsetClock
+from .testing.offset_clock import OffsetClock
 from .config import Config, ConfigError
 from .core import agent
 from .core.context import Ctx, Limits
@@ -31,7 +31,10 @@ from .store.quota import Quota
 if TYPE_CHECKING:
     from .a2a.serve import A2AServer
 
-__all__ = ["run", "serve", "limits_of", "bootstrap_admin", "bind_listener", "checked_store", "new_runtime", "ws_url", "start_tracing"]
+__all__ = [
+    "run", "serve", "limits_of", "bootstrap_admin", "bind_listener", "checked_store", "new_runtime", "ws_url",
+    "start_tracing", "stop_tracing", "loop_factory",
+]
 
 log = logging.getLogger("kungfud")
 
@@ -118,7 +121,7 @@ def _bootstrap_admin(rt: Runtime) -> str | None:
     return d.result["agent"]
 
 
-def _loop_factory(choice: str) -> tuple[Callable[[], asyncio.AbstractEventLoop] | None, str]:
+def loop_factory(choice: str) -> tuple[Callable[[], asyncio.AbstractEventLoop] | None, str]:
     """The event loop to serve on: uvloop when chosen or, with "auto", when it
     is installed (it carries the same frames for less CPU: see
     docs/performance.md); asyncio's own loop otherwise."""
@@ -186,7 +189,7 @@ def new_runtime(store: Backend, cfg: Config, *, worker: int = 0, workers: int = 
     """The runtime over ``store``. ``rt.worker``: this process's index under
     ``--workers N`` (1..N; 0 when it serves alone), ``rt.workers``: N (1 alone),
     for the node mechanisms (kungfud/nodes)."""
-    test_clock = OffsetClock.from_env()  # tests only: KUNGFUD_TEST_CLOCK (kungfud/testing/clock.py)
+    test_clock = OffsetClock.from_env()  # tests only: KUNGFUD_TEST_CLOCK (kungfud/testing/offset_clock.py)
     nodes = open_nodes(cfg.storage.url, cfg.data_dir, workers)  # issue 16: the other nodes
     rt = Runtime(
         store, limits_of(cfg), clock=test_clock or wall_ms, nodes=nodes, quota=quota_of(cfg),
@@ -212,7 +215,7 @@ def start_tracing(cfg: Config, worker: int = 0) -> None:
 
 def run(cfg: Config) -> int:
     try:
-        factory, loop_name = _loop_factory(cfg.server.event_loop)
+        factory, loop_name = loop_factory(cfg.server.event_loop)
         start_tracing(cfg)
     except (ConfigError, RuntimeError) as e:  # RuntimeError: TracingUnavailable
         print(f"kungfud: {e}", file=sys.stderr)
@@ -246,10 +249,10 @@ def run(cfg: Config) -> int:
     finally:
         rt.stop()
         store.close()
-        _stop_tracing()
+        stop_tracing()
 
 
-def _stop_tracing() -> None:
+def stop_tracing() -> None:
     """Export the spans still queued, for a few seconds at most."""
     if "kungfud.tracing" in sys.modules:
         sys.modules["kungfud.tracing"].shutdown()
@@ -331,10 +334,11 @@ def a2a_endpoint(server: Server, cfg: Config) -> "A2AServer | None":
     (a2a-sdk, uvicorn) is installed; None (said in the log) otherwise."""
     if not cfg.a2a.enabled:
         return None
-    try:
-        from .a2a.serve import A2AServer
-    except ImportError as e:
-        log.warning("A2A is not served: %s (pip install 'kungfud[a2a]')", e)
+    from .a2a.serve import A2AServer, missing  # the app itself loads on the first connection (D400)
+
+    lacking = missing()
+    if lacking is not None:
+        log.warning("A2A is not served: No module named %r (pip install 'kungfud[a2a]')", lacking)
         return None
     return A2AServer(server, cfg)
 

@@ -14,7 +14,7 @@ from typing import Any, Callable, Literal, ParamSpec, TypeVar
 import msgspec
 
 __all__ = [
-    "Code", "Next", "Hint", "Rejection", "Refused", "StoreUnavailable", "rejects", "must", "CODES", "NEXT_STEPS", "ECHO_CHARS", "echo",
+    "Code", "Next", "Hint", "Rejection", "DecisionRefused", "StoreUnavailable", "rejects", "must", "CODES", "NEXT_STEPS", "ECHO_CHARS", "echo",
 ]
 
 ECHO_CHARS = 64  # client text quoted in a reason is cut to this (WIRE.md "Additions in 1.1")
@@ -110,7 +110,7 @@ class StoreUnavailable(Exception):
         return Rejection.unavailable(self.REASON)
 
 
-class Refused(Exception):
+class DecisionRefused(Exception):
     """A refusal on its way out of a decision: raised where a guard fails,
     caught once at the decision's boundary (:func:`rejects`), which returns
     its :class:`Rejection`. Nothing is recorded for it (L2-3)."""
@@ -125,7 +125,7 @@ T = TypeVar("T")
 
 
 def rejects(decide: Callable[P, T]) -> Callable[P, T | Rejection]:
-    """The boundary of a decision: a :class:`Refused` raised anywhere inside
+    """The boundary of a decision: a :class:`DecisionRefused` raised anywhere inside
     becomes the returned :class:`Rejection`, so callers keep seeing
     ``Decision | Rejection``."""
 
@@ -133,7 +133,7 @@ def rejects(decide: Callable[P, T]) -> Callable[P, T | Rejection]:
     def boundary(*args: P.args, **kwargs: P.kwargs) -> T | Rejection:
         try:
             return decide(*args, **kwargs)
-        except Refused as refused:
+        except DecisionRefused as refused:
             return refused.rejection
 
     return boundary
@@ -143,5 +143,5 @@ def must(outcome: T | Rejection) -> T:
     """A helper's result, or its refusal raised: for helpers that return a
     :class:`Rejection` (or ``Rejection | None``) instead of raising."""
     if isinstance(outcome, Rejection):
-        raise Refused(outcome)
+        raise DecisionRefused(outcome)
     return outcome

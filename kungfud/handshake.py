@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-__all__ = ["DEFAULT_URL", "Refusal", "refusal"]
+__all__ = ["DEFAULT_URL", "HandshakeRefusal", "refusal"]
 
 #: The daemon's default listen address and path (config ``server.listen``/``path``).
 DEFAULT_URL = "ws://127.0.0.1:8740/v1"
 
 
-class Refusal(NamedTuple):
+class HandshakeRefusal(NamedTuple):
     """A refused handshake as a WIRE.md rejection: ``code`` and ``next``, and
     ``why``, what the daemon did, worded to follow "the daemon at URL"."""
 
@@ -29,13 +29,13 @@ class Refusal(NamedTuple):
     why: str
 
 
-_REFUSALS: dict[int, Refusal] = {
-    401: Refusal("unauthenticated", "stop", "refused the agent key (HTTP 401)"),
-    503: Refusal("unavailable", "retry", "has too many connections (HTTP 503)"),
+_REFUSALS: dict[int, HandshakeRefusal] = {
+    401: HandshakeRefusal("unauthenticated", "stop", "refused the agent key (HTTP 401)"),
+    503: HandshakeRefusal("unavailable", "retry", "has too many connections (HTTP 503)"),
 }
 
 
-def refusal(status: int) -> Refusal | None:
+def refusal(status: int) -> HandshakeRefusal | None:
     """The rejection an HTTP status of a refused handshake stands for, or None
     when it stands for none the daemon sends (a wrong URL path gets 404, a
     proxy anything): the client reports that as failing to connect."""

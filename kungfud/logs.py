@@ -105,7 +105,7 @@ class JsonFormatter(logging.Formatter):
 #: Lines queued at most (``[server] log_queue``) while the log's reader stalls.
 QUEUE_LIMIT = 20_000
 GATHER_S = 0.02  # how long the writer lets lines gather before it writes them
-_CHUNK = 512  # items turned into text per pass
+_CHUNK = 128  # items turned into text per pass (the GIL is let go between passes)
 _PIPE_BUF = 4096  # a write of at most this many bytes to a pipe is never split
 
 
@@ -114,9 +114,10 @@ class LineWriter:
     which writes to the log's file descriptor.
 
     An item is a line (``str``, formatted by the caller), or a tuple ``(fn,
-    *args)`` that the writer turns into a line with ``fn(fmt, *args)`` — the
-    audit log hands over its outcomes so (:mod:`kungfud.server.audit`), so
-    the event loop never encodes them. :meth:`put` never blocks: past
+    *args)``: the writer turns the tuples of one ``fn`` that follow each other
+    into their lines with one call, ``fn(fmt, tuples)`` — the audit log hands
+    over its outcomes so (:mod:`kungfud.server.audit`), so the event loop
+    never encodes them, and they are encoded a batch at a time. :meth:`put` never blocks: past
     ``limit`` queued items a line is dropped and counted (``dropped``), and
     once the stream takes lines again one WARNING line says how many were
     lost. Lines leave in writes of whole lines of at most ``PIPE_BUF`` bytes,
@@ -199,32 +200,46 @@ class LineWriter:
     def _drain_queue(self, q: collections.deque, fmt: str) -> None:
         while q:
             lines: list[str] = []
+            run: list[tuple] = []  # tuples of one function, turned into lines together
             for _ in range(min(len(q), _CHUNK)):
                 item = q.popleft()
+                if type(item) is tuple:
+                    if run and run[0][0] is not item[0]:
+                        lines += run[0][0](fmt, run)
+                        run = []
+                    run.append(item)
+                    continue
+                if run:
+                    lines += run[0][0](fmt, run)
+                    run = []
                 if isinstance(item, str):
-                    lines.append(item + "\n")
-                elif isinstance(item, tuple):
-                    lines.append(item[0](fmt, *item[1:]) + "\n")
+                    lines.append(item)
                 else:  # a flush's Event: what came before it is written first
                     self._write(lines)
                     lines = []
                     item.set()
+            if run:
+                lines += run[0][0](fmt, run)
             self._write(lines)
+            if q:
+                time.sleep(0)  # let the event loop have the GIL between chunks
         if self.dropped > self._reported:
             lost, self._reported = self.dropped - self._reported, self.dropped
-            self._write([self.warn(lost) + "\n"])
+            self._write([self.warn(lost)])
 
     def _write(self, lines: list[str]) -> None:
+        """Whole lines (each without its newline), in writes of at most
+        ``PIPE_BUF`` bytes (a longer line alone)."""
         batch: list[str] = []
         size = 0
         for text in lines:
-            if size + len(text) > _PIPE_BUF and batch:
-                _write_all(self.fd, "".join(batch).encode(errors="replace"))
+            if size + len(text) >= _PIPE_BUF and batch:
+                _write_all(self.fd, ("\n".join(batch) + "\n").encode(errors="replace"))
                 batch, size = [], 0
             batch.append(text)
-            size += len(text)
+            size += len(text) + 1
         if batch:
-            _write_all(self.fd, "".join(batch).encode(errors="replace"))
+            _write_all(self.fd, ("\n".join(batch) + "\n").encode(errors="replace"))
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -37,7 +37,7 @@ import msgspec
 
 from .config import Config, ConfigError
 from .a2a.card import a2a_url
-from .daemon import _loop_factory, bind_listener, bootstrap_admin, checked_store, new_runtime, ws_url
+from .daemon import loop_factory, bind_listener, bootstrap_admin, checked_store, new_runtime, ws_url
 from .server.app import STOP_WITHIN_S
 from .worker import PORTS_ENV, Spec, whole_lines
 
@@ -252,7 +252,7 @@ class Supervisor:
 def run(cfg: Config, n: int, log_args: list[str]) -> int:
     whole_lines()
     try:
-        _loop_factory(cfg.server.event_loop)  # refused here, before anything is created
+        loop_factory(cfg.server.event_loop)  # refused here, before anything is created
     except ConfigError as e:
         print(f"kungfud: {e}", file=sys.stderr)
         return 2

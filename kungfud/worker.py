@@ -21,7 +21,7 @@ import sys
 import msgspec
 
 from .config import Config
-from .daemon import _loop_factory, _stop_tracing, bind_listener, checked_store, new_runtime, serve, start_tracing
+from .daemon import loop_factory, stop_tracing, bind_listener, checked_store, new_runtime, serve, start_tracing
 from .testing import faults
 
 __all__ = ["Spec", "run", "PORTS_ENV", "whole_lines"]
@@ -86,7 +86,7 @@ def run(spec_text: str) -> int:
     # spec.lock_fd stays open, untouched, for this process's whole life.
     store = None
     try:
-        factory, _ = _loop_factory(cfg.server.event_loop)
+        factory, _ = loop_factory(cfg.server.event_loop)
         start_tracing(cfg, spec.index)  # WIRE.md 1.3 (nothing imported when off)
         private = bind_listener(spec.host, 0) if os.environ.get(PORTS_ENV) == "1" else None
         store = checked_store(cfg, lock=False)
@@ -122,7 +122,7 @@ def run(spec_text: str) -> int:
     finally:
         rt.stop()
         store.close()
-        _stop_tracing()
+        stop_tracing()
 
 
 def _failed(spec: Spec, control: socket.socket, e: BaseException) -> int:

@@ -126,7 +126,7 @@ class Daemon:
         self.env = env
         self.config = config
         # test_clock: the daemon's clock is the wall clock plus an offset this
-        # test moves forward (advance_clock; KUNGFUD_TEST_CLOCK, kungfud/testing/clock.py).
+        # test moves forward (advance_clock; KUNGFUD_TEST_CLOCK, kungfud/testing/offset_clock.py).
         # clock_path: the file, when several daemons share one clock (a Cluster).
         self.clock_path: Path | None = None
         self.clock_offset_ms = 0

@@ -97,6 +97,28 @@ def test_audit_lines_are_the_lines_the_logging_handler_wrote(fmt):
                 assert audit._line_of(fmt, None, *args) == _old_line((at_ms + 0.5) / 1000, *args, fmt)
 
 
+@pytest.mark.rules("R12-1")
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_a_batch_of_outcomes_gives_the_lines_one_at_a_time_gives(fmt):
+    """What the log's thread writes for a batch (audit._lines_of, issue 38):
+    the bytes of each outcome's own line, whatever recurs in the batch —
+    callers, ops, outcomes, a millisecond shared or not, a trace id, a
+    secret-shaped caller, a refusal after an acceptance of the same op."""
+    odd = [  # keys JSON writes with a quote, a comma, a colon or a space inside: never respaced by hand
+        (None, False, b'{"a\\":b":"ag_x","c, \\"d":["ag_y","ag_z"],"e: f":{"g":"th_1"},"seq":2}'),
+        (None, False, b'{"x":{"y":"ag_q","entry":5},"l":["ag_a","ag_b"],"k":[]}'),
+    ]
+    items = []
+    for i, (code, replayed, result) in enumerate(RECEIPTS * 2 + odd):
+        for agent in ("ag_alice", None, "ag_kf_looks_like_a_key", "ag_bob"):
+            for op in ("thread.post", 'odd "op"\\ é', "memory.create"):
+                for trace in (None, "0af7651916cd43dd8448eb211c80319c") if i % 5 == 4 else (None,):
+                    items.append((audit._lines_of, 1764504000123 + i // 3 * 997, agent, op, code, replayed, result, trace))
+    got = audit._lines_of(fmt, items)
+    assert got == [audit._line_of(fmt, None, *item[1:]) for item in items]
+    assert audit._lines_of(fmt, items) == got  # a second batch, its parts kept from the first
+
+
 def test_no_content_or_secret_in_a_line():
     f = audit.fields(1, "ag_a", "agent.rotate_key", None, False, b'{"agent":"ag_a","key":"kf_zzzzzzzz","content":"ag_b"}')
     assert f["ids"] == {"agent": "ag_a"}

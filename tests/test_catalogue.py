@@ -43,3 +43,5 @@ def test_every_precheck_the_catalogue_names_is_one_the_daemon_gives():
     resolves its host first (D216)."""
     assert PRECHECKS == set(prechecks(()))
     assert ACTIONS["webhook.set"].precheck == "public_host"
+    # A2A push configs: the same URL rules at set (WIRE.md 1.3, D411)
+    assert ACTIONS["a2a.push.set"].precheck == ACTIONS["a2a.send"].precheck == "push_host"

@@ -69,13 +69,13 @@ def test_event_loop_choice_falls_back_or_refuses_clearly_without_uvloop(monkeypa
     import sys
 
     from kungfud.config import ConfigError
-    from kungfud.daemon import _loop_factory
+    from kungfud.daemon import loop_factory
 
-    assert _loop_factory("asyncio") == (None, "asyncio")
+    assert loop_factory("asyncio") == (None, "asyncio")
     monkeypatch.setitem(sys.modules, "uvloop", None)  # import uvloop -> ImportError
-    assert _loop_factory("auto") == (None, "asyncio")
+    assert loop_factory("auto") == (None, "asyncio")
     with pytest.raises(ConfigError, match="uvloop is not installed"):
-        _loop_factory("uvloop")
+        loop_factory("uvloop")
 
 
 def test_the_storage_url_is_lmdb_or_postgresql_and_anything_else_is_a_clear_error(tmp_path):

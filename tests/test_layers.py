@@ -159,9 +159,9 @@ def test_the_shared_store_modules_import_no_storage_library():
     """The kv layer, the interface, the planner, the write engine, the index
     rows, check/migration and the integrity check are written once for every
     backend (docs/storage.md "The store interface", D101): none imports a
-    storage library; LMDB is ``store.py``, ``lmdb_kv.py`` and ``failures.py``'s
-    classification."""
-    shared = ("kv", "interface", "plan", "writer", "indexes", "check", "integrity", "events", "layout")
+    storage library; LMDB is ``lmdb.py``, ``lmdb_kv.py`` and ``failures.py``'s
+    classification. The read view and the rows' encoding are shared too."""
+    shared = ("kv", "interface", "plan", "writer", "indexes", "check", "integrity", "events", "layout", "view", "codec")
     files = _files(*(f"store/{m}" for m in shared))
     assert len(files) == len(shared)
     assert _offenders(files, STORAGE_LIBRARIES) == {}

@@ -1,4 +1,4 @@
-"""The test-only daemon clock (``KUNGFUD_TEST_CLOCK``, kungfud/testing/clock.py)
+"""The test-only daemon clock (``KUNGFUD_TEST_CLOCK``, kungfud/testing/offset_clock.py)
 that the deadline e2e tests move instead of sleeping. It guards no spec rule;
 it guards the tests that do: time only moves forward, a half-written offset is
 never read, and the first call that sees an advance wakes the deadline clock."""
@@ -6,7 +6,7 @@ never read, and the first call that sees an advance wakes the deadline clock."""
 from __future__ import annotations
 
 
-from kungfud.testing.clock import ENV, OffsetClock
+from kungfud.testing.offset_clock import ENV, OffsetClock
 
 
 def _clock(tmp_path, wall: list[int]) -> tuple[OffsetClock, list[int]]:

@@ -180,7 +180,7 @@ def test_L3_2_nesting_limit_agrees_with_a_plain_count(value, wrap):
     for as_list in wrap:
         value = [value] if as_list else {"k[": value}
     raw = json.dumps({"content": {"v": value}}).encode()
-    assert wire._too_deep(raw) == (_depth(raw) > wire.MAX_DEPTH)
+    assert wire.limits.too_deep(raw) == (_depth(raw) > wire.MAX_DEPTH)
 
 
 @pytest.mark.rules("L3-2")
@@ -249,7 +249,7 @@ _count_json = st.recursive(
 @given(value=_count_json, indent=st.sampled_from([None, 0, 1]), ascii_only=st.booleans())
 def test_R12_11_counts_measured_in_c_agree_with_a_plain_count(value, indent, ascii_only):
     raw = json.dumps({"content": {"v": value}}, indent=indent, ensure_ascii=ascii_only).encode()
-    assert wire._count(raw) == _plain_count(json.loads(raw))
+    assert wire.limits.count_values(raw) == _plain_count(json.loads(raw))
 
 
 def _content_paths() -> list[tuple[str, tuple]]:

@@ -27,7 +27,7 @@ from starlette.routing import Route
 from .. import tracing
 from . import card as cards
 from .errors import Failure, from_rejection, invalid_request, method_not_found, parse_error, unsupported, version_error
-from .methods import Call, Methods, NoAgent, with_receipt
+from .methods import DONE, Call, Methods, NoAgent, with_receipt
 from .ops import Ops
 from .streams import Follower, blocking_body, sse_events
 
@@ -217,7 +217,7 @@ class A2AApp:
         if verb == "POST" and path == "/message:stream":
             return await self._send_stream(request, call, await self._body(request), None, False)
         if path == "/tasks" and verb == "GET":
-            params: dict[str, Any] = {k: q[k] for k in ("contextId", "status", "pageSize", "pageToken", "historyLength") if k in q}
+            params: dict[str, Any] = {k: q[k] for k in ("contextId", "status", "pageSize", "pageToken", "historyLength", "statusTimestampAfter") if k in q}
             if "includeArtifacts" in q:
                 params["includeArtifacts"] = q["includeArtifacts"].lower() == "true"
             return _json(await m.list_tasks(call, params))
@@ -250,7 +250,6 @@ class A2AApp:
     # --- sends, blocking and streams ----------------------------------------------------
 
     async def _send(self, request: Request, call: Call, params: Any, req_id: Any, rpc: bool) -> Response:
-        after = self.ops.head(call.agent)
         result, config, receipt = await self.methods.send(call, params)
         task_id = result["task"]
         history = config.get("historyLength")
@@ -262,13 +261,21 @@ class A2AApp:
         def fail(f: Failure) -> bytes:
             return _enc.encode(f.rpc(req_id) if rpc else f.rest())
 
-        if config.get("returnImmediately"):
-            return Response(render(await self.methods.task(call, task_id, history)), 200, media_type=JSON)
+        def done(task: dict) -> bool:
+            return bool(config.get("returnImmediately")) or (task.get("status") or {}).get("state") in DONE
+
+        task = await self.methods.task(call, task_id, history)
+        if done(task):  # nothing to wait for (a verdict's COMPLETED): no stream, no follower
+            return Response(render(task), 200, media_type=JSON)
+        after = self.ops.head(call.agent)  # the changes from here on wake the wait;
+        task = await self.methods.task(call, task_id, history)  # those before are in this read
+        if done(task):
+            return Response(render(task), 200, media_type=JSON)
         wait = self.settings.block_s
         if (asked := _prefer_wait(request)) is not None:
             wait = min(wait, asked)
         return StreamingResponse(
-            blocking_body(self.methods, call, task_id, after, wait, render, fail, history), 200, media_type=JSON
+            blocking_body(self.methods, call, task_id, after, wait, render, fail, history, task), 200, media_type=JSON
         )
 
     async def _send_stream(self, request: Request, call: Call, params: Any, req_id: Any, rpc: bool) -> Response:

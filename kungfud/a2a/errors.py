@@ -10,6 +10,7 @@ holds the rejection's ``code``, ``next``, ``hint`` and ``rule``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from a2a.utils.errors import (
@@ -46,21 +47,20 @@ _WIRE: dict[str, tuple[int, int, str]] = {
 }
 
 
+@dataclass(eq=False)
 class Failure(Exception):
     """One answer that is an error: what both bindings need to say it."""
 
-    def __init__(
-        self, rpc_code: int, http_status: int, grpc_status: str, reason: str, message: str, metadata: dict[str, Any],
-        retry_after: int | None = None,
-    ):
-        super().__init__(message)
-        self.rpc_code = rpc_code
-        self.http_status = http_status
-        self.grpc_status = grpc_status
-        self.reason = reason
-        self.message = message
-        self.metadata = metadata
-        self.retry_after = retry_after
+    rpc_code: int
+    http_status: int
+    grpc_status: str
+    reason: str
+    message: str
+    metadata: dict[str, Any]
+    retry_after: int | None = None
+
+    def __post_init__(self) -> None:
+        super().__init__(self.message)
 
     def details(self) -> list[dict[str, Any]]:
         return [{"@type": ERROR_INFO, "reason": self.reason, "domain": DOMAIN, "metadata": self.metadata}]

@@ -1,7 +1,7 @@
 """Each A2A 1.0 method as the one op it is (WIRE.md 1.3 "A2A"), run as the
 calling agent. Requests are parsed into the a2a-sdk's own protobuf types (so a
-request A2A does not allow is refused as A2A refuses it, InvalidParams) and
-handed on as ProtoJSON; results are the ops' A2A JSON as they are.
+request A2A does not allow is refused as A2A refuses it, InvalidParams; fields
+this version does not know are ignored, D412) and handed on as ProtoJSON; results are the ops' A2A JSON as they are.
 
 :class:`Call` is one request's context: who calls, to which agent, with which
 extensions. Every method returns the JSON result or raises :class:`Failure`.
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any
 
 from a2a.types import a2a_pb2 as pb
@@ -38,17 +39,60 @@ class Call:
     meta: dict[str, str] | None = None  # the request's trace context (traceparent headers, wire.md 1.3 "Tracing")
 
 
+def known(value: Any, desc: Any) -> Any:
+    """``value`` (ProtoJSON of the message ``desc``) without the fields ``desc``
+    does not have, at every depth (D412): a newer 1.x client's added fields
+    are ignored, as the a2a-sdk's own servers ignore them; a known field with
+    a wrong type or an unknown enum value is still refused by the parse.
+    Free-form well-known types (``Struct``, ``Value``, …) are kept as sent."""
+    if not isinstance(value, dict) or desc.file.name.startswith("google/protobuf/"):
+        return value
+    out = {}
+    for name, v in value.items():
+        f = desc.fields_by_name.get(name) or _json_names(desc).get(name)
+        if f is None:
+            continue
+        sub = f.message_type
+        if sub is not None and sub.GetOptions().map_entry:
+            inner = sub.fields_by_name["value"].message_type
+            v = {k: known(x, inner) for k, x in v.items()} if inner is not None and isinstance(v, dict) else v
+        elif sub is not None:
+            v = [known(x, sub) for x in v] if isinstance(v, list) else known(v, sub)
+        out[name] = v
+    return out
+
+
+def _json_names(desc: Any) -> dict[str, Any]:
+    return {f.json_name: f for f in desc.fields}
+
+
 def parse(params: Any, kind: type) -> Any:
     if not isinstance(params, dict):
         raise invalid_params("params must be a JSON object")
     try:
-        return ParseDict(params, kind(), ignore_unknown_fields=False)
+        return ParseDict(known(params, kind.DESCRIPTOR), kind(), ignore_unknown_fields=False)
     except (ParseError, ValueError, TypeError) as e:
         raise invalid_params(f"params are not a valid {kind.__name__}: {str(e)[:200]}") from None
 
 
 def as_json(msg: Any) -> dict[str, Any]:
     return MessageToDict(msg, preserving_proto_field_name=False)
+
+
+def _when(task: dict) -> datetime:
+    return datetime.fromisoformat(task["status"]["timestamp"].replace("Z", "+00:00"))
+
+
+def _listed(task: dict, artifacts: bool, history: int | None) -> dict:
+    """A ListTasks item: without artifacts unless asked; its newest ``history``
+    messages (0: none), as GetTask's ``historyLength`` shows them."""
+    out = {k: v for k, v in task.items() if artifacts or k != "artifacts"}
+    if history is not None:
+        shown = out.get("history", [])[-history:] if history > 0 else []
+        out.pop("history", None)
+        if shown:
+            out["history"] = shown
+    return out
 
 
 class NoAgent(Exception):
@@ -125,8 +169,11 @@ class Methods:
             args["limit"] = req.page_size
         page = await self._op(call, "a2a.tasks", args)
         items = page.get("items", [])
-        if not req.include_artifacts:
-            items = [{k: v for k, v in t.items() if k != "artifacts"} for t in items]
+        if req.HasField("status_timestamp_after"):  # A2A's filter: changed after that time (D414)
+            after = req.status_timestamp_after.ToDatetime(tzinfo=timezone.utc)
+            items = [t for t in items if _when(t) > after]
+        history = req.history_length if req.HasField("history_length") else None
+        items = [_listed(t, req.include_artifacts, history) for t in items]
         return {"tasks": items, "nextPageToken": page.get("cursor") or "", "pageSize": len(items)}
 
     # --- cancel -----------------------------------------------------------------------

@@ -21,6 +21,7 @@ __all__ = ["Answer", "Ops", "ServerOps"]
 
 _dec = msgspec.json.Decoder()
 _enc = msgspec.json.Encoder()
+_CARD_ARGS = wire.OPS["a2a.card.get"].args
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,7 @@ class ServerOps:
             frame["key"] = key
         if meta:  # the HTTP request's traceparent/tracestate: its span continues the caller's trace
             frame["meta"] = meta
-        reply = _dec.decode(await self.server.call(agent, key_hash, _enc.encode(frame).decode(), peer))
+        reply = _dec.decode(await self.server.call(agent, key_hash, _enc.encode(frame), peer))
         if reply.get("ok"):
             return Answer(True, reply.get("result"), replayed=bool(reply.get("replayed")))
         return Answer(False, error=reply.get("error"))
@@ -102,9 +103,8 @@ class ServerOps:
     def card(self, agent: str) -> dict | None:
         """The agent's published card (``a2a.card.get`` read as the agent itself:
         the card path has no key), or None: no such agent, or no card."""
-        try:
-            env = wire.decode_envelope(_enc.encode({"id": 0, "op": "a2a.card.get", "args": {"agent": agent}}))
-            result = self.rt.read("a2a.card.get", agent, wire.decode_args(env))
+        try:  # the args checked as a frame's are (the agent id's shape), without a frame around them
+            result = self.rt.read("a2a.card.get", agent, msgspec.convert({"agent": agent}, _CARD_ARGS))
         except Exception:  # an agent id of the wrong shape, a store that is down: no card to show
             return None
         return _dec.decode(wire.encode(result)) if isinstance(result, dict) else None

@@ -172,15 +172,17 @@ def error_frame(e: Exception, req_id: Any, rpc: bool) -> bytes:
 async def blocking_body(
     methods: Methods, call: Call, task_id: str, after: int, wait_s: float,
     render: Callable[[dict], bytes], fail: Callable[[Failure], bytes], history: int | None = None,
+    first: dict | None = None,
 ) -> AsyncIterator[bytes]:
     """The blocking answer: one space every KEEPALIVE_S until the Task reaches
     INPUT_REQUIRED or a terminal state, or ``wait_s`` passes; then the Task
-    (leading whitespace is valid JSON)."""
+    (leading whitespace is valid JSON). ``first``: the Task as the caller
+    already read it, after ``after``."""
     loop = asyncio.get_running_loop()
     until = loop.time() + wait_s
     follower = Follower(methods, call, task_id, after)
     try:
-        task = await methods.task(call, task_id)
+        task = first if first is not None else await methods.task(call, task_id)
         spaced = loop.time()
         while (task.get("status") or {}).get("state") not in DONE and loop.time() < until:
             await follower.wait(min(spaced + KEEPALIVE_S - loop.time(), until - loop.time()))

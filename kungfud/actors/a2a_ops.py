@@ -18,7 +18,7 @@ from .. import wire
 from ..core import a2a, a2a_card, a2a_push
 from ..core.a2a_view import E
 
-__all__ = ["card_set", "send", "cancel", "push_set", "push_clear"]
+__all__ = ["card_set", "send", "cancel", "push_set", "push_clear", "push_url"]
 
 _enc = msgspec.json.Encoder()
 _KINDS = ("text", "raw", "url", "data")
@@ -112,6 +112,16 @@ def push_set(a: wire.A2APushSetArgs) -> a2a_push.SetPush:
 
 def push_clear(a: wire.A2APushClearArgs) -> a2a_push.ClearPush:
     return a2a_push.ClearPush(a.task, a.config, a.to)
+
+
+def push_url(a: Any) -> str | None:
+    """The push config URL that ``a2a.send`` (its ``configuration``) or
+    ``a2a.push.set`` sets; None when it sets none. The args were already
+    turned into a command, so a malformed configuration never gets here."""
+    if isinstance(a, wire.A2APushSetArgs):
+        return a.config.url
+    push = _push(a.configuration) if isinstance(a, wire.A2ASendArgs) else None
+    return None if push is None else push.url
 
 
 def routed_task(cmd: Any) -> str | None:

@@ -34,19 +34,21 @@ from typing import TYPE_CHECKING, Any
 import pykka
 
 from ..core.agent import KEY_REVOKED, key_revoked
-from ..core.kinds import kind_of
 from .. import tracing
 from ..errors import Rejection, StoreUnavailable
-from ..store import Committed, Failed, Item, Outcome, Replayed, Stale
+from ..store import Committed, Failed, Item, Outcome, Stale
+from ..store.interface import replay
 from ..store.layout import encode_object
-from ..store.writer import mismatch
-from .ops import ACTIONS, DEADLINE, DEADLINE_TASK
+from .expiry import expire_other, expiry_of, is_due
+from .messages import DONE_BATCH, ActorSlot, Done, Run, SweepDue
+from .ops import ACTIONS
 from .overlay import Reads, owns_deadlines
+from .shared_view import SharedView
 
 if TYPE_CHECKING:
-    from .runtime import Job, Runtime
+    from .runtime import Runtime
 
-__all__ = ["ObjectActor", "Slot", "MAX_ATTEMPTS", "Expire"]
+__all__ = ["ObjectActor", "MAX_ATTEMPTS"]
 
 log = logging.getLogger("kungfud.actors")
 
@@ -64,101 +66,6 @@ _BEHIND = Rejection("internal", "the daemon failed on this request; nothing was 
 _CLEAR, _SWEPT, _HELD = object(), object(), object()
 
 
-class Expire:
-    """A clock message: record the expiries of this Thread or Task that are due."""
-
-    __slots__ = ()
-
-
-# The op that records the expiries of each kind of object that owns deadlines (core.kinds).
-_DEADLINE_OPS = {"thread": DEADLINE, "task": DEADLINE_TASK}
-
-
-def _expiry(obj: str) -> tuple[Any, str]:
-    """Of an object that owns deadlines: its expiry command and its op."""
-    k = kind_of(obj)
-    assert k is not None and k.deadlines is not None, obj
-    return k.deadlines.expire, _DEADLINE_OPS[k.name]
-
-
-def _is_due(reads: "Reads", obj: str, state: Any, now: int) -> bool:
-    """Whether a deadline of ``obj`` (a Thread or a Task) is due at ``now``."""
-    due = reads.next_due(obj, state)
-    return due is not None and due <= now
-
-
-class Slot:
-    """What the registry knows of a live actor, to stop it when idle."""
-
-    __slots__ = ("last_used", "busy")
-
-    def __init__(self) -> None:
-        self.last_used = time.monotonic()
-        self.busy = False
-
-
-class _Run:
-    """A job (or a deadline sweep, ``job is None``) and how often it was decided."""
-
-    __slots__ = ("job", "attempt")
-
-    def __init__(self, job: "Job | None", attempt: int = 0):
-        self.job = job
-        self.attempt = attempt
-
-
-class _Done:
-    """The writer's outcome for one action of this actor (sent back as a message)."""
-
-    __slots__ = ("run", "outcome", "versions")
-
-    def __init__(self, run: _Run, outcome: Outcome, versions: dict[str, int]):
-        self.run = run
-        self.outcome = outcome
-        self.versions = versions
-
-
-class _DoneBatch:
-    """A wake-up: outcomes are waiting in the actor's done box. The writer
-    reports a whole group commit at once; one message per actor per commit,
-    not one per action."""
-
-    __slots__ = ()
-
-
-_DONE_BATCH = _DoneBatch()
-
-
-class _Shared:
-    """One read view shared by the jobs of one message (D281). It is a
-    snapshot, so what it answered once it answers alike: its objects and
-    query answers are kept for the next job (a Thread's running deadline, its
-    speakers), with the overlay still answering first (Reads)."""
-
-    __slots__ = ("view", "objs", "queries")
-
-    def __init__(self, view: Any):
-        self.view = view
-        self.objs: dict[str, tuple[int, Any]] = {}
-        self.queries: dict[tuple, list] = {}
-
-    def obj(self, obj: str) -> tuple[int, Any]:
-        got = self.objs.get(obj)
-        if got is None:
-            got = self.objs[obj] = self.view.obj(obj)
-        return got
-
-    def query(self, name: str, key: str, limit: int | None = None, party: str | None = None, skip: Any = ()) -> list:
-        k = (name, key, limit, party, frozenset(skip) if skip else None)
-        got = self.queries.get(k)
-        if got is None:
-            got = self.queries[k] = self.view.query(name, key, limit, party, skip)
-        return got
-
-    def __getattr__(self, name: str) -> Any:  # every other read, as the view answers it
-        return getattr(self.view, name)
-
-
 def _unavailable(reason: str) -> Failed:
     return Failed(Rejection.unavailable(reason))
 
@@ -168,7 +75,7 @@ class ObjectActor:
     registry runs its messages, one at a time and in the order told (D280);
     ``ref`` is how it is told (set by whoever starts it)."""
 
-    def __init__(self, runtime: "Runtime", key: str, slot: Slot):
+    def __init__(self, runtime: "Runtime", key: str, slot: ActorSlot):
         self.ref: Any = None
         self.runtime = runtime
         self.key = key
@@ -185,10 +92,10 @@ class ObjectActor:
         self.draining = False
         self.epoch = 0  # bumped at each drain: held rejections of an older epoch are re-decided
         self.deferred: collections.deque[Any] = collections.deque()
-        self.held: list[tuple[int, int, _Run, Rejection]] = []  # (barrier, epoch, run, rejection)
-        # Outcomes from the writer thread, handed over in batches (_DoneBatch).
+        self.held: list[tuple[int, int, Run, Rejection]] = []  # (barrier, epoch, run, rejection)
+        # Outcomes from the writer thread, handed over in batches (DoneBatch).
         self._done_lock = threading.Lock()
-        self._done_box: list[_Done] = []
+        self._done_box: list[Done] = []
         self._done_told = False
         # The read view of the jobs of one message, while they are decided; not
         # on a store whose reads each hold a pooled connection (PostgreSQL):
@@ -227,7 +134,7 @@ class ObjectActor:
         try:
             try:
                 with self.runtime.store.read() as view:
-                    self._view = _Shared(view)
+                    self._view = SharedView(view)
                     for job in jobs:
                         failing = job
                         done += 1
@@ -246,14 +153,14 @@ class ObjectActor:
             self.on_receive(job)
 
     def _handle(self, message: Any) -> None:
-        if message is _DONE_BATCH:
+        if message is DONE_BATCH:
             with self._done_lock:
                 box, self._done_box = self._done_box, []
                 self._done_told = False
             for d in box:
                 self._on_done(d)
         elif self.draining:
-            self.deferred.append(message if isinstance(message, (Expire, _Run)) else _Run(message))
+            self.deferred.append(message if isinstance(message, (SweepDue, Run)) else Run(message))
         else:
             self._dispatch(message)
 
@@ -265,7 +172,7 @@ class ObjectActor:
             log.warning("actor %s: %s", self.key, e)
         else:
             log.error("actor %s failed on %s", self.key, getattr(message, "op", message), exc_info=e)
-        job = message.job if isinstance(message, _Run) else message if hasattr(message, "reply") else None
+        job = message.job if isinstance(message, Run) else message if hasattr(message, "reply") else None
         if job is not None and job.reply is not None:
             try:
                 job.reply(Failed(
@@ -280,15 +187,15 @@ class ObjectActor:
         self.slot.busy = self.inflight > 0 or self.draining or bool(self.held) or bool(self.deferred)
 
     def _dispatch(self, message: Any) -> None:
-        if isinstance(message, Expire):
+        if isinstance(message, SweepDue):
             if self.owns_deadlines:
                 self._expire_own(self.runtime.clock())
-        elif isinstance(message, _Run):
+        elif isinstance(message, Run):
             self._run(message)
         else:
-            self._run(_Run(message))
+            self._run(Run(message))
 
-    def _on_done(self, d: _Done) -> None:
+    def _on_done(self, d: Done) -> None:
         self.inflight -= 1
         self.done += 1
         if isinstance(d.outcome, Committed):
@@ -299,7 +206,7 @@ class ObjectActor:
             # Not written: the overlay holds states that will never exist.
             self._start_drain()
             if isinstance(d.outcome, Stale):
-                self.deferred.append(_Run(d.run.job, d.run.attempt + 1))
+                self.deferred.append(Run(d.run.job, d.run.attempt + 1))
         self._release_held()
         if self.draining and self.inflight == 0:
             self.overlay.clear()
@@ -313,7 +220,7 @@ class ObjectActor:
             self.epoch += 1
         # Rejections decided on the overlay may rest on what was not written.
         for _, _, run, _ in self.held:
-            self.deferred.append(_Run(run.job, run.attempt + 1))
+            self.deferred.append(Run(run.job, run.attempt + 1))
         self.held.clear()
 
     def _release_held(self) -> None:
@@ -322,7 +229,7 @@ class ObjectActor:
         for barrier, epoch, run, rejection in self.held:
             if self.done >= barrier and epoch == self.epoch:
                 if rejection is _BEHIND:
-                    again.append(_Run(run.job, run.attempt + 1))
+                    again.append(Run(run.job, run.attempt + 1))
                 else:
                     self._reply(run, self._held_outcome(run, rejection))
             else:
@@ -348,7 +255,7 @@ class ObjectActor:
                 return _BEHIND
             raise
 
-    def _held_outcome(self, run: _Run, rejection: Rejection) -> Outcome:
+    def _held_outcome(self, run: Run, rejection: Rejection) -> Outcome:
         """A held rejection may have been decided while the first attempt of the
         same request was in flight: once that committed, the answer is its
         receipt (L3-2) or a mismatch (L3-3), not the rejection."""
@@ -357,11 +264,11 @@ class ObjectActor:
             with self.runtime.store.read() as view:
                 rec = view.receipt(job.scope)
             if rec is not None:
-                return Replayed(rec.result) if rec.req_hash == job.req_hash else Failed(mismatch())
+                return replay(rec, job.req_hash)
         return Failed(rejection)
 
     @staticmethod
-    def _reply(run: _Run, outcome: Outcome) -> None:
+    def _reply(run: Run, outcome: Outcome) -> None:
         if run.job is not None and run.job.reply is not None:
             run.job.reply(outcome)
 
@@ -379,19 +286,19 @@ class ObjectActor:
         action that follows decides on the same reads), ``_SWEPT`` when expiries
         were submitted (the overlay moved), ``_HELD`` when the sweep is held."""
         state = reads.get(self.key)
-        if state is None or not _is_due(reads, self.key, state, now):
+        if state is None or not is_due(reads, self.key, state, now):
             return _CLEAR
-        command, op = _expiry(self.key)
+        command, op = expiry_of(self.key)
         ctx = self.runtime.ctx(None, now, reads.get, reads.query)
         decision = self._decide(lambda: ACTIONS[op].decide(command(self.key), ctx), reads)
         if decision is _BEHIND:
-            self.held.append((self.submitted, self.epoch, _Run(None), _BEHIND))
+            self.held.append((self.submitted, self.epoch, Run(None), _BEHIND))
             return _HELD
         if not isinstance(decision, Rejection):  # tracing: a span per deadline that fires
-            self._submit(_Run(None), None, b"", decision, reads, None, tracing.deadline(self.key) if tracing.on else None)
+            self._submit(Run(None), None, b"", decision, reads, None, tracing.deadline(self.key) if tracing.on else None)
         return _SWEPT
 
-    def _run(self, run: _Run) -> None:
+    def _run(self, run: Run) -> None:
         job = run.job
         if job is None:  # a deadline sweep that was not written: sweep again
             if self.owns_deadlines and run.attempt < MAX_ATTEMPTS:
@@ -441,18 +348,18 @@ class ObjectActor:
                         and (decision is _BEHIND or isinstance(decision, Rejection))
                         and (rec := view.receipt(job.scope)) is not None
                     ):
-                        self._reply(run, Replayed(rec.result) if rec.req_hash == job.req_hash else Failed(mismatch()))
+                        self._reply(run, replay(rec, job.req_hash))
                         return
             if reads.valid_until is not None and reads.valid_until <= now:
                 # The decision read another Thread or Task with a deadline due
                 # (e.g. a deactivation): record those expiries, then decide again.
                 for owner in reads.owners:
                     if owner != self.key:
-                        self._expire_other(owner, now)
+                        expire_other(self.runtime, owner, now, MAX_ATTEMPTS)
                 if run.attempt >= MAX_ATTEMPTS:
                     self._reply(run, _unavailable("deadlines kept falling due; retry"))
                     return
-                run = _Run(job, run.attempt + 1)
+                run = Run(job, run.attempt + 1)
                 continue
             break
         if decision is _BEHIND:
@@ -469,7 +376,7 @@ class ObjectActor:
         self._submit(run, job.scope, job.req_hash, decision, reads, reads.valid_until, job.span)
 
     def _submit(
-        self, run: _Run, scope: bytes | None, req_hash: bytes, decision: Any, reads: Reads, valid_until: int | None,
+        self, run: Run, scope: bytes | None, req_hash: bytes, decision: Any, reads: Reads, valid_until: int | None,
         trace: Any = None,
     ) -> None:
         expect = reads.expect
@@ -483,7 +390,7 @@ class ObjectActor:
         def finished(outcome: Outcome) -> None:  # on the writer thread
             if not isinstance(outcome, Stale):
                 self._reply(run, outcome)  # the commit is durable: answer now
-            self._post_done(_Done(run, outcome, versions))
+            self._post_done(Done(run, outcome, versions))
 
         item = Item(
             scope=scope,
@@ -506,7 +413,7 @@ class ObjectActor:
         self.submitted += 1
         self.runtime.writer.submit(item)
 
-    def _post_done(self, d: _Done) -> None:
+    def _post_done(self, d: Done) -> None:
         """Hand an outcome to this actor (writer thread): one wake-up message
         carries every outcome that arrives before the actor takes them."""
         with self._done_lock:
@@ -515,7 +422,7 @@ class ObjectActor:
                 return
             self._done_told = True
         try:
-            self.ref.tell(_DONE_BATCH)
+            self.ref.tell(DONE_BATCH)
         except pykka.ActorDeadError:
             # Stopped (shutdown): nobody will decide these again.
             with self._done_lock:
@@ -524,26 +431,3 @@ class ObjectActor:
             for lost in box:
                 if isinstance(lost.outcome, Stale):
                     self._reply(lost.run, _unavailable("the daemon is shutting down; retry against the restarted daemon"))
-
-    def _expire_other(self, owner: str, now: int) -> None:
-        """Record the expiries of another Thread or Task due at ``now`` and wait
-        for the commit (rare: a decision that reads many objects). Safe from any
-        actor, since the write is version-checked."""
-        command, op = _expiry(owner)
-        for _ in range(MAX_ATTEMPTS):
-            with self.runtime.store.read() as view:
-                reads = Reads(view)
-                state = reads.get(owner)
-                if state is None or not _is_due(reads, owner, state, now):
-                    return
-                decision = ACTIONS[op].decide(command(owner), self.runtime.ctx(None, now, reads.get, reads.query))
-            if isinstance(decision, Rejection):
-                return
-            outcome = self.runtime.writer.write_now(
-                Item(
-                    scope=None, req_hash=b"", facts=decision.facts, states=decision.states, expect=reads.expect,
-                    result=decision.result,
-                )
-            )
-            if not isinstance(outcome, Stale):
-                return

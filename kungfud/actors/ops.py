@@ -41,7 +41,7 @@ from ..core.context import Ctx
 from ..core.facts import Decision
 from ..core.pins import Pin
 from ..errors import Rejection
-from ..store.store import View
+from ..store.view import View
 from ..wire.names import normalized
 from ..wire.reasons import teach
 
@@ -288,7 +288,7 @@ ACTIONS: dict[str, Action] = {
     "webhook.clear": Action(lambda a: webhook.ClearWebhook(), _caller, webhook.decide_clear),
     # memory (§5)
     "memory.create": Action(
-        lambda a: memory.Create(_content(a.content)), _caller, lambda c, ctx: memory.decide_create(c, ctx)
+        lambda a: memory.CreateMemory(_content(a.content)), _caller, lambda c, ctx: memory.decide_create(c, ctx)
     ),
     "memory.update": Action(
         lambda a: memory.Update(a.memory, _content(a.content)),
@@ -310,7 +310,7 @@ ACTIONS: dict[str, Action] = {
     ),
     # thread (§6)
     "thread.create": Action(
-        lambda a: thread.Create(_content(a.content) if a.content is not None else None), _caller, thread.decide_create
+        lambda a: thread.CreateThread(_content(a.content) if a.content is not None else None), _caller, thread.decide_create
     ),
     "thread.admit": Action(lambda a: thread.Admit(a.thread, a.role), _thread, thread.decide_admit),
     "thread.void_admission": Action(lambda a: thread.VoidAdmission(a.thread), _thread, thread.decide_void_admission),
@@ -345,9 +345,10 @@ ACTIONS: dict[str, Action] = {
     # A2A (WIRE.md 1.3): a card on the caller's actor, the rest on the Task's
     "a2a.card.set": Action(a2a_ops.card_set, _caller, a2a_card.decide_set),
     "a2a.card.clear": Action(lambda a: a2a_card.ClearCard(), _caller, a2a_card.decide_clear),
-    "a2a.send": Action(a2a_ops.send, _a2a_task, a2a.decide_send),
+    # a push config's host resolved before routing, as webhook.set's (D411)
+    "a2a.send": Action(a2a_ops.send, _a2a_task, a2a.decide_send, precheck="push_host"),
     "a2a.cancel": Action(a2a_ops.cancel, _a2a_task, a2a.decide_cancel),
-    "a2a.push.set": Action(a2a_ops.push_set, _a2a_task, a2a.decide_push_set),
+    "a2a.push.set": Action(a2a_ops.push_set, _a2a_task, a2a.decide_push_set, precheck="push_host"),
     "a2a.push.clear": Action(a2a_ops.push_clear, _a2a_task, a2a.decide_push_clear),
 }
 

@@ -11,7 +11,7 @@ from typing import Any
 from ..core.kinds import kind_of
 from ..core.queries import answering, answers, order
 from ..store import Item
-from ..store.store import View
+from ..store.view import View
 
 __all__ = ["Reads", "owns_deadlines"]
 

@@ -33,7 +33,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import pykka
 
-from .object_actor import ObjectActor, Slot
+from .messages import ActorSlot
+from .object_actor import ObjectActor
 
 if TYPE_CHECKING:
     from .runtime import Runtime
@@ -67,13 +68,14 @@ class Carrier(pykka.ThreadingActor):
         threading.current_thread().name = f"{THREAD_NAME}-{self.index}"
 
     def on_receive(self, message: Any) -> None:
-        actor, inner = message
-        try:
-            actor.on_receive(inner)  # answers its own job's failures
-        except Exception:
-            # Never let one object's bug stop the thread that carries others
-            # (pykka stops an actor whose on_receive raises).
-            log.exception("an actor failed outside its job on %s", type(inner).__name__)
+        # ``(actor, message)``, or a list of them told together (Registry.tell_held)
+        for actor, inner in message if type(message) is list else (message,):
+            try:
+                actor.on_receive(inner)  # answers its own job's failures
+            except Exception:
+                # Never let one object's bug stop the thread that carries others
+                # (pykka stops an actor whose on_receive raises).
+                log.exception("an actor failed outside its job on %s", type(inner).__name__)
 
 
 class Ref:
@@ -104,7 +106,7 @@ class Registry:
         self.idle_stop_s = idle_stop_s
         self.may_start = may_start
         self._lock = threading.Lock()
-        self._actors: dict[str, tuple[ObjectActor, Slot]] = {}
+        self._actors: dict[str, tuple[ObjectActor, ActorSlot]] = {}
         self._carriers: list[pykka.ActorRef | None] = [None] * max(1, threads)
         self._closed = False
         self._stop_evt = threading.Event()
@@ -138,9 +140,11 @@ class Registry:
             ref = self._carriers[at] = Carrier.start(at)
         return ref
 
-    def tell(self, key: str, message: Any) -> bool | None:
+    def tell(self, key: str, message: Any, held: "dict[Any, list] | None" = None) -> bool | None:
         """True when told; False when stopping; None when ``key`` names nothing
-        an actor may be started for (no actor is started, nothing is told)."""
+        an actor may be started for (no actor is started, nothing is told).
+        With ``held``, the message is kept there for its carrier instead, and
+        told with the others of that carrier by :meth:`tell_held`."""
         with self._lock:
             if self._closed:
                 return False
@@ -155,16 +159,34 @@ class Registry:
                     return False
                 entry = self._actors.get(key)
                 if entry is None:
-                    slot = Slot()
+                    slot = ActorSlot()
                     actor = ObjectActor(self.runtime, key, slot)
                     actor.ref = Ref(self._carrier(key), actor)
                     entry = self._actors[key] = (actor, slot)
                 entry[1].last_used = time.monotonic()
+        ref = entry[0].ref
+        if held is not None:
+            held.setdefault(ref.carrier, []).append((ref.actor, message))
+            return True
         try:
-            entry[0].ref.tell(message)
+            ref.tell(message)
             return True
         except pykka.ActorDeadError:  # the carriers stopped meanwhile
             return False
+
+    @staticmethod
+    def tell_held(held: "dict[Any, list]") -> list[Any]:
+        """Tell each carrier the messages ``held`` keeps for it, in one message
+        (issue 38: one wake-up of a carrier's thread per loop turn, not one
+        per actor); each actor's messages stay in the order kept. Returns the
+        messages not told (the carriers stopped meanwhile)."""
+        lost: list[Any] = []
+        for carrier, pairs in held.items():
+            try:
+                carrier.tell(pairs if len(pairs) > 1 else pairs[0])
+            except pykka.ActorDeadError:
+                lost += [message for _, message in pairs]
+        return lost
 
     def _reap_loop(self) -> None:
         interval = max(0.05, min(5.0, self.idle_stop_s / 4))

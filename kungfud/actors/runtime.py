@@ -24,16 +24,17 @@ from .key_check import KEY_READS, key_refusal
 from ..core.context import Ctx, Limits
 from ..core.ids import time_ordered
 from ..core.webhook import webhook_obj
-from ..store import Failed, Outcome, Replayed, Store, Writer
+from ..store import Failed, Outcome, Store, Writer
 from ..core.events import OPEN as OPEN_TASKS
 from ..store.interface import Committer
 from ..store.layout import receipt_scope
 from ..store.quota import Quota
-from ..store.writer import mismatch
+from ..store.interface import replay
 from ..errors import Rejection
 from ..nodes import Nodes, single
 from ..nodes.link import Link
-from .clock import DeadlineClock
+from .deadline_clock import DeadlineClock
+from .event_pages import PASS_LIMIT, EventPages
 from ..core.a2a_card import card_url
 from .ops import ACTIONS, ROUTE_READS, SERVICE_ACTORS, agent_actor, to_command
 from ..reads import READS
@@ -41,12 +42,6 @@ from .registry import DEFAULT_THREADS, Registry
 from .stats import Stats, stats_of
 
 __all__ = ["Runtime", "Job", "Identity", "wall_ms", "OPEN_TASKS", "PASS_LIMIT"]
-
-# Open-stream rows not offered to the reader that one page of its feed reads
-# at most (D331; reviews/security.md round 4 finding 2: ~100k restricted offers
-# held the loop 775 ms per subscribe). The page then ends at the seq reached.
-PASS_LIMIT = 512
-
 
 def wall_ms() -> int:
     return time.time_ns() // 1_000_000
@@ -80,7 +75,7 @@ class Identity(NamedTuple):
     expires_at: int | None = None
 
 
-class Runtime:
+class Runtime(EventPages):
     def __init__(
         self,
         store: Store,
@@ -256,19 +251,30 @@ class Runtime:
         elif not told:
             job.reply(Failed(Rejection.unavailable("the daemon is shutting down; retry against the restarted daemon")))
 
-    def submit_many(self, jobs: list[Job], actor_key: str) -> None:
-        """Several jobs for one actor in one message (handled in this order)."""
-        if len(jobs) == 1:
+    def submit_many(self, jobs: list[Job], actor_key: str, held: dict | None = None) -> None:
+        """Several jobs for one actor in one message (handled in this order);
+        ``held``: kept for :meth:`submit_turn` to tell each carrier once."""
+        if len(jobs) == 1 and held is None:
             self.submit(jobs[0], actor_key)
             return
-        told = self.registry.tell(actor_key, jobs)
+        told = self.registry.tell(actor_key, jobs[0] if len(jobs) == 1 else jobs, held)
         if told is None:
-            self._no_object(jobs)
+            self._no_object(jobs, held)
         elif not told:
             for job in jobs:
                 job.reply(Failed(Rejection.unavailable("the daemon is shutting down; retry against the restarted daemon")))
 
-    def _no_object(self, jobs: list[Job]) -> None:
+    def submit_turn(self, outgoing: dict[str, list[Job]]) -> None:
+        """The jobs of one event-loop turn, by actor: :meth:`submit_many` for
+        each, and each carrier told once with its actors' messages."""
+        held: dict = {}
+        for actor_key, jobs in outgoing.items():
+            self.submit_many(jobs, actor_key, held)
+        for message in self.registry.tell_held(held):
+            for job in message if type(message) is list else (message,):
+                job.reply(Failed(Rejection.unavailable("the daemon is shutting down; retry against the restarted daemon")))
+
+    def _no_object(self, jobs: list[Job], held: dict | None = None) -> None:
         """Jobs for an object that does not exist (M5): no actor is started for
         it. Each caller's own agent actor decides them instead, with the same
         core decision over the same store, so the answer (``not_found``) is the
@@ -281,7 +287,7 @@ class Runtime:
                 continue
             by_actor.setdefault(agent_actor(job.caller), []).append(job)
         for key, mine in by_actor.items():
-            self.submit_many(mine, key)  # a service actor: always startable
+            self.submit_many(mine, key, held)  # a service actor: always startable
 
     # --- the one way in ----------------------------------------------------------
 
@@ -353,7 +359,7 @@ class Runtime:
             rec = view.receipt(job.scope)
         if rec is None:
             return None
-        return Replayed(rec.result) if rec.req_hash == job.req_hash else Failed(mismatch())
+        return replay(rec, job.req_hash)
 
     def read(
         self,
@@ -420,63 +426,3 @@ class Runtime:
                 if state is not None:
                     out[agent] = {state.key_hash, *(k.key_hash for k in keys.live(state, now))}
         return out
-
-    def last_seq(self) -> int:
-        """The newest event seq (WIRE.md 1.2: one daemon-wide sequence)."""
-        with self.store.read() as view:
-            return view.last_event_seq()
-
-    def events_page(
-        self, agent: str, after: int, limit: int, *, open_tasks: bool = False
-    ) -> tuple[int, list[tuple[int, bytes]], bool, int]:
-        """(newest event seq, up to ``limit`` of ``agent``'s events after seq
-        ``after`` as (seq, event JSON without seq), whether more may follow,
-        the seq read up to) from one view. Every event has its own seq, so
-        continuing after the seq read up to resumes exactly. ``open_tasks``:
-        the open-Task stream's ``task_offered`` events offered to ``agent``
-        merged in, in seq order (WIRE.md 1.2 "Open Tasks, announced"); a page
-        passes over at most ``PASS_LIMIT`` offers not meant for ``agent``
-        (D331: its work is bounded by what it returns)."""
-        with self.store.read() as view:
-            return view.last_event_seq(), *_page(view, agent, after, limit, open_tasks)
-
-    def events_after(
-        self, floors: Mapping[tuple[str, bool], int], limit: int
-    ) -> tuple[int, dict[tuple[str, bool], tuple[list[tuple[int, bytes]], bool, int]]]:
-        """Several pages (as :meth:`events_page`), keyed ``(agent,
-        open_tasks)``, each after its own seq, and the newest event seq, from
-        one view: the feed's live delivery when other nodes commit too (or for
-        open-Task subscribers). The view holds every event seq up to the
-        newest (event seqs are allocated in commit order under the writer
-        exclusion)."""
-        with self.store.read() as view:
-            return view.last_event_seq(), {
-                key: _page(view, key[0], after, limit, key[1]) for key, after in floors.items()
-            }
-
-
-def _page(
-    view: Any, agent: str, after: int, limit: int, open_tasks: bool = False
-) -> tuple[list[tuple[int, bytes]], bool, int]:
-    """(events, whether more may follow, the seq read up to): at most
-    ``limit`` events and ``PASS_LIMIT`` open-stream rows passed over (D331).
-    The feed is in seq order and every event has its own seq, so every row at
-    or below the seq read up to was read: the next page starts after it."""
-    feed = view.feed(agent, after, open_tasks, passed=True)
-    page: list[tuple[int, bytes]] = []
-    more = False
-    reached = after
-    passed = 0
-    try:
-        for seq, event in feed:
-            if len(page) >= limit or passed >= PASS_LIMIT:
-                more = True
-                break
-            reached = seq
-            if event is None:
-                passed += 1
-            else:
-                page.append((seq, event))
-    finally:
-        feed.close()  # its cursors, before the read transaction ends
-    return page, more, reached

@@ -7,7 +7,7 @@ friendly subcommand (``kungfu turn``, ``kungfu post THREAD --text … --ask AGEN
 docs/cli.md is the manual.
 
 The package is split like the daemon: turning a command line into one request
-(:func:`plan`: :mod:`.plan` parses, :mod:`.builders` builds the :class:`Call`)
+(:func:`plan`: :mod:`.plan` parses, the command groups build the :class:`PlannedCall`)
 does no I/O and is tested on its own; :mod:`.profiles` finds the URL and key;
 :mod:`.render` prints; a thin asyncio shell (:mod:`.shell`; :mod:`.feed`, the
 subscription that :mod:`.watch` and :mod:`.wake` share) connects, sends, prints, and :mod:`.run` maps the outcome to an exit code
@@ -21,9 +21,9 @@ unknown the key is printed so a person can retry exactly that action.
 from __future__ import annotations
 
 from ..handshake import DEFAULT_URL
-from .builders import Call
+from .call import PlannedCall
 from .exits import EXIT_CODES, UsageError
 from .plan import OP_COMMANDS, plan
 from .run import main
 
-__all__ = ["main", "plan", "Call", "EXIT_CODES", "OP_COMMANDS", "UsageError", "DEFAULT_URL"]
+__all__ = ["main", "plan", "PlannedCall", "EXIT_CODES", "OP_COMMANDS", "UsageError", "DEFAULT_URL"]

@@ -1,12 +1,12 @@
 """``kungfu a2a …``: publish the agent's A2A card, and every A2A op from the
-command line (WIRE.md 1.3 "A2A"; docs/a2a.md). Pure like :mod:`.builders`:
-parsed arguments → one :class:`~.builders.Call`."""
+command line (WIRE.md 1.3 "A2A"; docs/a2a.md). Pure like the other command groups (``*_commands.py``):
+parsed arguments → one :class:`~.call.PlannedCall`."""
 
 from __future__ import annotations
 
 import uuid
 
-from .builders import Call
+from .call import PlannedCall
 from .exits import UsageError
 
 __all__ = ["add_a2a", "A2A_COMMANDS"]
@@ -35,15 +35,15 @@ def _skill(text: str) -> dict:
     return {"id": parts[0].strip(), "name": parts[1].strip(), "description": parts[2].strip(), "tags": []}
 
 
-def _b_publish(ns) -> Call:
+def _b_publish(ns) -> PlannedCall:
     content: dict = {"name": ns.name, "description": ns.description}
     if ns.skill:
         content["skills"] = [_skill(s) for s in ns.skill]
     accept = {"agents": ns.accept} if ns.accept else "any"
-    return Call("a2a.card.set", {"content": content, "accept": accept})
+    return PlannedCall("a2a.card.set", {"content": content, "accept": accept})
 
 
-def _b_send(ns) -> Call:
+def _b_send(ns) -> PlannedCall:
     message: dict = {"messageId": ns.message_id or str(uuid.uuid4()), "role": "ROLE_USER", "parts": [{"text": ns.text}]}
     if ns.judge:
         message["extensions"] = [E]
@@ -54,16 +54,16 @@ def _b_send(ns) -> Call:
         if ns.verdict:
             message["metadata"] = {E: {"verdict": ns.verdict}}
     # The idempotency key A2A clients get: one messageId, one effect.
-    return Call("a2a.send", {"to": ns.agent, "message": message}, key=f"a2a:{ns.agent}:{message['messageId']}")
+    return PlannedCall("a2a.send", {"to": ns.agent, "message": message}, key=f"a2a:{ns.agent}:{message['messageId']}")
 
 
-def _b_tasks(ns) -> Call:
+def _b_tasks(ns) -> PlannedCall:
     args = {k: v for k, v in (("to", ns.to), ("context", ns.context), ("state", ns.state),
                               ("limit", ns.limit), ("cursor", ns.cursor)) if v is not None}
-    return Call("a2a.tasks", args, follow=ns.all)
+    return PlannedCall("a2a.tasks", args, follow=ns.all)
 
 
-def _b_push_set(ns) -> Call:
+def _b_push_set(ns) -> PlannedCall:
     config: dict = {"url": ns.url}
     for name in ("id", "token"):
         if getattr(ns, name):
@@ -72,7 +72,7 @@ def _b_push_set(ns) -> Call:
         config["authentication"] = {"scheme": ns.scheme, **({"credentials": ns.credentials} if ns.credentials else {})}
     elif ns.credentials:
         raise UsageError("--credentials needs --scheme (e.g. Bearer)")
-    return Call("a2a.push.set", {"task": ns.task, "config": config})
+    return PlannedCall("a2a.push.set", {"task": ns.task, "config": config})
 
 
 def add_a2a(s, page_args) -> None:
@@ -83,10 +83,10 @@ def add_a2a(s, page_args) -> None:
     p.add_argument("--description", required=True)
     p.add_argument("--skill", action="append", metavar="ID:NAME:DESCRIPTION", help="a skill (repeat for more)")
     p.add_argument("--accept", nargs="+", metavar="AGENT", help="only these agents may send you work (default: any)")
-    p = g.add("show", lambda ns: Call("a2a.card.get", {"agent": ns.agent} if ns.agent else {}),
+    p = g.add("show", lambda ns: PlannedCall("a2a.card.get", {"agent": ns.agent} if ns.agent else {}),
               "your card (or AGENT's) and its URL", action=False)
     p.add_argument("agent", metavar="AGENT", nargs="?")
-    g.add("clear", lambda ns: Call("a2a.card.clear"), "unpublish your card", action=True)
+    g.add("clear", lambda ns: PlannedCall("a2a.card.clear"), "unpublish your card", action=True)
     p = g.add("send", _b_send, "send work to AGENT's card (or --task … --verdict …)", action=True)
     p.add_argument("agent", metavar="AGENT")
     p.add_argument("--text", required=True, help="the message (a verdict's reason)")
@@ -94,9 +94,9 @@ def add_a2a(s, page_args) -> None:
     p.add_argument("--task", metavar="TASK")
     p.add_argument("--verdict", choices=["adopt", "reject"])
     p.add_argument("--message-id", metavar="ID", help="the A2A messageId (default: a new one)")
-    g.add("cancel", lambda ns: Call("a2a.cancel", {"task": ns.task}), "cancel your A2A task", action=True).add_argument(
+    g.add("cancel", lambda ns: PlannedCall("a2a.cancel", {"task": ns.task}), "cancel your A2A task", action=True).add_argument(
         "task", metavar="TASK")
-    p = g.add("task", lambda ns: Call("a2a.task", {"task": ns.task} | (
+    p = g.add("task", lambda ns: PlannedCall("a2a.task", {"task": ns.task} | (
         {"history_length": ns.history_length} if ns.history_length is not None else {})),
         "your A2A task as an A2A Task object", action=False)
     p.add_argument("task", metavar="TASK")
@@ -113,9 +113,9 @@ def add_a2a(s, page_args) -> None:
     p.add_argument("--token")
     p.add_argument("--scheme", help="Authorization scheme, e.g. Bearer")
     p.add_argument("--credentials")
-    g.add("push-list", lambda ns: Call("a2a.push.list", {"task": ns.task}), "your task's push configs",
+    g.add("push-list", lambda ns: PlannedCall("a2a.push.list", {"task": ns.task}), "your task's push configs",
           action=False).add_argument("task", metavar="TASK")
-    p = g.add("push-clear", lambda ns: Call("a2a.push.clear", {"task": ns.task, "config": ns.config}),
+    p = g.add("push-clear", lambda ns: PlannedCall("a2a.push.clear", {"task": ns.task, "config": ns.config}),
               "remove a push config", action=True)
     p.add_argument("task", metavar="TASK")
     p.add_argument("config", metavar="CONFIG")

@@ -3,7 +3,7 @@ exceptions that end a run early (docs/cli.md "Exit codes")."""
 
 from __future__ import annotations
 
-__all__ = ["EXIT_CODES", "UsageError", "Failed"]
+__all__ = ["EXIT_CODES", "UsageError", "CommandFailed"]
 
 #: Exit status per outcome: one per WIRE.md error code, plus the CLI's own.
 EXIT_CODES: dict[str, int] = {
@@ -28,7 +28,7 @@ class UsageError(Exception):
     """A command line, profile or content file the CLI cannot use (exit 2)."""
 
 
-class Failed(Exception):
+class CommandFailed(Exception):
     """A refusal that did not come as a WIRE.md error frame (handshake, network)."""
 
     def __init__(self, code: str, reason: str, next: str):

@@ -13,12 +13,12 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from .exits import Failed, UsageError
-from .profiles import Settings
+from .exits import CommandFailed, UsageError
+from .profiles import ClientSettings
 from .render import Out
 from .shell import REPLY_TIMEOUT_S, handshake_failure
 
-__all__ = ["Feed", "read_state", "write_state"]
+__all__ = ["EventFeed", "read_state", "write_state"]
 
 #: Connection failures a feed that was subscribed once waits out (a daemon restarting).
 _TRANSIENT = ("cannot_connect", "unavailable")
@@ -51,7 +51,7 @@ def write_state(path: Path | None, seq: int) -> None:
         raise UsageError(f"cannot write state file {path}: {e.strerror or e}") from None
 
 
-class Feed:
+class EventFeed:
     """``await feed.next(idle)`` → the next event frame, or None once ``idle``
     seconds pass without one (counted from the first subscription or the last
     event). ``seq`` is the last seq yielded; when the feed started with no seq,
@@ -62,11 +62,11 @@ class Feed:
     ``since`` (pauses growing to 5 s)."""
 
     def __init__(
-        self, st: Settings, since: int | None, out: Out, *, name: str, open_tasks: bool = False,
+        self, st: ClientSettings, since: int | None, out: Out, *, name: str, open_tasks: bool = False,
         on_start: Callable[[int], None] | None = None, a2a: bool = False,
     ):
         if not st.key:
-            raise Failed("unauthenticated", "no agent key: set KUNGFU_KEY or pass --profile NAME", "revise")
+            raise CommandFailed("unauthenticated", "no agent key: set KUNGFU_KEY or pass --profile NAME", "revise")
         self.st, self.seq, self.out, self.name = st, since, out, name
         self.open_tasks, self.on_start, self.a2a = open_tasks, on_start, a2a
         self.ws = None
@@ -94,7 +94,7 @@ class Feed:
                 break
             except Exception as e:
                 failure = handshake_failure(e, self.st.url)
-                if not self.connected_once or not isinstance(failure, Failed) or failure.error["code"] not in _TRANSIENT:
+                if not self.connected_once or not isinstance(failure, CommandFailed) or failure.error["code"] not in _TRANSIENT:
                     raise failure from None
                 if not await self._pause(idle):
                     return False
@@ -137,7 +137,7 @@ class Feed:
                 frame = await asyncio.wait_for(self.ws.recv(), wait)
             except asyncio.TimeoutError:
                 if not self.subscribed:
-                    raise Failed("cannot_connect", f"no reply to subscribe from {self.st.url}", "retry") from None
+                    raise CommandFailed("cannot_connect", f"no reply to subscribe from {self.st.url}", "retry") from None
                 return None
             except (ConnectionClosed, OSError) as e:
                 await self._drop(str(e))
@@ -165,7 +165,7 @@ class Feed:
             err = msg.get("error") or {}
             if self.connected_once and err.get("next") == "retry":
                 return False
-            failure = Failed(err.get("code", "internal"), err.get("reason", ""), err.get("next", "stop"))
+            failure = CommandFailed(err.get("code", "internal"), err.get("reason", ""), err.get("next", "stop"))
             failure.error = err
             raise failure
         newest = msg["result"]["seq"]

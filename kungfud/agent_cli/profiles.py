@@ -15,7 +15,7 @@ from pathlib import Path
 from ..handshake import DEFAULT_URL
 from .exits import UsageError
 
-__all__ = ["DEFAULT_CONFIG", "Settings", "settings", "config_path", "load_profiles", "save_profile"]
+__all__ = ["DEFAULT_CONFIG", "ClientSettings", "settings", "config_path", "load_profiles", "save_profile"]
 
 DEFAULT_CONFIG = "~/.config/kungfu/profiles.toml"
 
@@ -65,14 +65,14 @@ def _toml_key(k: str) -> str:
 
 
 @dataclass
-class Settings:
+class ClientSettings:
     url: str
     key: str | None
     profile: str  # the profile name in effect (for --save)
     key_from_profile: bool = False  # the key was read from that profile (rotate-key --save rewrites it)
 
 
-def settings(ns: argparse.Namespace, env: os._Environ | dict = os.environ) -> Settings:
+def settings(ns: argparse.Namespace, env: os._Environ | dict = os.environ) -> ClientSettings:
     """Where the URL and agent key come from: an explicit ``--profile`` supplies
     both (``--url`` still wins for the URL); otherwise ``KUNGFU_KEY`` and
     ``KUNGFU_URL``; otherwise the profile named by ``KUNGFU_PROFILE`` or
@@ -86,8 +86,8 @@ def settings(ns: argparse.Namespace, env: os._Environ | dict = os.environ) -> Se
         if prof is None:
             raise UsageError(f"no profile [{name}] in {path}; create one with: kungfu register NAME --save --profile {name}")
         prof = prof or {}
-        return Settings(url_flag or prof.get("url") or env_url or DEFAULT_URL, prof.get("key"), name, bool(prof.get("key")))
+        return ClientSettings(url_flag or prof.get("url") or env_url or DEFAULT_URL, prof.get("key"), name, bool(prof.get("key")))
     if env_key:
-        return Settings(url_flag or env_url or DEFAULT_URL, env_key, name)
+        return ClientSettings(url_flag or env_url or DEFAULT_URL, env_key, name)
     prof = load_profiles(config_path()).get(name) or {}
-    return Settings(url_flag or env_url or prof.get("url") or DEFAULT_URL, prof.get("key"), name, bool(prof.get("key")))
+    return ClientSettings(url_flag or env_url or prof.get("url") or DEFAULT_URL, prof.get("key"), name, bool(prof.get("key")))

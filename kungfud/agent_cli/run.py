@@ -8,8 +8,8 @@ import asyncio
 import os
 import sys
 
-from .builders import Call
-from .exits import EXIT_CODES, Failed, UsageError
+from .call import PlannedCall
+from .exits import EXIT_CODES, CommandFailed, UsageError
 from .plan import plan
 from .profiles import settings
 from .render import Out
@@ -20,7 +20,7 @@ from .watch import run_watch
 __all__ = ["main"]
 
 
-async def _run(ns: argparse.Namespace, call: Call | None, out: Out) -> int:
+async def _run(ns: argparse.Namespace, call: PlannedCall | None, out: Out) -> int:
     if ns.cmd == "register":
         return await run_register(ns, out)
     st = settings(ns)
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as e:
         print(f"kungfu: error: {e}", file=sys.stderr)
         return EXIT_CODES["usage"]
-    except Failed as e:
+    except CommandFailed as e:
         return out.error(e.error)
     except KeyboardInterrupt:
         return 130

@@ -15,9 +15,9 @@ import os
 from typing import Any
 
 from ..handshake import DEFAULT_URL, refusal
-from .builders import Call
-from .exits import Failed, UsageError
-from .profiles import Settings, config_path, load_profiles, save_profile
+from .call import PlannedCall
+from .exits import CommandFailed, UsageError
+from .profiles import ClientSettings, config_path, load_profiles, save_profile
 from .names import NAMED_READS, resolve, with_names
 from .render import Out
 
@@ -38,10 +38,10 @@ def handshake_failure(e: Exception, url: str) -> Exception:
         status = e.response.status_code
         refused = refusal(status)
         if refused is not None:
-            return Failed(refused.code, f"the daemon at {url} {refused.why}{_ADVICE.get(refused.code, '')}", refused.next)
-        return Failed("cannot_connect", f"the handshake with {url} failed with HTTP {status}; is the URL's path right?", "stop")
+            return CommandFailed(refused.code, f"the daemon at {url} {refused.why}{_ADVICE.get(refused.code, '')}", refused.next)
+        return CommandFailed("cannot_connect", f"the handshake with {url} failed with HTTP {status}; is the URL's path right?", "stop")
     if isinstance(e, (OSError, InvalidHandshake, asyncio.TimeoutError)):
-        return Failed("cannot_connect", f"cannot connect to {url}: {e or type(e).__name__}", "retry")
+        return CommandFailed("cannot_connect", f"cannot connect to {url}: {e or type(e).__name__}", "retry")
     return e
 
 
@@ -62,7 +62,7 @@ async def _request(client, op: str, args: dict, key: str | None) -> dict:
     return await asyncio.wait_for(client.request(op, args, key=key), REPLY_TIMEOUT_S)
 
 
-async def _send(st: Settings, call: Call, out: Out) -> tuple[dict, Any]:
+async def _send(st: ClientSettings, call: PlannedCall, out: Out) -> tuple[dict, Any]:
     """Send ``call`` (paging with ``follow``); returns (response, client to close).
     A request lost with its connection is resent once on a new connection; an
     action keeps its idempotency key, so the resend never does it twice (L3)."""
@@ -81,14 +81,14 @@ async def _send(st: Settings, call: Call, out: Out) -> tuple[dict, Any]:
             await client.close()
             why = f"the connection was lost before the reply ({e or type(e).__name__})"
             if attempt == 2 and call.is_action:
-                raise Failed(
+                raise CommandFailed(
                     "cannot_connect",
                     f"{why}; the action may or may not have happened: retry it with --key {idem} "
                     "(the same key never does it twice)",
                     "retry",
                 ) from None
             if attempt == 2:
-                raise Failed("cannot_connect", f"{why}; retry", "retry") from None
+                raise CommandFailed("cannot_connect", f"{why}; retry", "retry") from None
             out.note(f"connection lost; resending once{f' with the same key {idem}' if call.is_action else ''}")
             await asyncio.sleep(0.2)
             client = await _connect(st.url, key)
@@ -101,7 +101,7 @@ def _new_key() -> str:
     return new_key()
 
 
-async def _follow(client, call: Call, first: dict) -> dict:
+async def _follow(client, call: PlannedCall, first: dict) -> dict:
     """Every page of a list read, as one page ``{"items": all, "cursor": null}``."""
     items = list(first["result"]["items"])
     cursor = first["result"]["cursor"]
@@ -114,11 +114,11 @@ async def _follow(client, call: Call, first: dict) -> dict:
     return {**first, "result": {"items": items, "cursor": None}}
 
 
-async def run_call(st: Settings, call: Call, out: Out) -> int:
+async def run_call(st: ClientSettings, call: PlannedCall, out: Out) -> int:
     from websockets.exceptions import ConnectionClosed
 
     if call.needs_agent and not st.key:
-        raise Failed(
+        raise CommandFailed(
             "unauthenticated",
             "no agent key: set KUNGFU_KEY, or pass --profile NAME (create one with: kungfu register NAME --save)",
             "revise",
@@ -150,8 +150,8 @@ async def run_register(ns: argparse.Namespace, out: Out) -> int:
         url = (load_profiles(path).get(name) or {}).get("url") or url
     if ns.save and name in load_profiles(path) and not ns.force:
         raise UsageError(f"profile [{name}] already exists in {path}; pick another --profile or add --force")
-    call = Call("agent.register", {"content": {"name": ns.name}}, key=getattr(ns, "key", None))
-    resp, client = await _send(Settings(url, None, name), call, out)
+    call = PlannedCall("agent.register", {"content": {"name": ns.name}}, key=getattr(ns, "key", None))
+    resp, client = await _send(ClientSettings(url, None, name), call, out)
     await client.close()
     if not resp.get("ok"):
         return out.error(resp["error"])
@@ -172,7 +172,7 @@ async def run_register(ns: argparse.Namespace, out: Out) -> int:
 NEW_KEY_OPS = frozenset({"admin.agent.create", "admin.agent.reset_key", "agent.rotate_key"})
 
 
-async def run_new_key(st: Settings, ns: argparse.Namespace, call: Call, out: Out) -> int:
+async def run_new_key(st: ClientSettings, ns: argparse.Namespace, call: PlannedCall, out: Out) -> int:
     """Commands whose receipt carries a key shown only once: print it, or save
     it to a profile (``--save-as PROFILE``; ``rotate-key --save`` rewrites the
     profile the key came from). What can be checked is checked before acting,
@@ -188,7 +188,7 @@ async def run_new_key(st: Settings, ns: argparse.Namespace, call: Call, out: Out
             "pass --profile NAME, or rotate without --save and update KUNGFU_KEY"
         )
     if call.needs_agent and not st.key:
-        raise Failed("unauthenticated", "no agent key: set KUNGFU_KEY, or pass --profile NAME", "revise")
+        raise CommandFailed("unauthenticated", "no agent key: set KUNGFU_KEY, or pass --profile NAME", "revise")
     resp, client = await _send(st, call, out)
     await client.close()  # these are actions: no names to look up (NAMED_READS)
     if not resp.get("ok"):

@@ -30,8 +30,8 @@ from pathlib import Path
 from ..event_kinds import DEFAULT_KINDS
 from ..event_kinds import KINDS as ALL_KINDS
 from .exits import EXIT_CODES, UsageError
-from .feed import Feed, read_state, write_state
-from .profiles import Settings
+from .feed import EventFeed, read_state, write_state
+from .profiles import ClientSettings
 from .render import Out
 
 __all__ = ["KINDS", "DEFAULT_ON", "EVENTS_LIMIT", "add_wake_args", "wakes", "run_wake"]
@@ -146,7 +146,7 @@ class Waker:
     """The loop: a reader task gathers events into ``pending``; the main loop
     runs CMD for everything pending, one run at a time."""
 
-    def __init__(self, st: Settings, ns: argparse.Namespace, out: Out):
+    def __init__(self, st: ClientSettings, ns: argparse.Namespace, out: Out):
         if (ns.max_runs is None) != (ns.per is None):
             raise UsageError("--max-runs and --per go together: --max-runs N --per S")
         if ns.max_runs is not None and ns.max_runs < 1:
@@ -154,7 +154,7 @@ class Waker:
         self.st, self.ns, self.out = st, ns, out
         self.state = Path(ns.state_file).expanduser() if ns.state_file else None
         self.saved = read_state(self.state)
-        self.feed = Feed(st, self.saved, out, name="wake", open_tasks="task_offered" in ns.on, on_start=self._save,
+        self.feed = EventFeed(st, self.saved, out, name="wake", open_tasks="task_offered" in ns.on, on_start=self._save,
                          a2a="a2a_task" in ns.on)
         self.pending: list[dict] = []
         self.received: int | None = self.saved  # the last seq the feed yielded
@@ -355,7 +355,7 @@ class Waker:
             await self.feed.close()
 
 
-async def run_wake(st: Settings, ns: argparse.Namespace, out: Out) -> int:
+async def run_wake(st: ClientSettings, ns: argparse.Namespace, out: Out) -> int:
     """Run until interrupted; SIGTERM (``systemctl stop``) ends a run in
     progress with SIGTERM too, leaves its events to the next start, and exits 143."""
     import signal

@@ -7,23 +7,23 @@ import argparse
 import json
 from pathlib import Path
 
-from .feed import Feed, read_state, write_state
-from .profiles import Settings
+from .feed import EventFeed, read_state, write_state
+from .profiles import ClientSettings
 from .names import EventNames
 from .render import Out, render_event
 
 __all__ = ["run_watch"]
 
 
-async def run_watch(st: Settings, ns: argparse.Namespace, out: Out) -> int:
+async def run_watch(st: ClientSettings, ns: argparse.Namespace, out: Out) -> int:
     """``subscribe {since}`` and print events. The seq of each event is saved
     after it is printed, so a restart resumes after the last one printed: no
     gap, and at most the last event twice if killed between the two. A lost
-    connection is resubscribed with ``since`` (:class:`Feed`). Without
+    connection is resubscribed with ``since`` (:class:`EventFeed`). Without
     ``--ids``/``--json``, agents are written by name (:class:`~.names.EventNames`)."""
     state = Path(ns.state_file).expanduser() if ns.state_file else None
     since = ns.since if ns.since is not None else read_state(state)
-    feed = Feed(st, since, out, name="watch", open_tasks=ns.open_tasks, on_start=lambda seq: write_state(state, seq))
+    feed = EventFeed(st, since, out, name="watch", open_tasks=ns.open_tasks, on_start=lambda seq: write_state(state, seq))
     names = None if out.as_json or out.ids else EventNames(st.url, st.key)
     seen = 0
     try:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from ..errors import Hint, Refused, Rejection, rejects
+from ..errors import Hint, DecisionRefused, Rejection, rejects
 from .a2a_card import card_obj, no_card, published
 from .a2a_push import ClearPush, PushCleared, PushState, SetPush, configured, push_obj, set_result
 from .a2a_view import CANCELED, COMPLETED, INPUT_REQUIRED, SUBMITTED, TERMINAL, E, state_of
@@ -138,6 +138,12 @@ class A2ATaskState(msgspec.Struct, frozen=True):
     canceled_at: int | None = None
     state: str = SUBMITTED  # as of its last recorded change (a deadline not yet recorded aside)
     generation: int = 1
+    changed_at: int | None = None  # its last recorded A2A-visible change (a2a.tasks' order; None: created_at)
+
+    @property
+    def changed(self) -> int:
+        """When its last recorded A2A-visible change happened (creation first)."""
+        return self.created_at if self.changed_at is None else self.changed_at
 
 
 class Send(msgspec.Struct, frozen=True):
@@ -178,7 +184,7 @@ def mine(task: str, me: str, ctx: "Ctx", to: str | None) -> A2ATaskState:
     through A2A, sent to another agent) is not_found with the same bytes."""
     a: A2ATaskState | None = ctx.get(a2a_obj(task)) if _TASK_ID.fullmatch(task) else None
     if a is None or a.author != me or (to is not None and a.to != to):
-        raise Refused(Rejection.not_found("task", task))
+        raise DecisionRefused(Rejection.not_found("task", task))
     return a
 
 
@@ -197,24 +203,24 @@ def current(a: A2ATaskState, t: TaskState, ctx: "Ctx") -> tuple[str, str | None,
 def decide_send(cmd: Send, ctx: "Ctx") -> Decision:
     me = acting(ctx)
     if cmd.role != "ROLE_USER":
-        raise Refused(Rejection.bad_request(f"message.role must be ROLE_USER, not {cmd.role!r} (in `message.role`)"))
+        raise DecisionRefused(Rejection.bad_request(f"message.role must be ROLE_USER, not {cmd.role!r} (in `message.role`)"))
     fits(cmd.message, ctx, "the message")
     return _create(cmd, me, ctx) if cmd.task is None else _verdict(cmd, me, ctx)
 
 
 def _create(cmd: Send, me: str, ctx: "Ctx") -> Decision:
     if cmd.verdict is not None:
-        raise Refused(Rejection.bad_request(
+        raise DecisionRefused(Rejection.bad_request(
             f"a verdict (metadata[{E}].verdict) judges an existing task: name it in `message.taskId`"
         ))
     if cmd.to == me:
-        raise Refused(Rejection.forbidden("an agent may not send A2A work to itself"))
+        raise DecisionRefused(Rejection.forbidden("an agent may not send A2A work to itself"))
     card = ctx.get(card_obj(cmd.to))
     agent = ctx.get(cmd.to)
     if not published(card) or agent is None or not agent.active:
-        raise Refused(no_card(cmd.to))
+        raise DecisionRefused(no_card(cmd.to))
     if card.accept is not None and me not in card.accept:
-        raise Refused(Rejection.forbidden(f"agent {cmd.to} accepts A2A work only from the agents its card names"))
+        raise DecisionRefused(Rejection.forbidden(f"agent {cmd.to} accepts A2A work only from the agents its card names"))
     spec = ContractSpec(
         content=cmd.contract_content,
         deliver_within_s=cmd.deliver_within_s,
@@ -225,7 +231,7 @@ def _create(cmd: Send, me: str, ctx: "Ctx") -> Decision:
     )
     created = decide_create(CreateTask([cmd.to], spec), ctx)
     if isinstance(created, Rejection):
-        raise Refused(created)
+        raise DecisionRefused(created)
     task = created.result["task"]
     facts: list[Fact] = list(created.facts)
     known: ContextState | None = ctx.get(cmd.context) if cmd.context and _CONTEXT_ID.fullmatch(cmd.context) else None
@@ -250,30 +256,30 @@ def _verdict(cmd: Send, me: str, ctx: "Ctx") -> Decision:
     state, open_e, _ = current(a, t, ctx)
     again = "send a new message with referenceTaskIds naming this task"
     if state in TERMINAL:
-        raise Refused(unsupported(f"task {cmd.task} is {state}; {again}", cmd.task, cmd.to))
+        raise DecisionRefused(unsupported(f"task {cmd.task} is {state}; {again}", cmd.task, cmd.to))
     if cmd.verdict is None:
-        raise Refused(unsupported(
+        raise DecisionRefused(unsupported(
             f"a message to task {cmd.task} must carry metadata[{E}].verdict (adopt or reject); {again}",
             cmd.task, cmd.to,
         ))
     if not a.client_judges:
-        raise Refused(unsupported(
+        raise DecisionRefused(unsupported(
             f"task {cmd.task} is judged by its deadline (it was not created with the extension {E}); {again}",
             cmd.task, cmd.to,
         ))
     if cmd.verdict not in ("adopt", "reject"):
-        raise Refused(Rejection.bad_request(
+        raise DecisionRefused(Rejection.bad_request(
             f"metadata[{E}].verdict must be \"adopt\" or \"reject\", not {cmd.verdict!r}"
         ))
     if state != INPUT_REQUIRED or open_e is None:
-        raise Refused(Rejection("conflict", f"no delivery of task {cmd.task} awaits your verdict (it is {state})", "wait"))
+        raise DecisionRefused(Rejection("conflict", f"no delivery of task {cmd.task} awaits your verdict (it is {state})", "wait"))
     if cmd.verdict == "reject" and cmd.reason is None:
-        raise Refused(Rejection.bad_request(
+        raise DecisionRefused(Rejection.bad_request(
             "a rejection must carry its reason as the message's text parts", rule="R7.3-17"
         ))
     judged = decide_judge(Judge(open_e, cmd.verdict, cmd.reason if cmd.verdict == "reject" else None), ctx)  # type: ignore[arg-type]
     if isinstance(judged, Rejection):
-        raise Refused(judged)
+        raise DecisionRefused(judged)
     facts = [*judged.facts, MessageAdded(at=ctx.now, by=me, task=cmd.task, message=cmd.message)]
     after = COMPLETED if cmd.verdict == "adopt" else state_of(False, None, True, a.canceled_at is not None)
     d = make(facts, {"task": cmd.task, "engagement": open_e, "verdict": cmd.verdict, "state": after}, ctx)
@@ -291,9 +297,9 @@ def decide_cancel(cmd: Cancel, ctx: "Ctx") -> Decision:
     t: TaskState = ctx.get(cmd.task)
     state, open_e, eff = current(a, t, ctx)
     if state == COMPLETED:
-        raise Refused(not_cancelable(f"task {cmd.task} is already completed", cmd.task, a.to))
+        raise DecisionRefused(not_cancelable(f"task {cmd.task} is already completed", cmd.task, a.to))
     if state == INPUT_REQUIRED:
-        raise Refused(not_cancelable(
+        raise DecisionRefused(not_cancelable(
             f"a delivery of task {cmd.task} awaits your verdict; judge it first", cmd.task, a.to,
             Hint("a2a.send", {"to": a.to, "message": {"taskId": cmd.task, "metadata": {E: {"verdict": "adopt"}}}}),
         ))
@@ -314,7 +320,7 @@ def decide_push_set(cmd: SetPush, ctx: "Ctx") -> Decision:
     a = mine(cmd.task, me, ctx, cmd.to)
     state, _, _ = current(a, ctx.get(cmd.task), ctx)
     if state in TERMINAL:
-        raise Refused(Rejection.conflict(f"task {cmd.task} is {state}: it sends no more notifications"))
+        raise DecisionRefused(Rejection.conflict(f"task {cmd.task} is {state}: it sends no more notifications"))
     fact = configured(cmd, ctx, me)
     return make([fact], set_result(fact), ctx)
 
@@ -325,7 +331,7 @@ def decide_push_clear(cmd: ClearPush, ctx: "Ctx") -> Decision:
     mine(cmd.task, me, ctx, cmd.to)
     before: PushState | None = ctx.get(push_obj(cmd.task))
     if before is None or not any(c.id == cmd.id for c in before.configs):
-        raise Refused(Rejection.not_found("push config", cmd.id))
+        raise DecisionRefused(Rejection.not_found("push config", cmd.id))
     return make([PushCleared(at=ctx.now, by=me, task=cmd.task, id=cmd.id)], {"cleared": True}, ctx)
 
 
@@ -386,7 +392,7 @@ def apply(state: A2ATaskState | None, fact: Fact) -> A2ATaskState:
         case Canceled():
             return rep(state, canceled_at=fact.at)
         case Progressed():
-            return rep(state, state=fact.state, generation=fact.generation)
+            return rep(state, state=fact.state, generation=fact.generation, changed_at=fact.at)
     raise TypeError(f"a2a task cannot apply {type(fact).__name__}")
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from ..errors import Rejection, rejects
+from ..errors import DecisionRefused, Rejection, rejects
 from .agent import require_active
 from .context import fits
 from .facts import Decision, Fact
@@ -89,12 +89,12 @@ def published(state: CardState | None) -> bool:
 def decide_set(cmd: SetCard, ctx: "Ctx") -> Decision | Rejection:
     """``a2a.card.set``: the caller's card, replacing any."""
     if (r := require_active(ctx)) is not None:
-        return r
+        raise DecisionRefused(r)
     assert ctx.caller is not None
     agent = ctx.caller.agent
     fits(cmd.content, ctx, "the card's content")
     if cmd.accept is not None and len(set(cmd.accept)) != len(cmd.accept):
-        return Rejection.bad_request("`accept.agents` names an agent more than once (in `accept`)")
+        raise DecisionRefused(Rejection.bad_request("`accept.agents` names an agent more than once (in `accept`)"))
     obj = card_obj(agent)
     before = ctx.get(obj)  # its version guards a concurrent set or clear (L5)
     fact = CardSet(at=ctx.now, by=agent, agent=agent, content=cmd.content, accept=cmd.accept)
@@ -102,11 +102,12 @@ def decide_set(cmd: SetCard, ctx: "Ctx") -> Decision | Rejection:
     return Decision([fact], result, {obj: apply(before, fact)})
 
 
+@rejects
 def decide_clear(cmd: ClearCard, ctx: "Ctx") -> Decision | Rejection:
     """``a2a.card.clear``: no card any more (also when there was none). Tasks
     already made through A2A go on; no new ones can be sent."""
     if (r := require_active(ctx)) is not None:
-        return r
+        raise DecisionRefused(r)
     assert ctx.caller is not None
     agent = ctx.caller.agent
     obj = card_obj(agent)

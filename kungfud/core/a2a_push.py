@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from ..errors import Refused, Rejection
+from ..errors import DecisionRefused, Rejection
 from .facts import Fact
 from .webhook import url_refusal
 
@@ -95,16 +95,16 @@ def shown(c: PushConfig) -> dict[str, Any]:
 
 def configured(cmd: SetPush, ctx: "Ctx", me: str) -> PushSet:
     """The fact that sets ``cmd``'s config on its Task (the author acting),
-    or :class:`~kungfud.errors.Refused`: a URL the webhook rules refuse, or
+    or :class:`~kungfud.errors.DecisionRefused`: a URL the webhook rules refuse, or
     one config more than ``[a2a] push_configs_per_task``."""
     reason = url_refusal(cmd.url, ctx.limits.webhook_allow_hosts)
     if reason is not None:
-        raise Refused(Rejection("bad_request", reason + " (in `config.url`)", "revise"))
+        raise DecisionRefused(Rejection("bad_request", reason + " (in `config.url`)", "revise"))
     before: PushState | None = ctx.get(push_obj(cmd.task))
     configs = before.configs if before is not None else []
     replaced = cmd.id is not None and any(c.id == cmd.id for c in configs)
     if not replaced and len(configs) >= ctx.limits.a2a_push_configs_per_task:
-        raise Refused(Rejection.conflict(
+        raise DecisionRefused(Rejection.conflict(
             f"task {cmd.task} has {len(configs)} push configs, the most it may have; clear one first"
         ))
     config = PushConfig(

@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from .clock import rfc3339
+from .timestamps import rfc3339
 
 __all__ = [
     "E", "SUBMITTED", "WORKING", "INPUT_REQUIRED", "COMPLETED", "CANCELED", "STATES", "TERMINAL", "Seen",

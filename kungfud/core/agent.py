@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Literal
 
 import msgspec
 
-from ..errors import Hint, Rejection
+from ..errors import DecisionRefused, Hint, Rejection, rejects
 from .facts import AgentKeySet, AgentRegistered, AgentStatusSet, Decision, Fact
 from . import keys
 from .keys import KEY_REVOKED, ScopedKey, ScopedKeyCreated, ScopedKeyRevoked, held_in, refusal
@@ -116,12 +116,13 @@ def require_active(ctx: "Ctx") -> Rejection | None:
     return None
 
 
+@rejects
 def decide_register(cmd: Register, ctx: "Ctx", *, bootstrap: bool = False) -> Decision | Rejection:
     if not bootstrap and not ctx.limits.open_registration:
-        return Rejection.forbidden(
+        raise DecisionRefused(Rejection.forbidden(
             "open registration is disabled on this daemon; ask its operator for an agent "
             "(an admin creates one with admin.agent.create)"
-        )
+        ))
     return _new_agent(cmd.content, ctx, by=None, admin=cmd.admin and bootstrap)
 
 
@@ -150,10 +151,11 @@ def require_admin(ctx: "Ctx", what: str) -> Rejection | None:
     return None
 
 
+@rejects
 def decide_create(cmd: CreateAgent, ctx: "Ctx") -> Decision | Rejection:
     """``admin.agent.create``: works whether or not open registration is on."""
     if (r := require_admin(ctx, "create agents")) is not None:
-        return r
+        raise DecisionRefused(r)
     assert ctx.caller is not None
     return _new_agent(cmd.content, ctx, by=ctx.caller.agent, admin=False)
 
@@ -165,36 +167,38 @@ def _new_key(target: AgentState, ctx: "Ctx") -> Decision:
     return Decision([fact], {"agent": target.agent, "key": key}, {target.agent: apply(target, fact)})
 
 
+@rejects
 def decide_rotate_key(cmd: RotateKey, ctx: "Ctx") -> Decision | Rejection:
     """``agent.rotate_key``: the caller's new key; the old one stops
     authenticating with this fact (the server closes its connections)."""
     if (r := require_active(ctx)) is not None:
-        return r
+        raise DecisionRefused(r)
     assert ctx.caller is not None
     current = ctx.get(ctx.caller.agent)
     assert current is not None, "an authenticated caller's account exists"
     return _new_key(current, ctx)
 
 
+@rejects
 def decide_reset_key(target: AgentState | None, cmd: ResetKey, ctx: "Ctx") -> Decision | Rejection:
     """``admin.agent.reset_key``: as rotate_key, for any agent, by an admin.
     A deactivated target is reset too (its old key could still read, R4-2) and
     stays deactivated (docs/decisions.md)."""
     if (r := require_admin(ctx, "reset an agent's key")) is not None:
-        return r
+        raise DecisionRefused(r)
     if target is None:
-        return Rejection.not_found("agent", cmd.agent)
+        raise DecisionRefused(Rejection.not_found("agent", cmd.agent))
     assert ctx.caller is not None
     if target.agent == ctx.caller.agent:
         # D236: nobody could reset it back, and the admin.key file would go stale
         # without a word; rotating is the admin's own way to a new key.
-        return Rejection(
+        raise DecisionRefused(Rejection(
             "forbidden",
             "an admin may not reset its own key: rotate it with agent.rotate_key, "
             "then replace the content of admin.key with the new key",
             "revise",
             Hint("agent.rotate_key", {}),
-        )
+        ))
     return _new_key(target, ctx)
 
 

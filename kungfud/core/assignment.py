@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Literal, get_args
 
 import msgspec
 
-from ..errors import Refused, Rejection, rejects
-from .clock import rfc3339
+from ..errors import DecisionRefused, Rejection, rejects
+from .timestamps import rfc3339
 from .context import acting
 from .decision import make
 from .facts import (
@@ -130,15 +130,15 @@ class AssignmentState(msgspec.Struct, frozen=True):
 def creation_facts(spec: AssignSpec, thread: ThreadState, entry: int, ctx: "Ctx") -> tuple[str, list[Fact]]:
     me = acting(ctx)
     if not may_speak(ctx, thread.thread, spec.to):
-        raise Refused(Rejection.bad_request(
+        raise DecisionRefused(Rejection.bad_request(
             f"an assignment is addressed to one member who may speak; {spec.to} is not (in `assign.to`)"
         ))
     if len(spec.content) > ctx.limits.max_content_bytes:
-        raise Refused(Rejection.too_large(len(spec.content), ctx.limits.max_content_bytes, "the assignment's content"))
+        raise DecisionRefused(Rejection.too_large(len(spec.content), ctx.limits.max_content_bytes, "the assignment's content"))
     if spec.redoes is not None:
         old = ctx.get(spec.redoes)
         if old is None or old.thread != thread.thread:
-            raise Refused(Rejection.not_found("assignment", f"{spec.redoes} in thread {thread.thread}"))
+            raise DecisionRefused(Rejection.not_found("assignment", f"{spec.redoes} in thread {thread.thread}"))
     asg = ctx.new_id("as_")
     fact = AssignmentCreated(
         at=ctx.now,
@@ -191,7 +191,7 @@ class _Assignments(Work):
     def right_to_judge(self, state: AssignmentState) -> None:
         """R6.2-13: the creator's right to judge ends with its membership after delivery."""
         if state.forfeited:
-            raise Refused(Rejection.forbidden(
+            raise DecisionRefused(Rejection.forbidden(
                 f"your right to judge assignment {state.assignment} was forfeited when your membership ended",
                 rule="R6.2-13",
             ))
@@ -210,7 +210,7 @@ def decide_take(cmd: Take, ctx: "Ctx") -> Decision:
     state, thread, me = WORK.load(cmd.work, ctx)
     LIFECYCLE.check(state, "take", me)
     if not thread.open:
-        raise Refused(Rejection.conflict(f"thread {state.thread} is closed"))
+        raise DecisionRefused(Rejection.conflict(f"thread {state.thread} is closed"))
     deliver_by = ctx.now + state.deliver_within_s * 1000
     responded = state.entry if owes(ctx, state.thread, state.entry, me) else None
     facts: list[Fact] = [

@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 import msgspec
 
-from ..errors import Refused, Rejection, must
+from ..errors import DecisionRefused, Rejection, must
 from .agent import AgentState, require_active
 
 __all__ = ["Ctx", "Limits", "counting_ids", "acting", "fits"]
@@ -110,4 +110,4 @@ def fits(content: bytes, ctx: Ctx, what: str = "content") -> None:
     """L4-6, §12: content over the configured size is refused as ``too_large``,
     writing nothing; the reason says how big it is and the limit."""
     if len(content) > ctx.limits.max_content_bytes:
-        raise Refused(Rejection.too_large(len(content), ctx.limits.max_content_bytes, what))
+        raise DecisionRefused(Rejection.too_large(len(content), ctx.limits.max_content_bytes, what))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..errors import Rejection
+from ..errors import DecisionRefused, Rejection, rejects
 from . import agent
 from .agent import AgentState, ResetKey, SetStatus, require_admin
 from .decision import fold_into
@@ -27,17 +27,18 @@ if TYPE_CHECKING:
 __all__ = ["decide_set_status", "decide_reset_key"]
 
 
+@rejects
 def decide_set_status(target: AgentState | None, cmd: SetStatus, ctx: "Ctx") -> Decision | Rejection:
     if (r := require_admin(ctx, "set an agent's account status")) is not None:
-        return r
+        raise DecisionRefused(r)
     assert ctx.caller is not None
     if target is None:
-        return Rejection.not_found("agent", cmd.agent)
+        raise DecisionRefused(Rejection.not_found("agent", cmd.agent))
     if target.status == cmd.status:
-        return Rejection.conflict(f"agent {cmd.agent} is already {cmd.status}")
+        raise DecisionRefused(Rejection.conflict(f"agent {cmd.agent} is already {cmd.status}"))
     if target.agent == ctx.caller.agent:
         # Strictest reading (docs/decisions.md D1): an admin cannot lock itself out.
-        return Rejection.forbidden("an admin agent may not deactivate itself")
+        raise DecisionRefused(Rejection.forbidden("an admin agent may not deactivate itself"))
     fact = AgentStatusSet(at=ctx.now, by=ctx.caller.agent, agent=cmd.agent, status=cmd.status)
     facts: list[Fact] = [fact]
     ended: list[str] = []
@@ -56,13 +57,14 @@ def decide_set_status(target: AgentState | None, cmd: SetStatus, ctx: "Ctx") -> 
     return Decision(facts, {"agent": cmd.agent, "status": cmd.status, "seq": None, "ended": ended}, states)
 
 
+@rejects
 def decide_reset_key(target: AgentState | None, cmd: ResetKey, ctx: "Ctx") -> Decision | Rejection:
     """``admin.agent.reset_key`` (:func:`agent.decide_reset_key`), and the
     agent's webhook cleared in the same action: whoever held the old key may
     have set it (WIRE.md 1.2)."""
     d = agent.decide_reset_key(target, cmd, ctx)
     if isinstance(d, Rejection):
-        return d
+        raise DecisionRefused(d)
     more = cleared_by(cmd.agent, "key_reset", ctx)
     if not more:
         return d

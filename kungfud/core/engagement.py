@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import msgspec
 
-from ..errors import Hint, Refused, Rejection, must, rejects
-from .clock import rfc3339
+from ..errors import Hint, DecisionRefused, Rejection, must, rejects
+from .timestamps import rfc3339
 from .context import acting
 from .decision import make
 from .facts import Decision, Fact
@@ -207,7 +207,7 @@ def decide_take(cmd: Take, ctx: "Ctx") -> Decision:
     me = acting(ctx)
     task: TaskState | None = ctx.get(cmd.work)
     if task is None or not may_read_contract(task, me):
-        raise Refused(Rejection.not_found("task", cmd.work))
+        raise DecisionRefused(Rejection.not_found("task", cmd.work))
     contract: ContractState = ctx.get(contract_obj(cmd.work, task.latest))
     must(take_refusal(task, contract, me))
     mine = ctx.live(cmd.work, me, 1)  # R7.3-8: its open engagement, if any (D271)
@@ -220,7 +220,7 @@ def decide_take(cmd: Take, ctx: "Ctx") -> Decision:
                 [], _take_result(existing, task, e.contract_version, e.inputs, e.deliver_by, e.state, True), {}
             )
         if not LIFECYCLE.allows(e.state, "deliver"):
-            raise Refused(Rejection.conflict(
+            raise DecisionRefused(Rejection.conflict(
                 f"your engagement {existing} on task {cmd.work} was already delivered", rule="R7.3-13"
             ))
         facts = WORK.delivery(e, cmd.deliver, me, ctx)
@@ -277,7 +277,7 @@ class _Engagements(Work):
         every adoption of the Task. WIRE.md 1.1: the judge obligation stays until
         a verdict; the one left is reject."""
         if state.adoption_limit is not None and owner.adoptions >= state.adoption_limit:
-            raise Refused(Rejection(
+            raise DecisionRefused(Rejection(
                 "conflict",
                 f"task {state.task} reached its adoption limit of {state.adoption_limit}; "
                 "reject the delivery instead, with a reason the engaged agent can read",

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Literal
 
 import msgspec
 
-from ..errors import Rejection, echo
+from ..errors import DecisionRefused, Rejection, echo, rejects
 from .agent import require_active
 from .assignment import AssignSpec, creation_facts
 from .decision import make
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from .context import Ctx
 
 __all__ = [
-    "Response",
+    "EntryResponse",
     "EntryState",
     "Post",
     "Handle",
@@ -55,7 +55,7 @@ __all__ = [
 ResponseStateName = Literal["pending", "replied", "handled", "retracted", "ended"]
 
 
-class Response(msgspec.Struct, frozen=True):
+class EntryResponse(msgspec.Struct, frozen=True):
     state: ResponseStateName
     at: int | None = None  # when it ended
     note: bytes | None = None  # handle note {"note": …}: entry author and responder only (R6.3-17)
@@ -69,7 +69,7 @@ class EntryState(msgspec.Struct, frozen=True):
     pin_memory: str
     pin_version: int
     responders: list[str]
-    responses: dict[str, Response]
+    responses: dict[str, EntryResponse]
     reply_to: int | None = None
     ask: list[str] | None = None
     task: str | None = None
@@ -132,24 +132,25 @@ def _member_entry(
     return state, entry, r
 
 
+@rejects
 def decide_post(cmd: Post, ctx: "Ctx") -> Decision | Rejection:
     if (r := require_active(ctx)) is not None:
-        return r
+        raise DecisionRefused(r)
     assert ctx.caller is not None
     me = ctx.caller.agent
     state: ThreadState | None = ctx.get(cmd.thread)
     if (r := readable_thread(state, cmd.thread, membership(ctx, cmd.thread, me))) is not None:
-        return r
+        raise DecisionRefused(r)
     assert state is not None
     # D5: permission before state.
     if not may_speak(ctx, cmd.thread, me):
-        return Rejection.forbidden(f"you are an observer in thread {cmd.thread}; only speakers and governors post", rule="R6.3-1")
+        raise DecisionRefused(Rejection.forbidden(f"you are an observer in thread {cmd.thread}; only speakers and governors post", rule="R6.3-1"))
     if not state.open:
-        return Rejection.conflict(f"thread {cmd.thread} is closed; a closed thread is read-only")
+        raise DecisionRefused(Rejection.conflict(f"thread {cmd.thread} is closed; a closed thread is read-only"))
     facts: list[Fact] = []
     pinned = resolve_pin(cmd.pin, ctx, "entry")
     if isinstance(pinned, Rejection):
-        return pinned
+        raise DecisionRefused(pinned)
     pin_facts, memory, version = pinned
     facts += pin_facts
     reply_author = None
@@ -158,25 +159,25 @@ def decide_post(cmd: Post, ctx: "Ctx") -> Decision | Rejection:
         parent, r = _entry(ctx, state, cmd.reply_to)
         if r is not None:
             # The caller reads this Thread: a number it names wrongly is its to fix.
-            return Rejection(r.code, r.reason, "revise")
+            raise DecisionRefused(Rejection(r.code, r.reason, "revise"))
         assert parent is not None
         reply_author = parent.author
         replied = owes_entry(parent, me)
     if cmd.ask is not None:
         if len(set(cmd.ask)) != len(cmd.ask):
-            return Rejection.bad_request("`ask` names an agent more than once (in `ask`)")
+            raise DecisionRefused(Rejection.bad_request("`ask` names an agent more than once (in `ask`)"))
         bad = [a for a in cmd.ask if a == me or not may_speak(ctx, cmd.thread, a)]
         if bad:
             # B10: no silent dropping; name the offending ids.
-            return Rejection.bad_request(
+            raise DecisionRefused(Rejection.bad_request(
                 f"`ask` may name only other members who may speak; not: {echo(', '.join(bad))} (in `ask`)"
-            )
+            ))
     if cmd.task is not None:
         # R7.5-1: an entry may reference a Task the poster can read; the
         # reference grants nothing (R7.5-3, B22).
         referenced = ctx.get(cmd.task)
         if referenced is None or not may_read_contract(referenced, me):
-            return Rejection.not_found("task", cmd.task)
+            raise DecisionRefused(Rejection.not_found("task", cmd.task))
     n = state.entries + 1
     responders = responders_for(ctx, cmd.thread, me, reply_author, cmd.ask)
     assignment = None
@@ -184,7 +185,7 @@ def decide_post(cmd: Post, ctx: "Ctx") -> Decision | Rejection:
     if cmd.assign is not None:
         made = creation_facts(cmd.assign, state, n, ctx)
         if isinstance(made, Rejection):
-            return made
+            raise DecisionRefused(made)
         assignment, asg_facts = made
     facts.append(
         EntryPosted(
@@ -216,35 +217,37 @@ def decide_post(cmd: Post, ctx: "Ctx") -> Decision | Rejection:
     return make(facts, result, ctx)
 
 
+@rejects
 def decide_handle(cmd: Handle, ctx: "Ctx") -> Decision | Rejection:
     """R6.3-16: a responder ends its pending response without posting."""
     state, entry, r = _member_entry(ctx, cmd.thread, cmd.entry)
     if r is not None:
-        return r
+        raise DecisionRefused(r)
     assert state is not None and ctx.caller is not None
     me = ctx.caller.agent
     if entry is None or not owes_entry(entry, me):
-        return Rejection.conflict(f"you have no pending response to entry {cmd.entry} of thread {cmd.thread}")
+        raise DecisionRefused(Rejection.conflict(f"you have no pending response to entry {cmd.entry} of thread {cmd.thread}"))
     if cmd.note is not None and len(cmd.note) > ctx.limits.max_content_bytes:
-        return Rejection("too_large", "the note is too large", "revise")
+        raise DecisionRefused(Rejection("too_large", "the note is too large", "revise"))
     fact = ResponseHandled(at=ctx.now, by=me, thread=cmd.thread, entry=cmd.entry, agent=me, note=cmd.note)
     oid = ob_id("respond", entry_obj(cmd.thread, cmd.entry), me)
     return make([fact], {"thread": cmd.thread, "entry": cmd.entry, "ended": [oid]}, ctx)
 
 
+@rejects
 def decide_retract(cmd: Retract, ctx: "Ctx") -> Decision | Rejection:
     """R6.3-18, R6.3-19: the entry's author, while a member (B13), ends every
     pending response the entry created; responses already given stand."""
     state, entry, r = _member_entry(ctx, cmd.thread, cmd.entry)
     if r is not None:
-        return r
+        raise DecisionRefused(r)
     assert entry is not None and ctx.caller is not None
     me = ctx.caller.agent
     if entry.author != me:
-        return Rejection.forbidden(f"only the author of entry {cmd.entry} may retract its request", rule="R6.3-18")
+        raise DecisionRefused(Rejection.forbidden(f"only the author of entry {cmd.entry} may retract its request", rule="R6.3-18"))
     agents = [a for a, resp in entry.responses.items() if resp.state == "pending"]
     if not agents:
-        return Rejection.conflict(f"entry {cmd.entry} of thread {cmd.thread} has no pending responses to retract")
+        raise DecisionRefused(Rejection.conflict(f"entry {cmd.entry} of thread {cmd.thread} has no pending responses to retract"))
     fact = RequestRetracted(at=ctx.now, by=me, thread=cmd.thread, entry=cmd.entry, agents=agents)
     obj = entry_obj(cmd.thread, cmd.entry)
     return make([fact], {"thread": cmd.thread, "entry": cmd.entry, "ended": [ob_id("respond", obj, a) for a in agents]}, ctx)
@@ -254,7 +257,7 @@ def _end(state: EntryState, agents: list[str] | set[str], how: ResponseStateName
     responses = dict(state.responses)
     for a in agents:
         if responses.get(a) is not None and responses[a].state == "pending":
-            responses[a] = Response(how, at, note)
+            responses[a] = EntryResponse(how, at, note)
     return msgspec.structs.replace(state, responses=responses)
 
 
@@ -269,7 +272,7 @@ def apply(state: EntryState | None, fact: Fact) -> EntryState:
                 pin_memory=fact.pin_memory,
                 pin_version=fact.pin_version,
                 responders=list(fact.responders),
-                responses={a: Response("pending") for a in fact.responders},
+                responses={a: EntryResponse("pending") for a in fact.responders},
                 reply_to=fact.reply_to,
                 ask=fact.ask,
                 task=fact.task,

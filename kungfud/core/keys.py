@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Mapping
 import msgspec
 
 from ..conventions import SCOPES, Scope, allows
-from ..errors import Hint, Rejection
-from .clock import rfc3339
+from ..errors import DecisionRefused, Hint, Rejection, rejects
+from .timestamps import rfc3339
 from .facts import Decision, Fact
 
 if TYPE_CHECKING:
@@ -132,17 +132,18 @@ def _caller(ctx: "Ctx") -> "AgentState | Rejection":
     return current
 
 
+@rejects
 def decide_create(cmd: CreateKey, ctx: "Ctx") -> Decision | Rejection:
     """``agent.key.create``: a new scoped key of the caller's; the key is in
     the result once (B4), only its hash kept."""
     current = _caller(ctx)
     if isinstance(current, Rejection):
-        return current
+        raise DecisionRefused(current)
     if len(live(current, ctx.now)) >= MAX_LIVE:
-        return Rejection.conflict(
+        raise DecisionRefused(Rejection.conflict(
             f"this agent already has {MAX_LIVE} live scoped keys, the most it may hold; revoke one first",
             Hint("agent.key.list", {}),
-        )
+        ))
     secret = ctx.new_secret()
     expires_at = None if cmd.expires_in_s is None else ctx.now + cmd.expires_in_s * 1000
     key = ScopedKey(ctx.new_id("ky_"), hashlib.sha256(secret.encode()).digest(), cmd.scope, cmd.label, ctx.now, expires_at)
@@ -153,14 +154,15 @@ def decide_create(cmd: CreateKey, ctx: "Ctx") -> Decision | Rejection:
     return Decision([fact], result, {current.agent: apply(current, fact)})
 
 
+@rejects
 def decide_revoke(cmd: RevokeKey, ctx: "Ctx") -> Decision | Rejection:
     """``agent.key.revoke``: a live scoped key of the caller's stops working
     at once (its connections are closed on every node)."""
     current = _caller(ctx)
     if isinstance(current, Rejection):
-        return current
+        raise DecisionRefused(current)
     if not any(k.key_id == cmd.key_id for k in live(current, ctx.now)):
-        return Rejection.not_found("live scoped key", cmd.key_id)
+        raise DecisionRefused(Rejection.not_found("live scoped key", cmd.key_id))
     fact = ScopedKeyRevoked(at=ctx.now, by=current.agent, agent=current.agent, key_id=cmd.key_id)
     return Decision([fact], {"key_id": cmd.key_id, "revoked": True}, {current.agent: apply(current, fact)})
 

@@ -24,8 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-from ..errors import Next, Refused, Rejection
-from .clock import deadline_passed
+from ..errors import Next, DecisionRefused, Rejection
+from .timestamps import deadline_passed
 
 __all__ = ["Refusal", "Party", "Deadline", "Lifecycle", "due"]
 
@@ -101,20 +101,20 @@ class Lifecycle:
         return verb in self.transitions.get(state, {})
 
     def check(self, obj: Any, verb: str, me: str | None = None) -> str:
-        """The state ``verb`` leads ``obj`` to, or :class:`Refused`: first, when
+        """The state ``verb`` leads ``obj`` to, or :class:`DecisionRefused`: first, when
         ``me`` is given, unless ``me`` is the verb's party (forbidden), then
         unless the state allows the verb (conflict)."""
         if me is not None:
             self.require_party(obj, verb, me)
         to = self.transitions.get(obj.state, {}).get(verb)
         if to is None:
-            raise Refused(self.refusal(obj, verb))
+            raise DecisionRefused(self.refusal(obj, verb))
         return to
 
     def require_party(self, obj: Any, verb: str, me: str) -> None:
         party = self.parties[verb]
         if getattr(obj, party.field) != me:
-            raise Refused(Rejection.forbidden(party.reason.format(it=self._it(obj)), rule=party.rule))
+            raise DecisionRefused(Rejection.forbidden(party.reason.format(it=self._it(obj)), rule=party.rule))
 
     def refusal(self, obj: Any, verb: str) -> Rejection:
         """Why ``verb`` does not apply to ``obj`` in its state: its final state,

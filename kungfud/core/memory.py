@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Literal
 
 import msgspec
 
-from ..errors import Refused, Rejection, rejects
+from ..errors import DecisionRefused, Rejection, rejects
 from .context import acting, fits
 from .facts import Decision, Fact, MemoryCreated, MemoryUpdated, MemoryVisibilitySet, MemoryWithdrawn
 from .visibility import may_read_memory
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MemoryState",
-    "Create",
+    "CreateMemory",
     "Update",
     "SetVisibility",
     "Withdraw",
@@ -48,7 +48,7 @@ class MemoryState(msgspec.Struct, frozen=True):
         return self.status == "valid"
 
 
-class Create(msgspec.Struct, frozen=True):
+class CreateMemory(msgspec.Struct, frozen=True):
     content: bytes
 
 
@@ -67,7 +67,7 @@ class Withdraw(msgspec.Struct, frozen=True):
 
 
 @rejects
-def decide_create(cmd: Create, ctx: "Ctx") -> Decision:
+def decide_create(cmd: CreateMemory, ctx: "Ctx") -> Decision:
     me = acting(ctx)
     fits(cmd.content, ctx)
     memory = ctx.new_id("me_")
@@ -79,9 +79,9 @@ def _authored(state: MemoryState | None, ident: str, ctx: "Ctx", verb: str) -> t
     """The author alone changes a Memory; others learn only what §9 lets them read."""
     me = acting(ctx)
     if state is None or not may_read_memory(state, me, None):
-        raise Refused(Rejection.not_found("memory", ident))
+        raise DecisionRefused(Rejection.not_found("memory", ident))
     if state.author != me:
-        raise Refused(Rejection.forbidden(f"only the author of memory {ident} may {verb} it"))
+        raise DecisionRefused(Rejection.forbidden(f"only the author of memory {ident} may {verb} it"))
     return state, me
 
 
@@ -89,7 +89,7 @@ def _authored(state: MemoryState | None, ident: str, ctx: "Ctx", verb: str) -> t
 def decide_update(state: MemoryState | None, cmd: Update, ctx: "Ctx") -> Decision:
     state, me = _authored(state, cmd.memory, ctx, "update")
     if not state.valid:
-        raise Refused(Rejection.conflict(f"memory {cmd.memory} is withdrawn; withdrawal is terminal", rule="R5-6"))
+        raise DecisionRefused(Rejection.conflict(f"memory {cmd.memory} is withdrawn; withdrawal is terminal", rule="R5-6"))
     fits(cmd.content, ctx)
     fact = MemoryUpdated(at=ctx.now, by=me, memory=cmd.memory, version=state.latest + 1, content=cmd.content)
     return Decision([fact], {"memory": cmd.memory, "version": fact.version}, {cmd.memory: apply(state, fact)})
@@ -100,10 +100,10 @@ def decide_set_visibility(state: MemoryState | None, cmd: SetVisibility, ctx: "C
     verb = "publish" if cmd.visibility == "public" else "unpublish"
     state, me = _authored(state, cmd.memory, ctx, verb)
     if not state.valid:
-        raise Refused(Rejection.conflict(f"memory {cmd.memory} is withdrawn and cannot be {verb}ed"))
+        raise DecisionRefused(Rejection.conflict(f"memory {cmd.memory} is withdrawn and cannot be {verb}ed"))
     if state.visibility == cmd.visibility:
         # WIRE.md: an action that would change nothing is a conflict (L2-7).
-        raise Refused(Rejection.conflict(f"memory {cmd.memory} is already {cmd.visibility}"))
+        raise DecisionRefused(Rejection.conflict(f"memory {cmd.memory} is already {cmd.visibility}"))
     fact = MemoryVisibilitySet(at=ctx.now, by=me, memory=cmd.memory, visibility=cmd.visibility)
     return Decision([fact], {"memory": cmd.memory, "visibility": cmd.visibility}, {cmd.memory: apply(state, fact)})
 
@@ -112,7 +112,7 @@ def decide_set_visibility(state: MemoryState | None, cmd: SetVisibility, ctx: "C
 def decide_withdraw(state: MemoryState | None, cmd: Withdraw, ctx: "Ctx") -> Decision:
     state, me = _authored(state, cmd.memory, ctx, "withdraw")
     if not state.valid:
-        raise Refused(Rejection.conflict(f"memory {cmd.memory} is already withdrawn"))
+        raise DecisionRefused(Rejection.conflict(f"memory {cmd.memory} is already withdrawn"))
     fact = MemoryWithdrawn(at=ctx.now, by=me, memory=cmd.memory)
     return Decision([fact], {"memory": cmd.memory, "status": "withdrawn"}, {cmd.memory: apply(state, fact)})
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Literal
 
 import msgspec
 
-from ..errors import Refused, Rejection, rejects
+from ..errors import DecisionRefused, Rejection, rejects
 from .context import acting, fits
 from .facts import Fact, MemoryCreated
 from .visibility import may_read_memory
@@ -46,11 +46,11 @@ def resolve_pin(pin: Pin, ctx: "Ctx", purpose: Literal["entry", "delivery"]) -> 
     state = ctx.get(pin.memory)
     if state is None or not may_read_memory(state, me, pin.version):
         shown = pin.memory if pin.version is None else f"{pin.memory} version {pin.version}"
-        raise Refused(Rejection.not_found("memory", shown))
+        raise DecisionRefused(Rejection.not_found("memory", shown))
     if not state.valid:
-        raise Refused(Rejection.conflict(f"memory {pin.memory} is withdrawn; withdrawal stops new references", rule="R5-11"))
+        raise DecisionRefused(Rejection.conflict(f"memory {pin.memory} is withdrawn; withdrawal stops new references", rule="R5-11"))
     if purpose == "delivery" and state.author != me:
-        raise Refused(Rejection.forbidden(
+        raise DecisionRefused(Rejection.forbidden(
             f"a delivery pins the taker's own Memories; memory {pin.memory} is not yours", rule="R6.4-22"
         ))
     return [], pin.memory, pin.version if pin.version is not None else state.latest

@@ -15,7 +15,7 @@ from typing import Any
 import msgspec
 
 from .assignment import AssignmentState
-from .clock import rfc3339
+from .timestamps import rfc3339
 from .engagement import EngagementState
 from .kinds import of_state
 from .obligations import Obligation

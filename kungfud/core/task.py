@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Literal
 
 import msgspec
 
-from ..errors import Refused, Rejection, rejects
+from ..errors import DecisionRefused, Rejection, rejects
 from .agent import AgentState
 from .context import acting, fits
 from .decision import make
@@ -129,27 +129,27 @@ def in_audience(task: TaskState, agent: str) -> bool:
 def validate_contract(spec: ContractSpec, ctx: "Ctx") -> Contract:
     """§7.1: required inputs are versions of the author's own valid Memories
     (R7.1-2); deadlines default (B3); a designated judge is an active agent (R7-2).
-    The contract as recorded, or :class:`~kungfud.errors.Refused`."""
+    The contract as recorded, or :class:`~kungfud.errors.DecisionRefused`."""
     me = acting(ctx)
     fits(spec.content, ctx, "the contract's content")
     for memory, version in spec.inputs:
         m = ctx.get(memory)
         if m is None or m.author != me or not 1 <= version <= m.latest:
-            raise Refused(Rejection.bad_request(
+            raise DecisionRefused(Rejection.bad_request(
                 f"required input {memory} version {version} is not a version of one of your own Memories"
                 " (in `contract.inputs`)",
                 rule="R7.1-2",
             ))
         if not m.valid:
-            raise Refused(Rejection.conflict(f"memory {memory} is withdrawn and cannot be a required input", rule="R5-11"))
+            raise DecisionRefused(Rejection.conflict(f"memory {memory} is withdrawn and cannot be a required input", rule="R5-11"))
     if spec.judge is not None:
         j: AgentState | None = ctx.get(spec.judge)
         if j is None or not j.active:
-            raise Refused(Rejection.bad_request(
+            raise DecisionRefused(Rejection.bad_request(
                 f"the designated judge {spec.judge} is not an active agent (in `contract.judge`)", rule="R7-2"
             ))
     if spec.eligibility is not None and len(set(spec.eligibility)) != len(spec.eligibility):
-        raise Refused(Rejection.bad_request(
+        raise DecisionRefused(Rejection.bad_request(
             "`eligibility.agents` names an agent more than once (in `contract.eligibility`)"
         ))
     return Contract(
@@ -174,12 +174,12 @@ def decide_create(cmd: CreateTask, ctx: "Ctx") -> Decision:
     me = acting(ctx)
     if cmd.audience is not None:
         if len(set(cmd.audience)) != len(cmd.audience):
-            raise Refused(Rejection.bad_request("`audience.agents` names an agent more than once (in `audience`)"))
+            raise DecisionRefused(Rejection.bad_request("`audience.agents` names an agent more than once (in `audience`)"))
         # D41: whether each named id is an agent is not checked — the answer would
         # tell the caller which ids exist (contrast D3); a name that is no agent
         # can never take (R7.2-3).
         if me in cmd.audience:
-            raise Refused(Rejection.bad_request(
+            raise DecisionRefused(Rejection.bad_request(
                 "the author cannot be in its own Task's audience (in `audience`)", rule="R7.2-6"
             ))
     contract = validate_contract(cmd.contract, ctx)
@@ -194,9 +194,9 @@ def _authored(task_id: str, ctx: "Ctx") -> tuple[TaskState, str]:
     me = acting(ctx)
     task: TaskState | None = ctx.get(task_id)
     if task is None or not may_read_contract(task, me):
-        raise Refused(Rejection.not_found("task", task_id))
+        raise DecisionRefused(Rejection.not_found("task", task_id))
     if task.author != me:
-        raise Refused(Rejection.forbidden(f"only the author of task {task_id} may change it"))
+        raise DecisionRefused(Rejection.forbidden(f"only the author of task {task_id} may change it"))
     return task, me
 
 
@@ -216,9 +216,9 @@ def decide_set_accepting(cmd: SetAccepting, ctx: "Ctx") -> Decision:
     task, me = _authored(cmd.task, ctx)
     if cmd.accepting and getattr(ctx.get(cmd.task + ".a2a"), "canceled_at", None) is not None:
         # WIRE.md 1.3 "A2A": a cancel stops new engagements for good.
-        raise Refused(Rejection.conflict(f"task {cmd.task} was canceled through A2A and takes no new engagements"))
+        raise DecisionRefused(Rejection.conflict(f"task {cmd.task} was canceled through A2A and takes no new engagements"))
     if task.accepting == cmd.accepting:
-        raise Refused(Rejection.conflict(f"task {cmd.task} is already {'accepting' if cmd.accepting else 'paused'}"))
+        raise DecisionRefused(Rejection.conflict(f"task {cmd.task} is already {'accepting' if cmd.accepting else 'paused'}"))
     fact = TaskAcceptingSet(at=ctx.now, by=me, task=cmd.task, accepting=cmd.accepting)
     return make([fact], {"task": cmd.task, "accepting": cmd.accepting}, ctx)
 

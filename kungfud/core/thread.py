@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
-from ..errors import Hint, Rejection
+from ..errors import DecisionRefused, Hint, Rejection, rejects
 from .agent import require_active
-from .clock import rfc3339
+from .timestamps import rfc3339
 from .decision import make
 from .members import (  # re-exported: the Thread's public face
     SPEAKING,
@@ -66,7 +66,7 @@ __all__ = [
     "ADMISSION_HISTORY",
     "ThreadState",
     "AgentThreads",
-    "Create",
+    "CreateThread",
     "Admit",
     "VoidAdmission",
     "Join",
@@ -99,7 +99,7 @@ __all__ = [
 # --- commands -------------------------------------------------------------------
 
 
-class Create(msgspec.Struct, frozen=True):
+class CreateThread(msgspec.Struct, frozen=True):
     content: bytes | None = None
 
 
@@ -259,26 +259,28 @@ def _capacity(agent: str, ctx: "Ctx") -> Rejection | None:
     return None
 
 
-def decide_create(cmd: Create, ctx: "Ctx") -> Decision | Rejection:
+@rejects
+def decide_create(cmd: CreateThread, ctx: "Ctx") -> Decision | Rejection:
     """R6.1-1, R6.1-2: any active agent; the creator becomes governor; open."""
     if (r := require_active(ctx)) is not None:
-        return r
+        raise DecisionRefused(r)
     assert ctx.caller is not None
     if (r := _capacity(ctx.caller.agent, ctx)) is not None:
-        return r
+        raise DecisionRefused(r)
     if cmd.content is not None and len(cmd.content) > ctx.limits.max_content_bytes:
-        return Rejection("too_large", f"content is over {ctx.limits.max_content_bytes} bytes encoded", "revise")
+        raise DecisionRefused(Rejection("too_large", f"content is over {ctx.limits.max_content_bytes} bytes encoded", "revise"))
     thread = ctx.new_id("th_")
     fact = ThreadCreated(at=ctx.now, by=ctx.caller.agent, thread=thread, creator=ctx.caller.agent, content=cmd.content)
     return make([fact], {"thread": thread, "role": "governor"}, ctx)
 
 
+@rejects
 def decide_admit(cmd: Admit, ctx: "Ctx") -> Decision | Rejection:
     """R6.1-4…R6.1-9: one live bearer grant; a new one voids the old; the token is
     disclosed once (L3-6) and only its hash is kept (R12-4)."""
     state, r = _governing(ctx, cmd.thread, "issue admission")
     if r is not None:
-        return r
+        raise DecisionRefused(r)
     assert state is not None and ctx.caller is not None
     admission = ctx.new_id("ad_")
     token = "kt_" + ctx.new_secret().removeprefix("kf_")
@@ -297,14 +299,15 @@ def decide_admit(cmd: Admit, ctx: "Ctx") -> Decision | Rejection:
     return make([fact], receipt, ctx)
 
 
+@rejects
 def decide_void_admission(cmd: VoidAdmission, ctx: "Ctx") -> Decision | Rejection:
     """R6.1-8: a grant can be voided on its own."""
     state, r = _governing(ctx, cmd.thread, "void admission")
     if r is not None:
-        return r
+        raise DecisionRefused(r)
     assert state is not None and ctx.caller is not None
     if state.grant is None:
-        return Rejection.conflict(f"thread {cmd.thread} has no live admission grant")
+        raise DecisionRefused(Rejection.conflict(f"thread {cmd.thread} has no live admission grant"))
     fact = AdmissionVoided(at=ctx.now, by=ctx.caller.agent, thread=cmd.thread, admission=state.grant.admission)
     return make([fact], {"thread": cmd.thread, "admission": state.grant.admission, "status": "voided"}, ctx)
 
@@ -320,17 +323,18 @@ def _no_grant() -> Rejection:
     )
 
 
+@rejects
 def decide_join(cmd: Join, ctx: "Ctx") -> Decision | Rejection:
     """R6.1-5: joining needs an active agent and the live grant. Joining again
     returns the existing membership unchanged (L2-5, DECISIONS.md B9)."""
     if (r := require_active(ctx)) is not None:
-        return r
+        raise DecisionRefused(r)
     assert ctx.caller is not None
     if cmd.thread is None:
-        return _no_grant()
+        raise DecisionRefused(_no_grant())
     state: ThreadState | None = ctx.get(cmd.thread)
     if state is None or state.grant is None or state.grant.token_hash != token_hash(cmd.token) or not state.open:
-        return _no_grant()
+        raise DecisionRefused(_no_grant())
     me = ctx.caller.agent
     if (m := membership(ctx, cmd.thread, me)) is not None:
         # L2-5: the one no-effect success; no fact, no receipt drift.
@@ -340,9 +344,9 @@ def decide_join(cmd: Join, ctx: "Ctx") -> Decision | Rejection:
             {},
         )
     if state.member_count >= ctx.limits.max_members_per_thread:
-        return Rejection.rate_limited(f"thread {cmd.thread} has the most members this daemon allows")
+        raise DecisionRefused(Rejection.rate_limited(f"thread {cmd.thread} has the most members this daemon allows"))
     if (r := _capacity(me, ctx)) is not None:
-        return r
+        raise DecisionRefused(r)
     fact = MemberJoined(at=ctx.now, by=me, thread=cmd.thread, agent=me, role=state.grant.role, admission=state.grant.admission)
     result = {
         "thread": cmd.thread, "role": state.grant.role, "joined_at": rfc3339(ctx.now),
@@ -352,65 +356,69 @@ def decide_join(cmd: Join, ctx: "Ctx") -> Decision | Rejection:
     return make([fact], result, ctx)
 
 
+@rejects
 def decide_leave(cmd: Leave, ctx: "Ctx") -> Decision | Rejection:
     """R6.2-1: a member may leave at any time — a sole governor of an open Thread
     hands over or closes first (R6.2-4, R6.2-5); leaving a closed one is allowed
     (R6.5-10)."""
     state, r = member_thread(ctx, cmd.thread)
     if r is not None:
-        return r
+        raise DecisionRefused(r)
     assert state is not None and ctx.caller is not None
     me = ctx.caller.agent
     if state.open and sole_governor(ctx, cmd.thread, me):
-        return Rejection.conflict(
+        raise DecisionRefused(Rejection.conflict(
             f"you are the only governor of thread {cmd.thread}; make another member governor or close it first",
             Hint("thread.close", {"thread": cmd.thread}),
-        )
+        ))
     facts, ended = membership_end_facts(state, me, "left", ctx)
     return make(facts, {"thread": cmd.thread, "ended": ended}, ctx)
 
 
+@rejects
 def decide_remove(cmd: Remove, ctx: "Ctx") -> Decision | Rejection:
     """R6.2-2: a governor removes members, with every §6.2 effect."""
     state, r = _governing(ctx, cmd.thread, "remove members")
     if r is not None:
-        return r
+        raise DecisionRefused(r)
     assert state is not None and ctx.caller is not None
     if cmd.agent == ctx.caller.agent:
-        return Rejection(
+        raise DecisionRefused(Rejection(
             "bad_request", "to end your own membership use thread.leave", "revise", Hint("thread.leave", {"thread": cmd.thread})
-        )
+        ))
     if membership(ctx, cmd.thread, cmd.agent) is None:
-        return Rejection.conflict(f"agent {cmd.agent} is not a member of thread {cmd.thread}")
+        raise DecisionRefused(Rejection.conflict(f"agent {cmd.agent} is not a member of thread {cmd.thread}"))
     facts, ended = membership_end_facts(state, cmd.agent, "removed", ctx)
     return make(facts, {"thread": cmd.thread, "agent": cmd.agent, "ended": ended}, ctx)
 
 
+@rejects
 def decide_set_role(cmd: SetRole, ctx: "Ctx") -> Decision | Rejection:
     """R6.2-3: a governor changes roles; demotion to observer ends pending
     responses (R6.2-8) but not assignments in progress (R6.2-9); an open Thread
     keeps a governor (R6.2-4)."""
     state, r = _governing(ctx, cmd.thread, "change roles")
     if r is not None:
-        return r
+        raise DecisionRefused(r)
     assert state is not None and ctx.caller is not None
     m = membership(ctx, cmd.thread, cmd.agent)
     if m is None:
-        return Rejection.conflict(f"agent {cmd.agent} is not a member of thread {cmd.thread}")
+        raise DecisionRefused(Rejection.conflict(f"agent {cmd.agent} is not a member of thread {cmd.thread}"))
     if m.role == cmd.role:
-        return Rejection.conflict(f"agent {cmd.agent} is already {cmd.role} in thread {cmd.thread}")
+        raise DecisionRefused(Rejection.conflict(f"agent {cmd.agent} is already {cmd.role} in thread {cmd.thread}"))
     if m.role == "governor" and sole_governor(ctx, cmd.thread, cmd.agent):
-        return Rejection.conflict(f"thread {cmd.thread} must keep a governor; make another member governor first")
+        raise DecisionRefused(Rejection.conflict(f"thread {cmd.thread} must keep a governor; make another member governor first"))
     responses = sorted(e for e, _ in ctx.pending(cmd.thread, cmd.agent)) if cmd.role == "observer" else []
     fact = RoleSet(at=ctx.now, by=ctx.caller.agent, thread=cmd.thread, agent=cmd.agent, role=cmd.role, responses=responses)
     return make([fact], {"thread": cmd.thread, "agent": cmd.agent, "role": cmd.role, "ended": _ended_ids(fact, {})}, ctx)
 
 
+@rejects
 def decide_close(cmd: Close, ctx: "Ctx") -> Decision | Rejection:
     """R6.5-1…R6.5-9: a governor closes; terminal; every effect in one fact."""
     state, r = _governing(ctx, cmd.thread, "close the thread")
     if r is not None:
-        return r
+        raise DecisionRefused(r)
     assert state is not None
     facts, ended = close_facts(state, ctx)
     return make(facts, {"thread": cmd.thread, "status": "closed", "ended": ended}, ctx)

@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 import msgspec
 
 from ..conventions import allow_entry
-from ..errors import Rejection
+from ..errors import DecisionRefused, Rejection, rejects
 from ..event_kinds import DEFAULT_KINDS, KINDS
 from .agent import require_active
 from .facts import Decision, Fact
@@ -217,17 +217,18 @@ def url_refusal(url: str, allow_hosts: tuple[str, ...]) -> str | None:
     return None
 
 
+@rejects
 def decide_set(cmd: SetWebhook, ctx: "Ctx") -> Decision | Rejection:
     """``webhook.set``: the caller's endpoint, replacing any (a new secret)."""
     if (r := require_active(ctx)) is not None:
-        return r
+        raise DecisionRefused(r)
     assert ctx.caller is not None
     reason = url_refusal(cmd.url, ctx.limits.webhook_allow_hosts)
     if reason is not None:
-        return Rejection("bad_request", reason, "revise")
+        raise DecisionRefused(Rejection("bad_request", reason, "revise"))
     events = DEFAULT_EVENTS if cmd.events is None else tuple(e for e in EVENTS if e in cmd.events)
     if not events:
-        return Rejection("bad_request", f"events must name at least one of {', '.join(EVENTS)}", "revise")
+        raise DecisionRefused(Rejection("bad_request", f"events must name at least one of {', '.join(EVENTS)}", "revise"))
     agent = ctx.caller.agent
     obj = webhook_obj(agent)
     before = ctx.get(obj)  # its version guards a concurrent set or clear (L5)
@@ -240,10 +241,11 @@ def decide_set(cmd: SetWebhook, ctx: "Ctx") -> Decision | Rejection:
     return Decision([fact], result, {obj: apply(before, fact)})
 
 
+@rejects
 def decide_clear(cmd: ClearWebhook, ctx: "Ctx") -> Decision | Rejection:
     """``webhook.clear``: no endpoint any more (also when there was none)."""
     if (r := require_active(ctx)) is not None:
-        return r
+        raise DecisionRefused(r)
     assert ctx.caller is not None
     agent = ctx.caller.agent
     obj = webhook_obj(agent)

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
-from ..errors import Refused, Rejection, must, rejects
-from .clock import rfc3339
+from ..errors import DecisionRefused, Rejection, must, rejects
+from .timestamps import rfc3339
 from .context import acting
 from .decision import make
 from .facts import Decision, Fact
@@ -113,10 +113,10 @@ class Work(ABC):
         me = acting(ctx)
         state = ctx.get(work)
         if state is None or not self.readable(state, me, ctx):
-            raise Refused(Rejection.not_found(self.name, work))
+            raise DecisionRefused(Rejection.not_found(self.name, work))
         owner = ctx.get(getattr(state, self.owner))
         if (now := self.as_of(state, owner, ctx)) != state.state:
-            raise Refused(self.lifecycle.final(state, now))
+            raise DecisionRefused(self.lifecycle.final(state, now))
         return state, owner, me
 
     def ids(self, state: Any) -> dict[str, str]:
@@ -149,7 +149,7 @@ class Work(ABC):
         self.right_to_judge(state)
         final = self.lifecycle.check(state, cmd.verdict)
         if cmd.verdict == "reject" and cmd.reason is None:
-            raise Refused(Rejection.bad_request(
+            raise DecisionRefused(Rejection.bad_request(
                 f'a rejection must carry a reason {self.reason_reader} can read: `"content": {{"reason": "…"}}`',
                 rule=self.reason_rule,
             ))
@@ -174,13 +174,13 @@ class Work(ABC):
         """L4: every deadline of ``cmd.owner`` due now ends its work, as the kind says."""
         owner = ctx.get(cmd.owner)
         if owner is None:
-            raise Refused(Rejection.not_found(self.owner, cmd.owner))
+            raise DecisionRefused(Rejection.not_found(self.owner, cmd.owner))
         facts: list[Fact] = [
             self.expired(at=ctx.now, by=None, **{self.name: work, self.owner: cmd.owner}, outcome=outcome)
             for work, outcome in self.due(owner, ctx)
         ]
         if not facts:
-            raise Refused(Rejection.conflict(f"no deadline of {self.owner} {cmd.owner} is due"))
+            raise DecisionRefused(Rejection.conflict(f"no deadline of {self.owner} {cmd.owner} is due"))
         return make(facts, {self.owner: cmd.owner, "expired": [getattr(f, self.name) for f in facts]}, ctx)
 
     def apply(self, state: Any, fact: Fact) -> Any:

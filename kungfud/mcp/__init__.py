@@ -28,7 +28,7 @@ package, which is imported only to serve. Both SDK generations are supported on
 stdio: 2.x (handlers passed to ``Server(...)``) and 1.x (decorators); HTTP needs 2.x.
 """
 
-from .bridge import DEFAULT_URL, PREFACE, PREFACE_REPLAYED, Bridge, BridgePool, Outcome, tool_hint, tool_reason
+from .bridge import DEFAULT_URL, PREFACE, PREFACE_REPLAYED, McpBridge, BridgePool, ToolOutcome, tool_hint, tool_reason
 from .schemas import (
     EXCLUDED_OPS, IDEMPOTENCY_ARG, TOOLSETS, ToolSpec, input_schema, instructions, tool_name, tool_specs, toolset_ops,
 )
@@ -36,6 +36,6 @@ from .serve import add_arguments, main
 
 __all__ = [
     "DEFAULT_URL", "EXCLUDED_OPS", "IDEMPOTENCY_ARG", "PREFACE", "PREFACE_REPLAYED", "ToolSpec", "tool_name",
-    "input_schema", "tool_specs", "instructions", "tool_hint", "Bridge", "BridgePool", "Outcome", "add_arguments",
+    "input_schema", "tool_specs", "instructions", "tool_hint", "McpBridge", "BridgePool", "ToolOutcome", "add_arguments",
     "main", "tool_reason", "TOOLSETS", "toolset_ops",
 ]

@@ -1,4 +1,4 @@
-"""One agent's daemon connection behind the MCP tools (:class:`Bridge`), and a
+"""One agent's daemon connection behind the MCP tools (:class:`McpBridge`), and a
 pool of them for ``--http`` (:class:`BridgePool`). Independent of the MCP SDK.
 
 A success is the daemon's ``result`` as JSON text after a one-line preface that
@@ -30,7 +30,7 @@ from ..handshake import DEFAULT_URL, refusal
 from ..wire import OPS
 from .schemas import DEFAULT_TOOLSET, IDEMPOTENCY_ARG, ToolSpec, tool_name, tool_specs, toolset_ops
 
-__all__ = ["DEFAULT_URL", "PREFACE", "PREFACE_REPLAYED", "Outcome", "Bridge", "BridgePool", "tool_hint", "tool_reason"]
+__all__ = ["DEFAULT_URL", "PREFACE", "PREFACE_REPLAYED", "ToolOutcome", "McpBridge", "BridgePool", "tool_hint", "tool_reason"]
 
 log = logging.getLogger("kungfud.mcp")
 
@@ -61,7 +61,7 @@ NO_KEY_HTTP = (
 
 
 @dataclass
-class Outcome:
+class ToolOutcome:
     """What a tool call produced: the text content, the JSON object behind it,
     whether it is a tool error (a rejection), and whether the tools on offer
     changed (the bridge took up a new key)."""
@@ -77,11 +77,11 @@ def _json(obj: Any) -> str:
     return _enc.encode(obj).decode()
 
 
-def _failure(code: str, reason: str, next_: str, hint: dict | None = None) -> Outcome:
+def _failure(code: str, reason: str, next_: str, hint: dict | None = None) -> ToolOutcome:
     error: dict[str, Any] = {"code": code, "reason": reason, "next": next_}
     if hint is not None:
         error["hint"] = hint
-    return Outcome(True, _json(error), error)
+    return ToolOutcome(True, _json(error), error)
 
 
 def _register_hint() -> dict[str, Any]:
@@ -128,7 +128,7 @@ def tool_hint(error: dict[str, Any], offered: set[str]) -> dict[str, Any]:
     return out
 
 
-class Bridge:
+class McpBridge:
     """One agent's daemon connection, shared by every tool call (requests are
     pipelined); reopened when it drops. Independent of the MCP SDK.
 
@@ -226,7 +226,7 @@ class Bridge:
     async def close(self) -> None:
         await self._drop(self._client)
 
-    def _unknown(self, name: str, toolset: str | None) -> Outcome:
+    def _unknown(self, name: str, toolset: str | None) -> ToolOutcome:
         names = [t.name for t in self.offered(toolset)]
         if name in self.tools and self.key is not None:
             return _failure(
@@ -240,7 +240,7 @@ class Bridge:
         reason += f"; did you mean `{close[0]}`?" if close else "; list the tools to see those offered"
         return _failure("bad_request", reason, "revise")
 
-    async def call(self, name: str, arguments: dict[str, Any] | None, toolset: str | None = None) -> Outcome:
+    async def call(self, name: str, arguments: dict[str, Any] | None, toolset: str | None = None) -> ToolOutcome:
         self.in_use += 1
         try:
             return await self._call(name, arguments, toolset)
@@ -248,7 +248,7 @@ class Bridge:
             self.in_use -= 1
             self.last_used = time.monotonic()
 
-    async def _call(self, name: str, arguments: dict[str, Any] | None, toolset: str | None) -> Outcome:
+    async def _call(self, name: str, arguments: dict[str, Any] | None, toolset: str | None) -> ToolOutcome:
         tool = self.tools.get(name)
         if tool is None or (self.key is not None and tool.op not in toolset_ops(toolset or self.toolset)):
             return self._unknown(name, toolset)
@@ -301,7 +301,7 @@ class Bridge:
             result = resp.get("result")
             replayed = bool(resp.get("replayed"))
             preface = PREFACE_REPLAYED if replayed else PREFACE
-            out = Outcome(False, f"{preface}\n{_json(result)}", result, replayed)
+            out = ToolOutcome(False, f"{preface}\n{_json(result)}", result, replayed)
             if self.adopt_keys and tool.op in NEW_KEY_OPS:
                 out.tools_changed = await self._adopt(tool.op, result)
             elif tool.op == "agent.rotate_key":
@@ -312,7 +312,7 @@ class Bridge:
         if not isinstance(error, dict):
             error = {"code": "internal", "reason": "the daemon sent a failure without an error object", "next": "stop"}
         error = tool_hint(error, {t.name for t in self.offered(toolset)})
-        return Outcome(True, _json(error), error)
+        return ToolOutcome(True, _json(error), error)
 
     async def _adopt(self, op: str, result: Any) -> bool:
         """Act with the key a receipt carries from now on (a replay carries none).
@@ -344,12 +344,12 @@ class BridgePool:
         self.timeout = timeout
         self.idle_s = idle_s
         self.max_bridges = max_bridges
-        self._bridges: dict[str | None, Bridge] = {}
+        self._bridges: dict[str | None, McpBridge] = {}
 
-    def get(self, key: str | None) -> Bridge:
+    def get(self, key: str | None) -> McpBridge:
         b = self._bridges.pop(key, None)
         if b is None:
-            b = Bridge(self.url, key, self.timeout, http=True, toolset=self.toolset)
+            b = McpBridge(self.url, key, self.timeout, http=True, toolset=self.toolset)
         self._bridges[key] = b  # most recently used last
         b.last_used = time.monotonic()
         return b

@@ -9,7 +9,7 @@ whose key it sends as ``Authorization: Bearer <key>``:
 - a key the daemon refuses, or a header that is not ``Bearer <key>``: HTTP 401
   with ``WWW-Authenticate: Bearer`` and a WIRE.md error object as the body.
 
-Every agent key seen gets its own daemon connection (a :class:`~kungfud.mcp.bridge.Bridge`
+Every agent key seen gets its own daemon connection (a :class:`~kungfud.mcp.bridge.McpBridge`
 in a :class:`~kungfud.mcp.bridge.BridgePool`), closed after 10 minutes without a
 request. The MCP transport is stateless (no MCP session to steal or to expire) and
 answers with JSON, so a plain ``curl`` can use it too. Needs the ``mcp`` SDK 2.x,
@@ -29,9 +29,9 @@ from typing import Any
 
 from websockets.exceptions import InvalidStatus
 
-from .bridge import Bridge, BridgePool
+from .bridge import McpBridge, BridgePool
 from .schemas import DEFAULT_TOOLSET, TOOLSETS
-from .serve import _build_server
+from .serve import build_server
 
 __all__ = ["PATH", "serve_http", "bearer_key", "AuthGate", "parse_listen", "TOOLS_PARAM", "chosen_toolset"]
 
@@ -162,7 +162,7 @@ def parse_listen(listen: str) -> tuple[str, int]:
 
 
 def _bridge_of(pool: BridgePool) -> Any:
-    def bridge_for(ctx: Any) -> Bridge:
+    def bridge_for(ctx: Any) -> McpBridge:
         request = getattr(ctx, "request", None)
         key = bearer_key(request.headers) if request is not None else None
         return pool.get(None if key is _MALFORMED else key)
@@ -184,7 +184,7 @@ async def _run(url: str, host: str, port: int, timeout: float, toolset: str = DE
     import uvicorn
 
     pool = BridgePool(url, timeout, toolset=toolset)
-    server = _build_server(
+    server = build_server(
         _bridge_of(pool), http=True, toolset=toolset, toolset_for=_toolset_of, instructions_for=REQUEST_TOOLSET.get
     )
     app = server.streamable_http_app(streamable_http_path=PATH, json_response=True, stateless_http=True, host=host)

@@ -1,5 +1,5 @@
 """The MCP server glue and ``kungfud mcp``'s command line: the SDK's low-level
-server over a :class:`~.bridge.Bridge` (stdio, one agent) or a
+server over a :class:`~.bridge.McpBridge` (stdio, one agent) or a
 :class:`~.bridge.BridgePool` (``--http``, :mod:`.http`). The ``mcp`` package is
 imported only to serve. Both SDK generations are supported on stdio: 2.x
 (handlers passed to ``Server(...)``) and 1.x (decorators); HTTP needs 2.x.
@@ -15,10 +15,10 @@ from typing import Any, Callable
 
 from .. import __version__
 from ..client.trace import INCOMING, from_headers
-from .bridge import DEFAULT_URL, KEYLESS_OPS, Bridge, Outcome
+from .bridge import DEFAULT_URL, KEYLESS_OPS, McpBridge, ToolOutcome
 from .schemas import DEFAULT_TOOLSET, TOOLSETS, ToolSpec, instructions, tool_name, tool_specs
 
-__all__ = ["add_arguments", "main"]
+__all__ = ["add_arguments", "main", "build_server"]
 
 log = logging.getLogger("kungfud.mcp")
 
@@ -36,7 +36,7 @@ def _tools(types: Any, specs: list[ToolSpec] | None = None) -> list[Any]:
     return out
 
 
-def _result(types: Any, out: Outcome) -> Any:
+def _result(types: Any, out: ToolOutcome) -> Any:
     kw: dict[str, Any] = {"content": [types.TextContent(type="text", text=out.text)], "isError": out.is_error}
     if isinstance(out.data, dict):
         kw["structuredContent"] = out.data
@@ -61,8 +61,8 @@ def _trace_of(ctx: Any, params: Any) -> dict | None:
     return found
 
 
-def _build_server(
-    bridge_for: Callable[[Any], Bridge],
+def build_server(
+    bridge_for: Callable[[Any], McpBridge],
     http: bool = False,
     toolset: str = DEFAULT_TOOLSET,
     toolset_for: Callable[[Any], str | None] = lambda ctx: None,
@@ -82,7 +82,7 @@ def _build_server(
     sets = {name: _tools(types, tool_specs(name)) for name in TOOLSETS}
     keyless_tools = [t for t in sets["all"] if t.name in {tool_name(op) for op in KEYLESS_OPS}]
 
-    def listed(b: Bridge, chosen: str | None = None) -> list[Any]:
+    def listed(b: McpBridge, chosen: str | None = None) -> list[Any]:
         if b.key is None:
             return keyless_tools
         if b.scope is None:
@@ -179,8 +179,8 @@ def _init_options(server: Any) -> Any:
 async def _serve(url: str, key: str | None, timeout: float, toolset: str = DEFAULT_TOOLSET) -> None:
     from mcp.server.stdio import stdio_server
 
-    bridge = Bridge(url, key, timeout, toolset=toolset)
-    server = _build_server(lambda ctx: bridge, toolset=toolset)
+    bridge = McpBridge(url, key, timeout, toolset=toolset)
+    server = build_server(lambda ctx: bridge, toolset=toolset)
     try:
         async with stdio_server() as (read_stream, write_stream):
             await server.run(read_stream, write_stream, _init_options(server))

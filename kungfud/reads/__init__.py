@@ -1,5 +1,5 @@
 """Reads (WIRE.md 1.1, §8 working sets, §9 visibility): the layer beside
-``actors/``, over the named queries of :class:`~kungfud.store.store.View`.
+``actors/``, over the named queries of :class:`~kungfud.store.view.View`.
 
 A read is answered from one read view (R9-5, R12-10), with §9 deciding what the
 caller sees. Reads do not need an active agent (R4-2) and write nothing. They run
@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping
 
 from ..core.keys import key_list
 from ..errors import Rejection
-from ..store.store import View
+from ..store.view import View
 from ..store.search_index import index_of
 from . import a2a, agents, assignments, memory, outcomes, search, task, thread, turn, webhook
 

@@ -21,9 +21,9 @@ from ..core.a2a_view import TERMINAL, Seen, render
 from ..core.engagement import LIFECYCLE, EngagementState, effective
 from ..core.task import TaskState
 from ..errors import Rejection
-from ..store.store import View
+from ..store.view import View
 
-__all__ = ["card_get", "task_get", "task_list", "push_list"]
+__all__ = ["card_get", "task_get", "task_list", "push_list", "position"]
 
 _TASK_ID = re.compile(r"tk_[0-9a-z_]{1,60}")
 MAX_ENGAGEMENTS = 100  # engagements shown of one Task (the newest)
@@ -93,26 +93,36 @@ def task_list(
     view: View, me: str, to: str | None, context: str | None, state: str | None, cursor: str | None, limit: int,
     now: int,
 ) -> dict | Rejection:
-    """The caller's A2A Tasks, newest first (by creation; D290), filtered;
-    ``cursor`` is the last Task of the previous page ("" at the end)."""
+    """The caller's A2A Tasks, newest change first (the ``a2a_changed`` index,
+    D410), filtered; ``cursor`` is the position of the last Task the previous
+    page looked at, ``<change ms>.<task>`` ("" at the end)."""
     items: list[dict] = []
     last = None
     more = False
-    for n, tk in enumerate(view.tasks_authored(me, cursor)):
+    for n, (changed, tk) in enumerate(view.a2a_changed(me, position(cursor))):
         if n >= SCANNED:  # looked far enough for one page: go on from here next time
             more = True
             break
         a = _mine(view, me, tk, to)
         task = None if a is None or (context is not None and a.context != context) else _render(view, a, now, None)
         if task is None or (state is not None and task["status"]["state"] != state):
-            last = tk
+            last = (changed, tk)
             continue
         if len(items) == limit:
             more = True
             break
         items.append(task)
-        last = tk
-    return {"items": items, "cursor": last if more else ""}
+        last = (changed, tk)
+    return {"items": items, "cursor": f"{last[0]}.{last[1]}" if more and last else ""}
+
+
+def position(cursor: str | None) -> tuple[int, str] | None:
+    """The ``(change ms, task)`` an ``a2a.tasks`` cursor names (its shape is
+    checked by the args type)."""
+    if not cursor:
+        return None
+    changed, _, task = cursor.partition(".")
+    return int(changed), task
 
 
 def push_list(view: View, me: str, task: str, to: str | None, now: int) -> dict | Rejection:

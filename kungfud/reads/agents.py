@@ -6,9 +6,9 @@ from typing import Any, Iterator, Mapping
 
 import msgspec
 
-from ..core.clock import rfc3339
+from ..core.timestamps import rfc3339
 from ..errors import Rejection
-from ..store.store import View
+from ..store.view import View
 from . import pager
 
 __all__ = ["whoami", "agent_list", "SCAN_BUDGET"]

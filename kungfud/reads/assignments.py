@@ -23,7 +23,7 @@ from ..core.assignment import TERMINAL, AssignmentState, effective
 from ..core.facts import entry_obj, member_obj
 from ..core.thread import ThreadState, readable_thread
 from ..errors import Rejection
-from ..store.store import View
+from ..store.view import View
 from .thread import READ_PAGE_BYTES, assignment_view
 
 __all__ = ["thread_assignments", "SCAN_BUDGET"]

@@ -7,10 +7,10 @@ from typing import Any, Iterator
 
 import msgspec
 
-from ..core.clock import rfc3339
+from ..core.timestamps import rfc3339
 from ..core.visibility import may_list_memory, may_read_memory
 from ..errors import Rejection
-from ..store.store import View
+from ..store.view import View
 from . import pager
 
 __all__ = ["memory_get", "memory_list", "SCAN_BUDGET"]

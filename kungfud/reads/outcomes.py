@@ -17,7 +17,7 @@ from typing import Any, Iterator
 import msgspec
 
 from ..errors import Rejection
-from ..store.store import View
+from ..store.view import View
 from . import pager
 
 __all__ = ["outcomes", "SCAN_BUDGET"]

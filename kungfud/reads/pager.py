@@ -10,7 +10,7 @@ skipped (R8-10). When that row was not shown, its position may name what the
 caller cannot read, so the cursor is sealed (D44, :mod:`.cursors`); a read
 whose rows are all readable by the caller (``admin.agent.list``) never seals.
 
-Pure: the rows come from a :class:`~kungfud.store.store.View` query, the items
+Pure: the rows come from a :class:`~kungfud.store.view.View` query, the items
 from the read.
 """
 

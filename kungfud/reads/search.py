@@ -21,7 +21,7 @@ import heapq
 import struct
 from typing import Any
 
-from ..core.clock import rfc3339
+from ..core.timestamps import rfc3339
 from ..core.engagement import is_party
 from ..core.facts import member_obj
 from ..core.members import current, readable_thread
@@ -29,7 +29,7 @@ from ..core.search import KINDS, parse, score, snippet
 from ..core.task import may_read_contract
 from ..core.visibility import may_read_memory
 from ..errors import Rejection
-from ..store.store import View
+from ..store.view import View
 from . import cursors
 
 __all__ = ["search", "WINDOW"]

@@ -16,13 +16,13 @@ from typing import Any
 
 import msgspec
 
-from ..core.clock import rfc3339
+from ..core.timestamps import rfc3339
 from ..core.engagement import EngagementState, closed_to_takes, effective, is_party, take_refusal
 from ..core.task_facts import contract_obj
 from ..core.shapes import contract_view, delivery, held_obligations, judgment
 from ..core.task import ContractState, TaskState, may_read_contract
 from ..errors import Rejection
-from ..store.store import View
+from ..store.view import View
 from .thread import READ_PAGE_BYTES
 
 __all__ = ["task_get", "task_list", "engagement_get", "takes_engagements"]

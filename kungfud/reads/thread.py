@@ -13,14 +13,14 @@ from typing import Any
 import msgspec
 
 from ..core.assignment import AssignmentState, effective
-from ..core.clock import rfc3339
+from ..core.timestamps import rfc3339
 from ..core.entry import EntryState
 from ..core.facts import entry_obj, member_obj
 from ..core.shapes import delivery, held_obligations, judgment
 from ..core.task import TaskState, may_read_contract
 from ..core.thread import SPEAKING, ThreadState, readable_thread
 from ..errors import Rejection
-from ..store.store import View
+from ..store.view import View
 
 __all__ = [
     "thread_get", "thread_entries", "thread_entry", "thread_list", "assignment_get", "assignment_view", "entry_digest",

@@ -20,7 +20,7 @@ from ..core.members import current
 from ..core.task import TaskState, in_audience
 from ..core.thread import ThreadState
 from ..errors import Rejection
-from ..store.store import View
+from ..store.view import View
 from . import pager
 from .task import takes_engagements
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.clock import rfc3339
+from ..core.timestamps import rfc3339
 from ..core.webhook import webhook_obj
 from ..store.hooks import count_pending
-from ..store.store import View
+from ..store.view import View
 
 __all__ = ["webhook_get", "PENDING_CAP", "state_of"]
 

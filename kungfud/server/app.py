@@ -9,7 +9,8 @@ The parts: :mod:`.connection` (a client's outbox, backpressure and sends),
 :mod:`.feed` (subscriptions and events), :mod:`.limits` (admission policy,
 :class:`~.limits.Intake`), :mod:`.bridge` (the crossings to and from the actor
 threads), :mod:`.upgrade` (the HTTP request before the websocket upgrade),
-:mod:`.revocation` (closing the connections of a rotated or reset key). Below
+:mod:`.revocation` (closing the connections of a rotated or reset key),
+:mod:`.actions` (an admitted action's way to its actor and its answer). Below
 the server everything goes through :class:`kungfud.actors.Runtime`: ``act`` for
 actions (here as its two steps, ``job`` and ``route``, with admission between),
 ``read`` for reads, ``authenticate`` for keys.
@@ -28,7 +29,7 @@ from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
 from .. import tracing, wire
-from ..actors import KEY_REVOKED, Committed, Failed, Job, Outcome, Replayed, Runtime
+from ..actors import KEY_REVOKED, Runtime
 from ..config import Config
 from ..errors import Hint, Rejection, StoreUnavailable
 from . import audit
@@ -36,10 +37,11 @@ from .bridge import Bridge
 from .calls import Caller
 from .connection import TURN_BUDGET_S, Conn, FrameConnection
 from .door import Unauthenticated, hello_deadline
+from .actions import ActionPath
 from .feed import Feed
-from .limits import Admitted, Intake, TokenBucket
+from .limits import Intake, TokenBucket
 from .metrics import Metrics
-from .revocation import KEY_CHANGES, Revocation
+from .revocation import Revocation
 from .seen import LastSeen
 from .upgrade import process_request
 from ..actors.hooks import split_registrations
@@ -57,29 +59,7 @@ def _wall_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-class _Ticket:
-    """One admitted action waiting for its outcome (event loop only, but its
-    ``reply`` may be called on any thread)."""
-
-    __slots__ = ("server", "conn", "req_id", "op", "caller", "started", "admitted", "span")
-
-    def __init__(self, server: "Server", conn: Conn, req_id: Any, op: str):
-        self.server = server
-        self.conn = conn
-        self.req_id = req_id
-        self.op = op
-        self.caller: str | None = None
-        self.started = 0.0
-        self.admitted: Admitted | None = None
-        self.span: tracing.RequestSpan | None = None
-
-    def reply(self, outcome: Outcome) -> None:  # any thread
-        if self.span is not None:  # tracing: the commit this answer follows (writer thread)
-            self.span.replied(self.server.rt.writer, outcome)
-        self.server.bridge.reply_soon((self, outcome))
-
-
-class Server:
+class Server(ActionPath):
     def __init__(
         self, runtime: Runtime, config: Config, *, send_timeout_s: float = 30.0, max_pending_events: int = 1000,
         sink: Sink = NO_SINK, prechecks: dict[str, Any] | None = None,  # both given by kungfud/daemon.py
@@ -262,7 +242,7 @@ class Server:
                 self._settled.set()  # its requests no longer hold stop() back
             sender.cancel()
 
-    def call(self, agent: str, key_hash: bytes | None, frame: str, peer: str = "") -> "asyncio.Future[bytes]":
+    def call(self, agent: str, key_hash: bytes | None, frame: str | bytes, peer: str = "") -> "asyncio.Future[bytes]":
         """Run one request frame as ``agent`` through the front door a websocket
         frame takes (``_on_frame``); resolves to the reply frame. The A2A
         endpoint's way in (kungfud/a2a, server/calls.py)."""
@@ -374,87 +354,7 @@ class Server:
             self.metrics.reads += 1
             conn.send(wire.encode_ok(req_id, wire.encode(result)))
 
-    # --- actions ---------------------------------------------------------------------
-
-    def _act(self, conn: Conn, req_id: Any, op: str, key: str, args: Any) -> None:
-        """Admit (Intake), count it in flight, and send it on: the job is built
-        and routed by the runtime; it reaches its actor at the end of this loop
-        turn (bridge). A refused action is still answered from its receipt."""
-        ticket = _Ticket(self, conn, req_id, op)
-        job = self.rt.job(conn.agent, op, key, args, ticket.reply, conn.key_hash)  # FrameError: content of the wrong shape
-        ticket.caller = job.caller
-        ticket.span = job.span = tracing.current  # None unless tracing is on
-        admitted = self.intake.admit(op, job.caller, conn.peer_key)
-        if isinstance(admitted, Rejection):
-            if not self._answer_from_receipt(conn, req_id, job):
-                self._reject(conn, req_id, admitted, op, job.caller)
-            return
-        if conn.agent is None:  # an admitted agent.register: a rate-limited cost, so more time (D231)
-            conn.hello_by = asyncio.get_running_loop().time() + self.cfg.server.hello_within_s
-        ticket.admitted = admitted
-        conn.in_flight += 1
-        ticket.started = time.perf_counter()
-        if (precheck := self.rt.precheck(op)) is not None:  # the catalogue's column: I/O before routing (D216)
-            asyncio.ensure_future(self._send_checked(precheck, args, job, ticket))
-            return
-        self.bridge.send(self.rt.route(job), job)
-
-    async def _send_checked(self, name: str, args: Any, job: Job, ticket: "_Ticket") -> None:
-        async with self._prechecking:  # a few at a time: lookups share the loop's default executor
-            refusal = await self.prechecks[name](args)
-        if refusal is None:
-            self.bridge.send(self.rt.route(job), job)
-            return
-        outcome = self.rt.answered(job)  # an action accepted before is still replayed
-        ticket.reply(outcome if outcome is not None else Failed(refusal))
-
-    def _answer_from_receipt(self, conn: Conn, req_id: Any, job: Job) -> bool:
-        """Answer a request whose receipt exists (its replay, or a mismatch);
-        False when there is none."""
-        outcome = self.rt.answered(job)
-        if outcome is None:
-            return False
-        if isinstance(outcome, Replayed):
-            self.metrics.replays += 1
-            if tracing.current is not None:
-                tracing.current.replayed = True
-            self._audit(job.caller, job.op, replayed=True, result=outcome.result)
-            conn.send(wire.encode_ok(req_id, outcome.result, replayed=True))
-        else:
-            assert isinstance(outcome, Failed)
-            self._reject(conn, req_id, outcome.rejection, job.op, job.caller)
-        return True
-
-    def _finish(self, ticket: _Ticket, outcome: Outcome) -> None:
-        """An action's outcome, on the event loop (bridge)."""
-        if ticket.span is not None:  # tracing: its span ends with the answer
-            return tracing.finishing(ticket.span, self._answer, ticket, outcome)
-        self._answer(ticket, outcome)
-
-    def _answer(self, ticket: _Ticket, outcome: Outcome) -> None:
-        conn, req_id, op, caller = ticket.conn, ticket.req_id, ticket.op, ticket.caller
-        conn.in_flight -= 1
-        if conn.in_flight == 0:
-            self._settled.set()
-        if not isinstance(outcome, Replayed):  # the histogram is of actions decided
-            self.metrics.latency((time.perf_counter() - ticket.started) * 1000)
-        if ticket.admitted is not None:
-            refused = outcome.rejection.code if isinstance(outcome, Failed) else None
-            self.intake.settle(op, ticket.admitted, replayed=isinstance(outcome, Replayed), refused=refused)
-        if isinstance(outcome, Committed):
-            self.metrics.action(op)
-            self._audit(caller, op, result=outcome.result)
-            conn.send(wire.encode_ok(req_id, outcome.result))
-            if op in KEY_CHANGES:
-                self.revocation.key_changed(outcome.result, caller)
-        elif isinstance(outcome, Replayed):
-            self.metrics.replays += 1  # its action count was given back (L4-5)
-            self._audit(caller, op, replayed=True, result=outcome.result)
-            conn.send(wire.encode_ok(req_id, outcome.result, replayed=True))
-        elif isinstance(outcome, Failed):
-            self._reject(conn, req_id, outcome.rejection, op, caller)
-        else:
-            self._reject(conn, req_id, Rejection("internal", "unexpected outcome; nothing was written", "retry"), op, caller)
+    # --- events -------------------------------------------------------------------------
 
     def _published(self, events: list[tuple[str, int, bytes]]) -> None:
         """One commit's events, on the event loop: to subscribers and the sink."""

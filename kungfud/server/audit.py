@@ -211,6 +211,76 @@ def _line_of(
     )
 
 
+def _lines_of(fmt: str, items: list[tuple]) -> list[str]:
+    """:func:`_line_of` of a batch of outcomes queued by :func:`record`, each
+    ``(_lines_of, at_ms, agent, op, code, replayed, result, trace_id)``, on
+    the log's thread, in one pass: the text a line shares with the others of
+    its caller, op and outcome is made once and kept while they recur, and
+    the time stamps once per millisecond. The same bytes as :func:`_line_of`
+    (tested); a line with anything not plain (a trace id, an odd op or id, a
+    secret's shape to blank) is made by it."""
+    out: list[str] = []
+    add = out.append
+    shared = _shared[fmt]
+    if len(shared) > 50_000:  # callers come and go: kept bounded
+        shared.clear()
+    json_fmt = fmt == "json"
+    last_ms = -1
+    stamp = at = ""
+    for _, at_ms, agent, op, code, replayed, result, trace_id in items:
+        parts = shared.get((agent, op, code, replayed)) if trace_id is None else None
+        if parts is None:
+            if trace_id is not None or not (_plain(agent) and _plain(op) and _plain(code)):
+                add(_line_of(fmt, None, at_ms, agent, op, code, replayed, result, trace_id))
+                continue
+            parts = shared[(agent, op, code, replayed)] = _parts(agent, op, code, replayed)
+        if at_ms != last_ms:
+            last_ms = at_ms
+            sec, ms = divmod(at_ms, 1000)
+            at = rfc3339(at_ms)
+            stamp = _ts(sec, ms) if json_fmt else _asctime(sec, ms)
+        if code is None:
+            ids = receipt_ids(result)
+            compact = _enc.encode(ids).decode()
+            msg = '{"at":"' + at + parts[0] + compact + "}"
+        else:
+            msg = '{"at":"' + at + parts[0]
+        if "kf_" in msg or "kt_" in msg or not msg.isascii():
+            add(_line_of(fmt, None, at_ms, agent, op, code, replayed, result))
+        elif not json_fmt:
+            add(stamp + " INFO kungfud.audit " + msg)
+        elif code is None:
+            # json's ", " and ": " put into the compact ids where every string is plain (no quote,
+            # comma or colon inside one): the bytes _spaced.encode(ids) writes, in a fifth of the time
+            spaced = compact.replace(',"', ', "').replace('":', '": ') if _PLAIN_JSON.match(compact) else _spaced.encode(ids)
+            add('{"ts": "' + stamp + _JSON_MID + _enc.encode(msg).decode() + ', "at": "' + at + parts[1] + spaced + "}")
+        else:
+            add('{"ts": "' + stamp + _JSON_MID + _enc.encode(msg).decode() + ', "at": "' + at + parts[1])
+    return out
+
+
+_PLAIN_JSON = re.compile(r'^[{}\[\]",:0-9A-Za-z_.\-]*$')  # compact JSON whose strings are all plain
+_JSON_MID = '", "level": "info", "logger": "kungfud.audit", "msg": '
+_shared: dict[str, dict[tuple, tuple[str, str]]] = {"text": {}, "json": {}}
+
+
+def _parts(agent: str | None, op: str, code: str | None, replayed: bool) -> tuple[str, str]:
+    """What follows the ``at`` of one (caller, op, outcome)'s lines, as
+    :func:`_line_of` writes them: in the message (compact; the ids follow
+    when accepted) and in the JSON format's fields (the ids follow, then ``}``)."""
+    who = "null" if agent is None else f'"{agent}"'
+    rep = "true" if replayed else "false"
+    if code is None:
+        return (
+            f'","agent":{who},"op":"{op}","ok":true,"replayed":{rep},"ids":',
+            f'", "agent": {who}, "op": "{op}", "ok": true, "replayed": {rep}, "ids": ',
+        )
+    return (
+        f'","agent":{who},"op":"{op}","ok":false,"code":"{code}","replayed":{rep}}}',
+        f'", "agent": {who}, "op": "{op}", "ok": false, "code": "{code}", "replayed": {rep}}}',
+    )
+
+
 def record(
     at_ms: int, agent: str | None, op: str, code: str | None = None, replayed: bool = False, result: bytes | None = None,
     trace_id: str | None = None,
@@ -220,7 +290,7 @@ def record(
     ``trace_id``: the trace of the request's span (tracing on)."""
     w = logs._writer
     if w is not None:
-        w.put((_line_of, None, at_ms, agent, op, code, replayed, result, trace_id))
+        w.put((_lines_of, at_ms, agent, op, code, replayed, result, trace_id))
     else:  # logging set up elsewhere (an in-process server): through the logger
         f = fields(at_ms, agent, op, code, replayed, result, trace_id)
         log.info("%s", message(f), extra={"audit": f})

@@ -3,7 +3,8 @@ the two ``call_soon_threadsafe`` crossings and the batching that makes them
 cheap.
 
 - Out: jobs admitted during one loop turn go to their actors together, one
-  message per actor (:meth:`Runtime.submit_many`) instead of one wake-up per job.
+  message per actor, and the messages of one carrier thread together
+  (:meth:`Runtime.submit_turn`): one wake-up per carrier, not one per job.
 - Back: an outcome arrives on the writer's (or an actor's) thread; outcomes
   arriving together — a group commit answers many at once — wake the loop once,
   and are finished there in arrival order.
@@ -116,8 +117,7 @@ class Bridge:
     def _flush_jobs(self) -> None:
         self._flush_scheduled = False
         outgoing, self._outgoing = self._outgoing, {}
-        for actor_key, jobs in outgoing.items():
-            self.rt.submit_many(jobs, actor_key)
+        self.rt.submit_turn(outgoing)  # one message per actor, one wake-up per carrier
 
     # --- back: any thread -> event loop ---------------------------------------------
 

@@ -14,23 +14,28 @@ so a version check against it (L5) is the check against the store.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
-__all__ = ["Carried", "LIMIT"]
+__all__ = ["Carried", "LIMIT", "BUDGET"]
 
-# Objects (and agents' totals) carried at most; past it all are forgotten and
-# read again as they come. Stored forms past MAX_BYTES are not carried.
-LIMIT = 20_000
+# Objects (and agents' totals) carried at most, and the bytes of the objects'
+# stored forms; past either the least recently carried are forgotten (read
+# again as they come). Stored forms past MAX_BYTES are not carried.
+LIMIT = 40_000
+BUDGET = 16 * 1024 * 1024
 MAX_BYTES = 64 * 1024
 
 
 class Carried:
-    __slots__ = ("seq", "totals", "objects")
+    __slots__ = ("seq", "totals", "objects", "size")
 
     def __init__(self) -> None:
         self.seq: int | None = None
         self.totals: dict[str, int] = {}  # agent -> its usage total, as committed
-        self.objects: dict[str, tuple[bytes, int, Any]] = {}  # id -> (stored form, version, state), as committed
+        # id -> (stored form, version, state), as committed; least recently carried first
+        self.objects: dict[str, tuple[bytes, int, Any]] = {}
+        self.size = 0  # bytes of the stored forms in ``objects``
 
     def at(self, seq: int) -> "Carried":
         """What may be used by a batch that begins at fact seq ``seq``."""
@@ -41,10 +46,26 @@ class Carried:
     def read(self, obj: str, raw: bytes, version: int, state: Any) -> None:
         """An object as the store holds it: read by the batch (committed before
         it), or written by a batch that committed."""
+        objects = self.objects
+        old = objects.pop(obj, None)
+        if old is not None:
+            self.size -= len(old[0])
         if len(raw) <= MAX_BYTES:
-            if len(self.objects) >= LIMIT:
-                self.objects.clear()
-            self.objects[obj] = (raw, version, state)
+            objects[obj] = (raw, version, state)
+            self.size += len(raw)
+            if len(objects) > LIMIT or self.size > BUDGET:
+                self._shed()
+
+    def _shed(self) -> None:
+        """Forget the least recently carried eighth (issue 38 §4: forgetting
+        everything at the bound made a writer serving more busy objects than
+        the bound read every one of them again, round after round)."""
+        objects = self.objects
+        drop = max(1, len(objects) // 8)
+        for key in list(itertools.islice(objects, drop)):
+            self.size -= len(objects.pop(key)[0])
+        while objects and (len(objects) > LIMIT or self.size > BUDGET):
+            self.size -= len(objects.pop(next(iter(objects)))[0])
 
     def committed(self, seq: int, totals: dict[str, int], objects: list[Any]) -> None:
         """A batch committed, leaving fact seq ``seq``: its payers' ``totals``
@@ -59,4 +80,5 @@ class Carried:
     def forget(self) -> None:
         self.totals.clear()
         self.objects.clear()
+        self.size = 0
         self.seq = None

@@ -25,7 +25,7 @@ from itertools import islice
 from typing import Any, Callable, Iterator
 
 from ..core.kinds import state_type
-from .layout import decode_object, encode_object
+from .codec import decode_object, encode_object
 
 __all__ = ["Runs", "States", "differences", "Releasing", "repair_ranges", "Progress", "GROUP_BYTES"]
 

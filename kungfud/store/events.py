@@ -24,19 +24,16 @@ kind moves no seq of an event made before it and needs no format step
 
 from __future__ import annotations
 
-import msgspec
-
 from ..core.assignment import AssignmentState
 from ..core.events import OPEN, FactEvents, outcome_parties
 from ..event_kinds import KINDS, ORIGINAL_KINDS, encode, kind_of
+from .codec import Offer, OutcomeRow, decode_kinds, encode_kinds, encode_offer, encode_outcome
 from .layout import u64
 
 __all__ = [
     "event_key", "outcome_key", "OutcomeRow", "Offer", "OPEN", "number", "rendered", "rows",
     "KINDS_KEY", "record_kinds", "kinds_since", "enabled",
 ]
-
-_mp = msgspec.msgpack.Encoder()
 
 
 def event_key(agent: str, seq: int) -> bytes:
@@ -67,30 +64,8 @@ def rendered(made: FactEvents, kinds: frozenset[str] | None = None) -> list[tupl
     return out
 
 
-class Offer(msgspec.Struct, frozen=True, array_like=True):
-    """A row of the open-Task stream: the agents a ``task_offered`` event is
-    not for, the allow-list it is only for if any
-    (:meth:`~kungfud.core.events.FactEvents.offer_bars`), and the event's JSON."""
-
-    barred: list[str]
-    eligibility: list[str] | None
-    event: bytes
-
-    def offered_to(self, agent: str) -> bool:
-        return agent not in self.barred and (self.eligibility is None or agent in self.eligibility)
-
-
 def outcome_key(agent: str, seq: int, ident: str) -> bytes:
     return agent.encode() + b"\x00" + u64(seq) + ident.encode()
-
-
-class OutcomeRow(msgspec.Struct, frozen=True, array_like=True):
-    """A row of the ``outcomes`` index: the Thread whose membership gates reading
-    an assignment's outcome (§9 R9-9, R9-2; None for an engagement), and the
-    outcome item's JSON."""
-
-    thread: str | None
-    item: bytes
 
 
 def rows(made: FactEvents, seq: int, numbered: list[tuple[str, int, bytes]]) -> list[tuple[str, bytes, bytes]]:
@@ -104,11 +79,11 @@ def rows(made: FactEvents, seq: int, numbered: list[tuple[str, int, bytes]]) -> 
     for agent, eseq, event in numbered:
         if agent == OPEN:
             barred, eligibility = next(offers)
-            event = _mp.encode(Offer(barred, eligibility, event))
+            event = encode_offer(Offer(barred, eligibility, event))
         out.append(("events", event_key(agent, eseq), event))
     for state, _, item in made.outcomes():
         ident = state.assignment if isinstance(state, AssignmentState) else state.engagement
-        value = _mp.encode(OutcomeRow(state.thread if isinstance(state, AssignmentState) else None, item))
+        value = encode_outcome(OutcomeRow(state.thread if isinstance(state, AssignmentState) else None, item))
         for agent in outcome_parties(state):
             out.append(("outcomes", outcome_key(agent, seq, ident), value))
     return out
@@ -119,7 +94,6 @@ def rows(made: FactEvents, seq: int, numbered: list[tuple[str, int, bytes]]) -> 
 #: ``meta`` key of the first fact seq each recorded kind is made for (msgpack
 #: {kind: seq}); not derived: it says which derivation wrote the log's events.
 KINDS_KEY = b"event_kinds"
-_since_dec = msgspec.msgpack.Decoder(dict[str, int])
 
 
 def kinds_since(raw: bytes | None) -> dict[str, int]:
@@ -127,7 +101,7 @@ def kinds_since(raw: bytes | None) -> dict[str, int]:
     from before it was written makes every original kind for every fact."""
     since = {kind: 0 for kind in ORIGINAL_KINDS}
     if raw is not None:
-        since.update(_since_dec.decode(raw))
+        since.update(decode_kinds(raw))
     return since
 
 
@@ -141,7 +115,7 @@ def record_kinds(raw: bytes | None, next_seq: int) -> bytes | None:
         return None
     for kind in KINDS:
         since.setdefault(kind, next_seq)
-    return _mp.encode(since)
+    return encode_kinds(since)
 
 
 def enabled(since: dict[str, int], seq: int) -> frozenset[str] | None:

@@ -13,38 +13,23 @@ from __future__ import annotations
 
 from typing import Iterator
 
-import msgspec
-
 from ..event_kinds import kind_of
+from .codec import Cursor, decode_cursor, encode_cursor
 from .kv import Snapshot, Tx
 
 __all__ = ["Cursor", "cursor_of", "put_cursors", "hooked_agents", "count_pending"]
 
 
-class Cursor(msgspec.Struct, frozen=True, array_like=True):
-    hook: str  # the registration (WebhookState.hook)
-    delivered: int  # every event at or below this seq was acknowledged (or not subscribed)
-    failing_since: int = 0  # ms of the first failed attempt of the current run; 0: not failing
-    attempts: int = 0  # failed attempts of the current run
-    last_error: str = ""
-    last_attempt_at: int = 0  # ms
-    disabled_at: int = 0  # ms; nonzero: disabled until webhook.set again
-
-
-_enc = msgspec.msgpack.Encoder()
-_dec = msgspec.msgpack.Decoder(Cursor)
-
-
 def cursor_of(kv: Snapshot, agent: str) -> Cursor | None:
     raw = kv.get("hook_cursors", agent.encode())
-    return None if raw is None else _dec.decode(raw)
+    return None if raw is None else decode_cursor(raw)
 
 
 def put_cursors(tx: Tx, cursors: dict[str, Cursor]) -> None:
     """Several agents' cursors in one write transaction (the runner batches
     acknowledgements)."""
     for agent, c in cursors.items():
-        tx.put("hook_cursors", agent.encode(), _enc.encode(c))
+        tx.put("hook_cursors", agent.encode(), encode_cursor(c))
 
 
 def hooked_agents(kv: Snapshot) -> Iterator[str]:
@@ -57,7 +42,7 @@ def count_pending(
     events: Iterator[tuple[int, bytes | None]], kinds: tuple[str, ...], cap: int, pass_limit: int | None = None
 ) -> int:
     """Events of ``kinds`` among ``events`` (seq, JSON; JSON None: a row read
-    and passed over, :meth:`~kungfud.store.store.View.feed` ``passed``),
+    and passed over, :meth:`~kungfud.store.view.View.feed` ``passed``),
     counting at most ``cap``; with ``pass_limit``, reading at most that many
     rows that are not counted (other kinds, offers not meant for the reader):
     the work is bounded by what is counted (D331)."""

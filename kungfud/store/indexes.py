@@ -14,8 +14,6 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterator
 
-import msgspec
-
 from ..core.agent import AgentState
 from ..core.assignment import LIFECYCLE as ASSIGNMENT
 from ..core.assignment import AssignmentState
@@ -30,9 +28,11 @@ from ..core.task import TaskState
 from ..core.members import SPEAKING, MemberState
 from ..core.thread import ThreadState
 from ..core.webhook import WebhookState
+from ..core.a2a import A2ATaskState
 from ..core.a2a_push import PushState
 from ..core.facts import entry_obj, member_obj
-from ..core.queries import Live, LiveEngagement, live_engagement, live_of
+from ..core.queries import live_engagement, live_of
+from .codec import decode_live, encode_agent_key, encode_live, encode_obligation
 from .kv import Snapshot, prefix_stop
 from .layout import PUBLIC, from_u64, u32, u64
 
@@ -43,7 +43,6 @@ def from_u32(b: bytes) -> int:
 __all__ = ["fact_rows", "state_rows", "obligation_key", "query_rows", "members_listed"]
 
 Row = tuple[str, bytes, bytes]
-_mp = msgspec.msgpack.Encoder()
 
 
 def fact_rows(fact: Any, seq: int) -> list[Row]:
@@ -85,9 +84,9 @@ def state_rows(obj: str, state: Any, obligations: Obligations = of_state) -> Ite
 
 def _agent_rows(obj: str, state: AgentState, obligations: Obligations) -> Iterator[Row]:
     if state.key_hash:
-        yield "agent_keys", state.key_hash, state.agent.encode()
+        yield "agent_keys", state.key_hash, encode_agent_key(state.agent)
     for k in state.scoped:  # WIRE.md 1.3: the agent, then what the key may do
-        yield "agent_keys", k.key_hash, state.agent.encode() + b"\x00" + _mp.encode((k.scope, k.expires_at, k.key_id))
+        yield "agent_keys", k.key_hash, encode_agent_key(state.agent, (k.scope, k.expires_at, k.key_id))
 
 
 def _webhook_rows(obj: str, state: WebhookState, obligations: Obligations) -> Iterator[Row]:
@@ -98,6 +97,16 @@ def _webhook_rows(obj: str, state: WebhookState, obligations: Obligations) -> It
 def _push_rows(obj: str, state: PushState, obligations: Obligations) -> Iterator[Row]:
     if state.configs:  # the A2A Tasks the push runner serves (WIRE.md 1.3)
         yield "a2a_push", state.author.encode() + b"\x00" + state.task.encode(), b""
+
+
+def a2a_changed_key(author: str, changed: int, task: str) -> bytes:
+    """An ``a2a_changed`` key: the author's A2A Tasks by their last change (D410)."""
+    return author.encode() + b"\x00" + u64(changed) + task.encode()
+
+
+def _a2a_task_rows(obj: str, state: A2ATaskState, obligations: Obligations) -> Iterator[Row]:
+    # a2a.tasks lists the author's Tasks newest change first (WIRE.md 1.3, D410)
+    yield "a2a_changed", a2a_changed_key(state.author, state.changed, state.task), b""
 
 
 def _memory_rows(obj: str, state: MemoryState, obligations: Obligations) -> Iterator[Row]:
@@ -125,7 +134,7 @@ def _thread_rows(obj: str, state: ThreadState, obligations: Obligations) -> Iter
 
 def _obligation_rows(obj: str, state: Any, obligations: Obligations) -> Iterator[Row]:
     for ob in obligations(obj, state):
-        yield "obligations", obligation_key(ob), _mp.encode(ob)
+        yield "obligations", obligation_key(ob), encode_obligation(ob)
 
 
 def _entry_rows(obj: str, state: EntryState, obligations: Obligations) -> Iterator[Row]:
@@ -145,7 +154,7 @@ def _assignment_rows(obj: str, state: AssignmentState, obligations: Obligations)
         yield "deadlines", u64(due) + state.assignment.encode(), state.thread.encode()
     if (lv := live_of(state)) is not None:  # the "live" and "due" queries (D93)
         th, asg = state.thread.encode() + b"\x00", state.assignment.encode()
-        yield "live", th + b"a" + asg, _mp.encode(lv)
+        yield "live", th + b"a" + asg, encode_live(lv)
         for party in {lv.creator, lv.taker} - {None}:
             yield "live", th + b"p" + party.encode() + b"\x00" + asg, b""  # type: ignore[union-attr]
         if lv.due is not None:
@@ -171,7 +180,7 @@ def _engagement_rows(obj: str, state: EngagementState, obligations: Obligations)
         yield "deadlines", u64(due) + state.engagement.encode(), state.task.encode()
     en, tk = state.engagement.encode(), state.task.encode()
     if (le := live_engagement(state)) is not None:  # the Task's "live" and "due" queries (D271)
-        yield "live", tk + b"\x00a" + en, _mp.encode(le)
+        yield "live", tk + b"\x00a" + en, encode_live(le)
         yield "live", tk + b"\x00p" + state.agent.encode() + b"\x00" + en, b""
         yield "live", tk + b"\x00d" + u64(le.due) + en, b""
     yield "engagements", state.agent.encode() + b"\x00" + tk + b"\x00" + en, b""  # an agent's, per Task
@@ -185,6 +194,7 @@ _STATE_ROWS: dict[type, Callable[[str, Any, Obligations], Iterator[Row]]] = {
     AgentState: _agent_rows,
     WebhookState: _webhook_rows,
     PushState: _push_rows,
+    A2ATaskState: _a2a_task_rows,
     MemoryState: _memory_rows,
     MemberState: _member_rows,
     ThreadState: _thread_rows,
@@ -198,8 +208,6 @@ _STATE_ROWS: dict[type, Callable[[str, Any, Obligations], Iterator[Row]]] = {
 # --- the named queries (core/queries.py defines them; D90, D93) -------------------
 
 _CLASS = {"governors": b"g", "speakers": b"s"}
-_live_dec = msgspec.msgpack.Decoder(Live)
-_live_engagement_dec = msgspec.msgpack.Decoder(LiveEngagement)
 
 
 def query_rows(kv: Snapshot, name: str, key: str, limit: int | None = None, party: str | None = None, skip: Any = ()) -> list[tuple[Any, str]]:
@@ -227,15 +235,15 @@ def query_rows(kv: Snapshot, name: str, key: str, limit: int | None = None, part
         parse = lambda rest, v: ((from_u64(rest[:8]), rest[8:].decode()), rest[8:].decode())  # noqa: E731
     elif name == "live" and party is None:
         db, prefix, value = "live", k + b"\x00a", True
-        dec = _live_engagement_dec if key.startswith("tk_") else _live_dec  # a Task's rows, or a Thread's
-        parse = lambda rest, v: ((rest.decode(), dec.decode(v)), rest.decode())  # noqa: E731
+        task = key.startswith("tk_")  # a Task's rows, or a Thread's
+        parse = lambda rest, v: ((rest.decode(), decode_live(v, task)), rest.decode())  # noqa: E731
     elif name == "live":
         db, prefix = "live", k + b"\x00p" + party.encode() + b"\x00"  # type: ignore[union-attr]
-        dec = _live_engagement_dec if key.startswith("tk_") else _live_dec
+        task = key.startswith("tk_")
 
         def parse(rest: bytes, v: bytes) -> tuple[Any, str]:
             lv = kv.get("live", k + b"\x00a" + rest)
-            return (rest.decode(), dec.decode(lv)), rest.decode()
+            return (rest.decode(), decode_live(lv, task)), rest.decode()
     else:
         raise KeyError(f"no query {name!r}")
     out: list[tuple[Any, str]] = []

@@ -24,16 +24,22 @@ from __future__ import annotations
 
 import os
 import struct
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from .kv import Snapshot
+from ..core.kinds import state_type
+from .codec import decode_fact, decode_object
+from .kv import Snapshot
+from .layout import from_u64
 
-__all__ = ["StoreDamaged", "check_file", "check_env", "log_problems", "NOT_NEW_TRACES"]
+__all__ = ["StoreDamaged", "StoreLocked", "check_file", "check_env", "log_problems", "NOT_NEW_TRACES"]
 
 
 class StoreDamaged(RuntimeError):
     """The store is not whole (or a data directory is not what it claims)."""
+
+
+class StoreLocked(RuntimeError):
+    """Another process holds the data directory (either backend's node-local lock)."""
 
 
 # LMDB's file header (lmdb.h / mdb.c, 64-bit builds): each of the first two pages
@@ -130,15 +136,12 @@ def check_env(env: Any, data_dir: str) -> None:
     _need(path, os.path.getsize(path), last_pgno, psize, "LMDB's metadata")
 
 
-def log_problems(kv: "Snapshot", *, derived: bool = True) -> list[str]:
+def log_problems(kv: Snapshot, *, derived: bool = True) -> list[str]:
     """Cheap consistency of the fact log with what each commit writes beside it:
     the stored last seq, the log's first and last keys and its row count,
     the last fact decoding, and (``derived``) the snapshots of the objects
     the last fact touched. Constant work per start, whatever the
     store's size."""
-    from ..core.kinds import state_type
-    from .layout import decode_fact, decode_object, from_u64
-
     raw = kv.get("meta", b"seq")
     seq = from_u64(raw) if raw else 0
     entries = kv.count("log")

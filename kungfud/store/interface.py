@@ -19,28 +19,33 @@ protocol rules. Nothing here imports a storage library.
   :class:`WriteTxn` that excludes every other writer; the one write engine,
   :class:`~kungfud.store.writer.Writer` (a Committer), drives any Backend.
 
-The LMDB backend is :class:`~kungfud.store.store.Store`.
+The backends are :class:`~kungfud.store.lmdb.LmdbBackend` and
+:class:`~kungfud.store.postgres.store.PgBackend`, opened through
+:mod:`~kungfud.store.open` (which migrates an older format).
 """
 
 from __future__ import annotations
 
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol, runtime_checkable
+from typing import Any, Callable, Iterator, Protocol, runtime_checkable
 
 import msgspec
 
 from ..errors import Rejection
 from .integrity import StoreDamaged, log_problems
 from .kv import Snapshot, Tx
-
-if TYPE_CHECKING:  # the read view's named queries live on View (store.py)
-    from .store import View
+from .view import View
 
 __all__ = [
-    "Item", "Outcome", "Committed", "Replayed", "Stale", "Failed", "Snapshot", "Tx", "Recorder", "Committer",
-    "WriteTxn", "Backend", "SnapshotTail",
+    "Item", "Outcome", "Committed", "Replayed", "Stale", "Failed", "mismatch", "replay", "Snapshot", "Tx", "Recorder",
+    "Committer", "WriteTxn", "Backend", "SnapshotTail", "is_pg_url",
 ]
+
+
+def is_pg_url(url: str | None) -> bool:
+    """Whether ``url`` names a PostgreSQL store (else: LMDB; open.py)."""
+    return bool(url) and url.split("://", 1)[0] in ("postgresql", "postgres")  # type: ignore[union-attr]
 
 
 # --- what an action becomes ---------------------------------------------------------
@@ -64,6 +69,23 @@ class Failed(msgspec.Struct, frozen=True):
 
 
 Outcome = Committed | Replayed | Stale | Failed
+
+
+def mismatch() -> Rejection:
+    return Rejection(
+        "idempotency_mismatch",
+        "this idempotency key was already used for a different request by this agent; use a new key",
+        "revise",
+    )
+
+
+def replay(receipt: Any, req_hash: bytes) -> Replayed | Failed:
+    """The receipt rule, written once: a request whose receipt exists is
+    answered with that receipt's replay (L3-2), or ``idempotency_mismatch``
+    when the same key carried another request (L3-3). ``receipt`` is a stored
+    :class:`~kungfud.store.layout.Receipt`. The writer applies it in the
+    commit; the actors and the runtime apply it to a refusal."""
+    return Replayed(receipt.result) if receipt.req_hash == req_hash else Failed(mismatch())
 
 
 @dataclass(slots=True, kw_only=True, eq=False)
@@ -149,7 +171,7 @@ class Committer(Protocol):
 @runtime_checkable
 class Recorder(Protocol):
     """The store as the layers above read it. ``read()`` yields one consistent
-    snapshot, a :class:`~kungfud.store.store.View`, whose named queries are the
+    snapshot, a :class:`~kungfud.store.view.View`, whose named queries are the
     read interface (a check and the content it guards come from one snapshot,
     R9-5, R12-10)."""
 

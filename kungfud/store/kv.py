@@ -4,7 +4,7 @@ interface"; docs/decisions.md D86, D101).
 The store is a set of ordered tables named by :data:`~kungfud.store.layout.DBS`.
 Keys and values are bytes; keys sort in unsigned byte order (as LMDB and
 PostgreSQL ``bytea`` both compare). Everything above this layer — the named
-queries of :class:`~kungfud.store.store.View`, the planner, the write engine,
+queries of :class:`~kungfud.store.view.View`, the planner, the write engine,
 ``check``/rebuild, the format migration and the log's integrity check — is
 written once over these two protocols, so a backend implements storage, not
 protocol rules. Nothing here imports a storage library.

@@ -1,4 +1,5 @@
-"""Database names, key shapes and codecs of the LMDB environment.
+"""Table names, key shapes and what each row holds, in every backend (the
+values' encoding: :mod:`~kungfud.store.codec`).
 
 | db         | key                              | value                                  |
 |------------|----------------------------------|----------------------------------------|
@@ -30,25 +31,25 @@
 | outcomes   | party, 0, seq (u64 BE), work id  | msgpack [thread or nil, outcome JSON]: ended assignments and engagements per party |
 | usage      | agent id                         | u64 BE: bytes of the facts its actions recorded (capacity limits, quota.py) |
 | hooks      | agent                            | b"" (agents with a webhook endpoint; WIRE.md 1.2) |
-| hook_cursors | agent                          | msgpack Cursor (store/hooks.py): the delivery runner's position and state, not derived; also one per A2A push config, keyed ``tk_….push/<config>`` |
 | a2a_push   | author \0 task                   | b"" (A2A Tasks with push configs; WIRE.md 1.3) |
+| a2a_push   | author \0 task                   | b"" (A2A Tasks with push configs; WIRE.md 1.3) |
+| a2a_changed| author \0 changed (u64) task     | b"" (an author's A2A Tasks by their last A2A-visible change; a2a.tasks, D410) |
 
 Everything but ``log``, ``meta``, ``receipts`` and ``hook_cursors`` is derived
 (rebuildable from the log), and so is ``meta/events``; receipts are the record
 of each first success; ``hook_cursors`` is written by the webhook delivery
-runner, not by actions (D212). ``hooks`` and ``hook_cursors`` were added
-without a format step: a store that lacks them gets them empty when opened
-(ADDED_EMPTY).
+runner, not by actions (D212). ``hooks``, ``hook_cursors``, ``a2a_push`` and
+``a2a_changed`` were added without a format step: a store that lacks them
+gets them empty when opened (ADDED_EMPTY).
 """
 
 from __future__ import annotations
 
 import struct
-from typing import Any
 
-import msgspec
-
-from ..core.kinds import AnyFact
+# The stored rows' encoders live in codec.py (the one seam); named here too for
+# the modules outside store/ that read a row (actors' overlay, tests, bench).
+from .codec import Receipt, decode_fact, decode_object, encode_fact, encode_object
 
 __all__ = [
     "DBS",
@@ -83,12 +84,13 @@ DBS = (
     "meta", "log", "objects", "receipts", "agent_keys", "memories", "versions",
     "memberships", "members", "pending", "live", "tokens", "obligations", "deadlines", "opportunities", "tasks", "engagements", "adopted",
     "events", "outcomes", "usage", "hooks", "hook_cursors", "a2a_push",
+    "a2a_changed",
 )
 DERIVED = tuple(d for d in DBS if d not in ("meta", "log", "receipts", "hook_cursors"))
 # The ``meta`` rows that are derived (rebuilt by ``kungfud check``): the last event seq.
 DERIVED_META = (b"events",)
 # Tables added empty to a store that lacks them, with no format step (D212).
-ADDED_EMPTY = ("hooks", "hook_cursors", "a2a_push")
+ADDED_EMPTY = ("hooks", "hook_cursors", "a2a_push", "a2a_changed")
 # Tables of older formats, dropped when a store is migrated (D186).
 RETIRED = ("stream",)
 # Tables a format step added, by that format: a store of an older format lacks
@@ -117,37 +119,3 @@ def u32(n: int) -> bytes:
 
 def receipt_scope(agent: str | None, op: str, key: str) -> bytes:
     return (agent or "").encode() + b"\x00" + op.encode() + b"\x00" + key.encode()
-
-
-class Receipt(msgspec.Struct, frozen=True, array_like=True):
-    """The first success of (agent, op, key): request hash, redacted result, seq."""
-
-    req_hash: bytes
-    result: bytes  # JSON, secrets nulled (DECISIONS.md B4)
-    seq: int
-
-
-_fact_enc = msgspec.msgpack.Encoder()
-_fact_dec = msgspec.msgpack.Decoder(AnyFact)
-
-
-def encode_fact(fact: Any) -> bytes:
-    return _fact_enc.encode(fact)
-
-
-def decode_fact(data: bytes) -> Any:
-    return _fact_dec.decode(data)
-
-
-_obj_decoders: dict[type, msgspec.msgpack.Decoder] = {}
-
-
-def encode_object(version: int, state: Any) -> bytes:
-    return _fact_enc.encode((version, state))
-
-
-def decode_object(data: bytes, state_type: type) -> tuple[int, Any]:
-    dec = _obj_decoders.get(state_type)
-    if dec is None:
-        dec = _obj_decoders[state_type] = msgspec.msgpack.Decoder(tuple[int, state_type])
-    return dec.decode(data)

@@ -35,8 +35,9 @@ from ..tracing import with_meta
 from .events import number, rendered
 from .events import rows as event_rows
 from .indexes import fact_rows, state_rows
-from .interface import Failed, Item, Replayed, Stale, Tx
-from .layout import Receipt, decode_object, encode_fact, encode_object, from_u64, u64
+from .interface import Failed, Item, Replayed, Stale, Tx, mismatch, replay
+from .codec import Receipt, decode_object, decode_receipt, encode_fact, encode_object, encode_receipt
+from .layout import from_u64, u64
 from .quota import Quota, Room
 
 __all__ = [
@@ -53,21 +54,11 @@ __all__ = [
 
 Row = tuple[str, bytes, bytes]  # (table, key, value)
 _json = msgspec.json.Encoder()
-_mp = msgspec.msgpack.Encoder()
-_receipt_dec = msgspec.msgpack.Decoder(Receipt)
 
 
 def redact(result: dict) -> dict:
     """DECISIONS.md B4: a stored receipt keeps every field but its secrets."""
     return {k: (None if k in SECRET_FIELDS else v) for k, v in result.items()}
-
-
-def mismatch() -> Rejection:
-    return Rejection(
-        "idempotency_mismatch",
-        "this idempotency key was already used for a different request by this agent; use a new key",
-        "revise",
-    )
 
 
 @dataclass(slots=True)
@@ -183,8 +174,7 @@ def plan(batch: BatchState, tx: Tx, item: Item, now: Callable[[], int]) -> Plan 
     if item.scope is not None:
         raw = tx.get("receipts", item.scope)
         if raw is not None:
-            rec = _receipt_dec.decode(raw)
-            return Replayed(rec.result) if rec.req_hash == item.req_hash else Failed(mismatch())
+            return replay(decode_receipt(raw), item.req_hash)
     if item.valid_until is not None and now() >= item.valid_until:
         return Stale("deadline")  # B5: a deadline the decision did not apply has come due; decide again
     if item.after and not all(p.written or id(p) in batch.items for p in item.after):
@@ -280,7 +270,7 @@ def plan(batch: BatchState, tx: Tx, item: Item, now: Callable[[], int]) -> Plan 
     receipt = None
     if item.scope is not None:
         kept = _json.encode(redact(result)) if any(k in result for k in SECRET_FIELDS) else encoded
-        receipt = _mp.encode(Receipt(item.req_hash, kept, seq))
+        receipt = encode_receipt(Receipt(item.req_hash, kept, seq))
     return Plan(item, facts, objects, seq, event_seq, encoded, receipt, dues, totals)
 
 

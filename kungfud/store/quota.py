@@ -48,7 +48,8 @@ from ..core.agent import AgentState
 from ..core.facts import AgentRegistered, AssignmentDropped, MembershipEnded, ResponseHandled
 from ..core.task_facts import EngagementDropped
 from ..errors import Rejection
-from .layout import decode_object, from_u64, u64
+from .codec import decode_object
+from .layout import from_u64, u64
 
 __all__ = ["TABLE", "RULE", "Quota", "Room", "payer", "is_exit", "add_usage"]
 

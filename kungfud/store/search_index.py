@@ -35,7 +35,7 @@ import msgspec
 
 from ..core.search import Term, tokens
 from ..errors import StoreUnavailable
-from .open import is_pg_url
+from .interface import is_pg_url
 from .search_docs import Applier, Doc
 
 __all__ = ["SearchIndex", "IndexUnavailable", "index_of", "check_index", "FILE"]

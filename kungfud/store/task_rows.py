@@ -17,7 +17,7 @@ from ..core.engagement import EngagementState
 from ..core.task import TaskState
 from .indexes import state_rows
 from .kv import Snapshot, prefix_stop
-from .layout import decode_object, encode_object
+from .codec import decode_object, encode_object
 
 __all__ = ["step_3_to_4"]
 

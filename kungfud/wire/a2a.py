@@ -13,7 +13,8 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from .args import AgentId, AgentList, Limit, _Args
+from .args import AgentList
+from .fields import AgentId, Args, Limit
 
 __all__ = [
     "A2ASkill", "A2ACardContent", "A2ACardSetArgs", "A2ACardGetArgs", "A2ACardClearArgs", "A2AMessage",
@@ -45,16 +46,16 @@ class A2ACardContent(msgspec.Struct, frozen=True, forbid_unknown_fields=True, om
     skills: Annotated[list[A2ASkill], msgspec.Meta(max_length=50)] | None = None
 
 
-class A2ACardSetArgs(_Args, frozen=True):
+class A2ACardSetArgs(Args, frozen=True):
     content: A2ACardContent
     accept: Literal["any"] | AgentList = "any"
 
 
-class A2ACardGetArgs(_Args, frozen=True):
+class A2ACardGetArgs(Args, frozen=True):
     agent: AgentId | None = None
 
 
-class A2ACardClearArgs(_Args, frozen=True):
+class A2ACardClearArgs(Args, frozen=True):
     pass
 
 
@@ -72,28 +73,29 @@ class A2AMessage(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True
     extensions: Annotated[list[Annotated[str, msgspec.Meta(max_length=512)]], msgspec.Meta(max_length=20)] = []
 
 
-class A2ASendArgs(_Args, frozen=True):
+class A2ASendArgs(Args, frozen=True):
     to: AgentId
     message: A2AMessage
     configuration: dict[str, Any] | None = None
 
 
-class A2ATaskRefArgs(_Args, frozen=True):
+class A2ATaskRefArgs(Args, frozen=True):
     task: A2ATaskRef
     to: AgentId | None = None  # the agent whose endpoint was called: another's task is not found
 
 
-class A2ATaskArgs(_Args, frozen=True):
+class A2ATaskArgs(Args, frozen=True):
     task: A2ATaskRef
     history_length: Annotated[int, msgspec.Meta(ge=0, le=10_000)] | None = None
     to: AgentId | None = None
 
 
-class A2ATasksArgs(_Args, frozen=True):
+class A2ATasksArgs(Args, frozen=True):
     to: AgentId | None = None
     context: Annotated[str, msgspec.Meta(max_length=256)] | None = None
     state: A2ATaskState | None = None
-    cursor: Annotated[str, msgspec.Meta(pattern=r"^tk_[0-9a-z_]{1,60}$(?!\n)")] | None = None
+    # the position of the last Task a page looked at: <change ms>.<task> (D410)
+    cursor: Annotated[str, msgspec.Meta(pattern=r"^[0-9]{1,15}\.tk_[0-9a-z_]{1,60}$(?!\n)")] | None = None
     limit: Limit = 50
 
 
@@ -109,13 +111,13 @@ class A2APushConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     authentication: A2APushAuth | None = None
 
 
-class A2APushSetArgs(_Args, frozen=True):
+class A2APushSetArgs(Args, frozen=True):
     task: A2ATaskRef
     config: A2APushConfig
     to: AgentId | None = None
 
 
-class A2APushClearArgs(_Args, frozen=True):
+class A2APushClearArgs(Args, frozen=True):
     task: A2ATaskRef
     config: Annotated[str, msgspec.Meta(min_length=1, max_length=128)]
     to: AgentId | None = None

@@ -1,4 +1,4 @@
-"""WIRE.md as types: the args of every op.
+"""WIRE.md as types: the args of every op (their shared field types: :mod:`.fields`).
 
 Args are frozen msgspec Structs that forbid unknown fields, so a typo or a wrongly
 typed value is a ``bad_request`` naming the field (WIRE.md "Frames"). Participant
@@ -12,8 +12,11 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from ..conventions import Role
 from ..event_kinds import KINDS
+from .fields import (  # the shared field types (wire/__init__.py exports them)
+    Args, AgentId, MemoryId, ThreadId, AssignmentId, TaskId, RoleName, MAX_INT, EntryNo, Version, WithinS,
+    Content, Limit, EntryCursor, MemoryCursor, ThreadCursor, TaskCursor, AgentCursor, PositionCursor, EngagementId,
+)
 
 __all__ = [
     "HelloArgs",
@@ -72,81 +75,12 @@ __all__ = [
     "EngagementGetArgs",
     "SubscribeArgs",
     "TaskListArgs",
-    "ReqId",
-    "AgentId",
-    "MemoryId",
-    "ThreadId",
-    "AssignmentId",
-    "TaskId",
-    "RoleName",
-    "MAX_INT",
-    "EntryNo",
-    "Version",
-    "WithinS",
-    "Content",
-    "Cursor",
-    "Limit",
-    "EntryCursor",
-    "MemoryCursor",
-    "ThreadCursor",
-    "TaskCursor",
-    "AgentCursor",
-    "PositionCursor",
-    "EngagementId",
 ]
-
-# --- shared field types ----------------------------------------------------
-
-ReqId = str | int
-
-
-# Patterns end in `$(?!\n)`: Python's `$` also matches before a final newline, and
-# the lookahead refuses that while reading the same in JSON Schema (ECMA-262) regexes.
-
-
-def _id(prefix: str) -> Any:
-    return Annotated[str, msgspec.Meta(pattern=rf"^{prefix}[0-9a-z_]{{1,60}}$(?!\n)")]
-
-
-AgentId = _id("ag_")
-MemoryId = _id("me_")
-ThreadId = _id("th_")
-AssignmentId = _id("as_")
-TaskId = _id("tk_")
-RoleName = Role  # one definition (conventions.py), shared with the core
-# Every integer arg has a range and every cursor a format, so a value the daemon
-# cannot use is `bad_request` naming the field at the wire, never a failure deeper
-# in (an integer too large to store, a cursor `int()` cannot read). 2^53 is the
-# largest integer below which doubles (how most JSON clients read numbers) are exact.
-MAX_INT = 2**53
-EntryNo = Annotated[int, msgspec.Meta(ge=1, le=MAX_INT)]
-Version = Annotated[int, msgspec.Meta(ge=1, le=MAX_INT)]
-WithinS = Annotated[int, msgspec.Meta(ge=1, le=31_536_000)]
-Content = dict[str, Any]  # participant data, opaque to the daemon (L6)
-Cursor = Annotated[str, msgspec.Meta(max_length=256)] | None  # prefer a format below
-Limit = Annotated[int, msgspec.Meta(ge=1, le=100)]
-# The cursor each list read returns, and so the only ones it accepts.
-EntryCursor = Annotated[str, msgspec.Meta(pattern=r"^[0-9]{1,16}$(?!\n)")] | None  # an entry number
-# A sealed cursor (docs/decisions.md D44: a page that stopped on a row the caller
-# may not read) is `~` + URL-safe base64, within WIRE.md's 256 characters.
-_SEALED = r"~[A-Za-z0-9_-]{1,255}"
-MemoryCursor = Annotated[str, msgspec.Meta(pattern=rf"^(?:me_[0-9a-z_]{{1,60}}|{_SEALED})$(?!\n)")] | None
-ThreadCursor = ThreadId | None
-TaskCursor = TaskId | None
-AgentCursor = AgentId | None
-PositionCursor = (
-    Annotated[str, msgspec.Meta(pattern=rf"^(?:(?:[0-9a-f]{{2}}){{1,200}}|{_SEALED})$(?!\n)")] | None
-)  # an index position, in the clear or sealed
-
-
-class _Args(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    pass
-
 
 # --- account (§4) ------------------------------------------------------------
 
 
-class HelloArgs(_Args, frozen=True):
+class HelloArgs(Args, frozen=True):
     key: Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
 
 
@@ -157,15 +91,15 @@ class NameContent(msgspec.Struct, frozen=True):
     name: Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
 
 
-class RegisterArgs(_Args, frozen=True):
+class RegisterArgs(Args, frozen=True):
     content: Content
 
 
-class WhoamiArgs(_Args, frozen=True):
+class WhoamiArgs(Args, frozen=True):
     pass
 
 
-class SetStatusArgs(_Args, frozen=True):
+class SetStatusArgs(Args, frozen=True):
     agent: AgentId
     status: Literal["active", "deactivated"]
 
@@ -173,21 +107,21 @@ class SetStatusArgs(_Args, frozen=True):
 # --- operating a deployment (WIRE.md "Additions in 1.1") ----------------------
 
 
-class AdminCreateArgs(_Args, frozen=True):
+class AdminCreateArgs(Args, frozen=True):
     content: Content  # {"name": …}, as agent.register
 
 
-class AgentListArgs(_Args, frozen=True):
+class AgentListArgs(Args, frozen=True):
     status: Literal["active", "deactivated"] | None = None
     cursor: AgentCursor = None
     limit: Limit = 50
 
 
-class RotateKeyArgs(_Args, frozen=True):
+class RotateKeyArgs(Args, frozen=True):
     pass
 
 
-class ResetKeyArgs(_Args, frozen=True):
+class ResetKeyArgs(Args, frozen=True):
     agent: AgentId
 
 
@@ -196,41 +130,41 @@ class ResetKeyArgs(_Args, frozen=True):
 WebhookEvent = Literal[KINDS]  # type: ignore[valid-type]  # every kind of kungfud/event_kinds.py
 
 
-class WebhookSetArgs(_Args, frozen=True):
+class WebhookSetArgs(Args, frozen=True):
     url: Annotated[str, msgspec.Meta(min_length=1, max_length=2048)]
     events: Annotated[list[WebhookEvent], msgspec.Meta(min_length=1, max_length=len(KINDS))] | None = None
 
 
-class WebhookGetArgs(_Args, frozen=True):
+class WebhookGetArgs(Args, frozen=True):
     pass
 
 
-class WebhookClearArgs(_Args, frozen=True):
+class WebhookClearArgs(Args, frozen=True):
     pass
 
 
 # --- memory (§5) -------------------------------------------------------------
 
 
-class MemoryCreateArgs(_Args, frozen=True):
+class MemoryCreateArgs(Args, frozen=True):
     content: Content
 
 
-class MemoryUpdateArgs(_Args, frozen=True):
+class MemoryUpdateArgs(Args, frozen=True):
     memory: MemoryId
     content: Content
 
 
-class MemoryRefArgs(_Args, frozen=True):
+class MemoryRefArgs(Args, frozen=True):
     memory: MemoryId
 
 
-class MemoryGetArgs(_Args, frozen=True):
+class MemoryGetArgs(Args, frozen=True):
     memory: MemoryId
     version: Version | None = None
 
 
-class MemoryListArgs(_Args, frozen=True):
+class MemoryListArgs(Args, frozen=True):
     author: AgentId | None = None
     cursor: MemoryCursor = None
     limit: Limit = 50
@@ -270,7 +204,7 @@ class ReasonContent(msgspec.Struct, frozen=True):
     reason: Annotated[str, msgspec.Meta(min_length=1)]
 
 
-class AssignArgs(_Args, frozen=True):
+class AssignArgs(Args, frozen=True):
     to: AgentId
     content: Content
     deliver_within_s: WithinS | None = None
@@ -278,35 +212,35 @@ class AssignArgs(_Args, frozen=True):
     redoes: AssignmentId | None = None
 
 
-class ThreadCreateArgs(_Args, frozen=True):
+class ThreadCreateArgs(Args, frozen=True):
     content: Content | None = None
 
 
-class ThreadRefArgs(_Args, frozen=True):
+class ThreadRefArgs(Args, frozen=True):
     thread: ThreadId
 
 
-class AdmitArgs(_Args, frozen=True):
+class AdmitArgs(Args, frozen=True):
     thread: ThreadId
     role: RoleName = "speaker"
 
 
-class JoinArgs(_Args, frozen=True):
+class JoinArgs(Args, frozen=True):
     token: Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
 
 
-class RemoveArgs(_Args, frozen=True):
+class RemoveArgs(Args, frozen=True):
     thread: ThreadId
     agent: AgentId
 
 
-class SetRoleArgs(_Args, frozen=True):
+class SetRoleArgs(Args, frozen=True):
     thread: ThreadId
     agent: AgentId
     role: RoleName
 
 
-class PostArgs(_Args, frozen=True):
+class PostArgs(Args, frozen=True):
     thread: ThreadId
     memory: MemoryRef | None = None
     content: Content | None = None
@@ -316,18 +250,18 @@ class PostArgs(_Args, frozen=True):
     assign: AssignArgs | None = None
 
 
-class HandleArgs(_Args, frozen=True):
+class HandleArgs(Args, frozen=True):
     thread: ThreadId
     entry: EntryNo
     content: Content | None = None
 
 
-class EntryRefArgs(_Args, frozen=True):
+class EntryRefArgs(Args, frozen=True):
     thread: ThreadId
     entry: EntryNo
 
 
-class EntriesArgs(_Args, frozen=True):
+class EntriesArgs(Args, frozen=True):
     thread: ThreadId
     cursor: EntryCursor = None
     limit: Limit = 50
@@ -335,7 +269,7 @@ class EntriesArgs(_Args, frozen=True):
     newest_first: bool = False  # WIRE.md 1.1 "Reading the work itself"
 
 
-class ThreadAssignmentsArgs(_Args, frozen=True):
+class ThreadAssignmentsArgs(Args, frozen=True):
     """``thread.assignments`` (docs/wire.md): a Thread's assignments, newest first."""
 
     thread: ThreadId
@@ -344,12 +278,12 @@ class ThreadAssignmentsArgs(_Args, frozen=True):
     limit: Limit = 50
 
 
-class ThreadPageArgs(_Args, frozen=True):
+class ThreadPageArgs(Args, frozen=True):
     cursor: ThreadCursor = None
     limit: Limit = 50
 
 
-class PageArgs(_Args, frozen=True):
+class PageArgs(Args, frozen=True):
     """``turn`` and ``opportunities``: paged by index position."""
 
     cursor: PositionCursor = None
@@ -359,7 +293,7 @@ class PageArgs(_Args, frozen=True):
 # --- assignment (§6.4) ----------------------------------------------------------
 
 
-class TakeArgs(_Args, frozen=True):
+class TakeArgs(Args, frozen=True):
     assignment: AssignmentId
     deliver: PinArgs | None = None
 
@@ -372,27 +306,25 @@ def _delivery(name: str, work: str, work_id: Any) -> Any:
     for an assignment and an engagement, which differ only in the id field
     (spec R2 keeps the two concepts apart, so the wire names them apart)."""
     fields = [(work, work_id), ("memory", MemoryRef | None, None), ("content", Content | None, None)]
-    return msgspec.defstruct(name, fields, bases=(_Args,), frozen=True, module=__name__)
+    return msgspec.defstruct(name, fields, bases=(Args,), frozen=True, module=__name__)
 
 
 def _judgment(name: str, work: str, work_id: Any) -> Any:
     """``{<work>, verdict, content?}``: adopt or reject a delivery (a reason in
     ``content``). One shape for an assignment and an engagement."""
     fields = [(work, work_id), ("verdict", Verdict), ("content", Content | None, None)]
-    return msgspec.defstruct(name, fields, bases=(_Args,), frozen=True, module=__name__)
+    return msgspec.defstruct(name, fields, bases=(Args,), frozen=True, module=__name__)
 
 
 DeliverArgs = _delivery("DeliverArgs", "assignment", AssignmentId)
 JudgeArgs = _judgment("JudgeArgs", "assignment", AssignmentId)
 
 
-class AssignmentRefArgs(_Args, frozen=True):
+class AssignmentRefArgs(Args, frozen=True):
     assignment: AssignmentId
 
 
 # --- task (§7) -------------------------------------------------------------------
-
-EngagementId = _id("en_")
 
 
 class AgentList(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -423,21 +355,21 @@ class ContractArgs(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     readers: Literal["parties", "public"] = "parties"
 
 
-class TaskCreateArgs(_Args, frozen=True):
+class TaskCreateArgs(Args, frozen=True):
     audience: Literal["open"] | AgentList
     contract: ContractArgs
 
 
-class TaskReviseArgs(_Args, frozen=True):
+class TaskReviseArgs(Args, frozen=True):
     task: TaskId
     contract: ContractArgs
 
 
-class TaskRefArgs(_Args, frozen=True):
+class TaskRefArgs(Args, frozen=True):
     task: TaskId
 
 
-class TaskTakeArgs(_Args, frozen=True):
+class TaskTakeArgs(Args, frozen=True):
     task: TaskId
     deliver: PinArgs | None = None
 
@@ -445,31 +377,31 @@ class TaskTakeArgs(_Args, frozen=True):
 TaskDeliverArgs = _delivery("TaskDeliverArgs", "engagement", EngagementId)
 
 
-class EngagementRefArgs(_Args, frozen=True):
+class EngagementRefArgs(Args, frozen=True):
     engagement: EngagementId
 
 
 TaskJudgeArgs = _judgment("TaskJudgeArgs", "engagement", EngagementId)
 
 
-class TaskGetArgs(_Args, frozen=True):
+class TaskGetArgs(Args, frozen=True):
     task: TaskId
     contract_version: Version | None = None
     adopted_after: EngagementId | None = None  # continue `adopted` after this item (its `adopted_cursor`)
 
 
-class EngagementGetArgs(_Args, frozen=True):
+class EngagementGetArgs(Args, frozen=True):
     engagement: EngagementId
     inputs_after: Annotated[int, msgspec.Meta(ge=0, le=100)] = 0  # inputs whose content an earlier page gave
 
 
-class SubscribeArgs(_Args, frozen=True):
+class SubscribeArgs(Args, frozen=True):
     since: Annotated[int, msgspec.Meta(ge=0, le=MAX_INT)] | None = None
     open_tasks: bool = False  # WIRE.md 1.2: task_offered events too
     a2a: bool = False  # WIRE.md 1.3: a2a_task events too
 
 
-class TaskListArgs(_Args, frozen=True):
+class TaskListArgs(Args, frozen=True):
     cursor: TaskCursor = None
     limit: Limit = 50
     mine: bool = False

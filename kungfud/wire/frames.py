@@ -16,8 +16,8 @@ from typing import Annotated, Any
 import msgspec
 
 from ..errors import ECHO_CHARS, echo
-from .args import ReqId
-from .limits import MAX_DEPTH, _too_deep, _too_many
+from .fields import ReqId
+from .limits import MAX_DEPTH, too_deep, too_many
 from .ops import OPS
 from .reasons import teach
 
@@ -196,7 +196,7 @@ def decode_args(env: Envelope) -> Any:
     whatever op it is for (H2, D62). The envelope decoder has already checked
     that ``args`` is valid JSON, so the count is exact."""
     raw = bytes(env.args)
-    over = _too_many(raw)
+    over = too_many(raw)
     if over is not None:
         raise FrameError(over, env.id)
     try:
@@ -205,7 +205,7 @@ def decode_args(env: Envelope) -> Any:
         raise FrameError(f"`args` nests arrays and objects deeper than {MAX_DEPTH} levels", env.id) from None
     except (msgspec.DecodeError, msgspec.ValidationError) as e:
         raise FrameError(f"invalid args for {env.op}: {teach(OPS[env.op].args, why(e))}", env.id) from None
-    if _too_deep(raw):
+    if too_deep(raw):
         raise FrameError(f"`args` nests arrays and objects deeper than {MAX_DEPTH} levels", env.id)
     return args
 

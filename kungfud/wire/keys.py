@@ -9,7 +9,7 @@ from typing import Annotated
 import msgspec
 
 from ..conventions import Scope
-from .args import _Args
+from .fields import Args
 
 __all__ = ["KeyScope", "KeyId", "KeyCreateArgs", "KeyListArgs", "KeyRevokeArgs"]
 
@@ -19,15 +19,15 @@ KeyId = Annotated[str, msgspec.Meta(pattern=r"^ky_[0-9a-z_]{1,60}$(?!\n)")]
 ExpiresInS = Annotated[int, msgspec.Meta(ge=1, le=315_360_000)]
 
 
-class KeyCreateArgs(_Args, frozen=True):
+class KeyCreateArgs(Args, frozen=True):
     scope: KeyScope
     label: Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
     expires_in_s: ExpiresInS | None = None
 
 
-class KeyListArgs(_Args, frozen=True):
+class KeyListArgs(Args, frozen=True):
     pass
 
 
-class KeyRevokeArgs(_Args, frozen=True):
+class KeyRevokeArgs(Args, frozen=True):
     key_id: KeyId

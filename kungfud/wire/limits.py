@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["MAX_DEPTH", "MAX_CONTAINERS", "MAX_VALUES", "too_deep", "too_many"]
+__all__ = ["MAX_DEPTH", "MAX_CONTAINERS", "MAX_VALUES", "too_deep", "too_many", "count_values"]
 
 MAX_DEPTH = 64  # nesting of arrays and objects inside `args`
 MAX_CONTAINERS = 10_000  # arrays and objects in `args`, counted before any is built (D62)
@@ -37,7 +37,7 @@ def _within(limit: int) -> re.Pattern[bytes]:
 _WITHIN_MAX_DEPTH = _within(MAX_DEPTH)
 
 
-def _too_deep(raw: bytes, limit: int = MAX_DEPTH) -> bool:
+def too_deep(raw: bytes, limit: int = MAX_DEPTH) -> bool:
     """True if JSON text (already known to be valid) nests arrays/objects deeper
     than ``limit``. Linear, and in C: see above."""
     if raw.count(b"[") + raw.count(b"{") <= limit:
@@ -64,7 +64,7 @@ _SHAPE_DELETE = bytes(c for c in range(256) if c not in b'[]{}",')
 _NOT_COUNTED = bytes(c for c in range(256) if c not in b"[{,")
 
 
-def _count(raw: bytes) -> tuple[int, int]:
+def count_values(raw: bytes) -> tuple[int, int]:
     """(arrays and objects, values as counted above) in JSON text already known
     to be valid."""
     if b"\\" in raw:
@@ -76,20 +76,17 @@ def _count(raw: bytes) -> tuple[int, int]:
     return containers, 1 + shape.count(b",") + containers
 
 
-def _too_many(raw: bytes) -> str | None:
+def too_many(raw: bytes) -> str | None:
     """Which count limit JSON text (already known to be valid) is over, if any —
     without building any value (H2)."""
     marks = raw.translate(None, _NOT_COUNTED)  # those in strings too: at least the true counts
     commas = marks.count(b",")
     if len(marks) - commas <= MAX_CONTAINERS and 1 + len(marks) <= MAX_VALUES:
         return None
-    containers, values = _count(raw)
+    containers, values = count_values(raw)
     if containers > MAX_CONTAINERS:
         return f"`args` holds more than {MAX_CONTAINERS} arrays and objects (the limit per request)"
     if values > MAX_VALUES:
         return f"`args` holds more than {MAX_VALUES} values (the limit per request)"
     return None
 
-
-too_deep = _too_deep
-too_many = _too_many

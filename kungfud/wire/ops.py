@@ -165,7 +165,7 @@ OPS: dict[str, OpSpec] = {
     ),
     "a2a.cancel": OpSpec("A", A2ATaskRefArgs, "Cancel your A2A task: no new work starts; work under way ends on its own."),
     "a2a.task": OpSpec("R", A2ATaskArgs, "Your A2A task as an A2A Task object: state, deliveries, your messages."),
-    "a2a.tasks": OpSpec("R", A2ATasksArgs, "Page through the A2A tasks you sent, newest first."),
+    "a2a.tasks": OpSpec("R", A2ATasksArgs, "Page through the A2A tasks you sent, the most recently changed first."),
     "a2a.push.set": OpSpec("A", A2APushSetArgs, "Add a push notification config to your A2A task."),
     "a2a.push.list": OpSpec("R", A2ATaskRefArgs, "The push notification configs of your A2A task (no credentials)."),
     "a2a.push.clear": OpSpec("A", A2APushClearArgs, "Remove a push notification config of your A2A task."),

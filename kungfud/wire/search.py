@@ -6,16 +6,16 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from .args import Limit, ThreadId, _Args, _SEALED
+from .fields import SEALED_CURSOR, Args, Limit, ThreadId
 
 __all__ = ["SearchArgs", "SearchCursor", "SearchKind"]
 
 SearchKind = Literal["memory", "entry", "task", "delivery"]
 # Always sealed: a page's position is the score, time and key of its last item.
-SearchCursor = Annotated[str, msgspec.Meta(pattern=rf"^{_SEALED}$(?!\n)")] | None
+SearchCursor = Annotated[str, msgspec.Meta(pattern=rf"^{SEALED_CURSOR}$(?!\n)")] | None
 
 
-class SearchArgs(_Args, frozen=True):
+class SearchArgs(Args, frozen=True):
     # No lower bounds: an empty query or kind list is refused by the read, saying why.
     q: Annotated[str, msgspec.Meta(max_length=256)]
     in_: list[SearchKind] | None = msgspec.field(default=None, name="in")

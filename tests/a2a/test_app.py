@@ -143,6 +143,33 @@ async def test_params_a2a_does_not_allow_are_invalid_params():
         assert r.json()["error"]["code"] == -32700
 
 
+async def test_fields_a_newer_client_adds_are_ignored_and_never_reach_the_op():
+    """WIRE.md 1.3 serves any 1.x: a field this version's Message (or request)
+    does not have is ignored, as the a2a-sdk's own servers ignore it, and is
+    not stored; a known field of the wrong type or an unknown enum value is
+    still InvalidParams (D412)."""
+    ops = FakeOps()
+    async with _client(ops) as c:
+        params = _msg("m-new")
+        params["message"]["parts"][0]["futurePartField"] = 1
+        params["message"]["futureField"] = {"x": 1}
+        params["futureParam"] = True
+        params["configuration"] = {"returnImmediately": True, "futureOption": "on"}
+        r = await c.post(BASE, headers=V1, json=_rpc("SendMessage", params))
+        assert r.json()["result"]["task"]["status"]["state"] == "TASK_STATE_SUBMITTED"
+        sends = lambda: [args for _, op, args, _ in ops.calls if op == "a2a.send"]  # noqa: E731
+        sent = sends()[-1]
+        assert sent["message"] == {"messageId": "m-new", "role": "ROLE_USER", "parts": [{"text": "summarise this"}]}
+        assert "configuration" not in sent
+        rest = await c.post(f"{BASE}/message:send", headers=V1, json={**_msg("m-rest", futureField=2), "futureParam": 1})
+        assert rest.status_code == 200 and sends()[-1]["message"]["messageId"] == "m-rest"
+        assert "future" not in str(sends()[-1])
+        for bad in ({"role": "ROLE_FUTURE"}, {"parts": "not a list"}):
+            r = await c.post(BASE, headers=V1, json=_rpc("SendMessage", _msg("m-bad", **bad)))
+            assert r.json()["error"]["code"] == -32602, bad
+            assert r.json()["error"]["data"][0]["reason"] == "INVALID_PARAMS"
+
+
 @pytest.mark.parametrize(
     "rejection, rpc_code, status, reason",
     [
@@ -214,17 +241,18 @@ async def test_a_follow_up_without_a_verdict_is_unsupported_operation():
         assert r.json()["error"]["code"] == -32004
 
 
+async def _works_then_completes(ops: FakeOps, working_after_s: float, completed_after_s: float) -> None:
+    """The worker of the first Task: WORKING after a while, then COMPLETED with an artifact."""
+    await asyncio.sleep(working_after_s)
+    ops.move("tk_1", "TASK_STATE_WORKING")
+    await asyncio.sleep(completed_after_s)
+    ops.move("tk_1", "TASK_STATE_COMPLETED", {"artifactId": "en_1", "parts": [{"text": "done"}]})
+
+
 async def test_a_blocking_answer_writes_a_space_while_it_waits_and_is_valid_json():
     ops = FakeOps()
     async with _client(ops) as c:
-
-        async def work() -> None:
-            await asyncio.sleep(1.0)
-            ops.move("tk_1", "TASK_STATE_WORKING")
-            await asyncio.sleep(0.5)
-            ops.move("tk_1", "TASK_STATE_COMPLETED", {"artifactId": "en_1", "parts": [{"text": "done"}]})
-
-        worker = asyncio.ensure_future(work())
+        worker = asyncio.ensure_future(_works_then_completes(ops, 1.0, 0.5))
         r = await c.post(BASE, headers=V1, json=_rpc("SendMessage", _msg()))
         await worker
         assert r.content.startswith(b" ") and r.content.strip().startswith(b"{")
@@ -258,14 +286,7 @@ def _sse(raw: bytes) -> list[tuple[str | None, dict | None, bool]]:
 async def test_a_stream_is_the_task_then_changes_with_event_ids_and_comments_while_quiet():
     ops = FakeOps()
     async with _client(ops) as c:
-
-        async def work() -> None:
-            await asyncio.sleep(0.8)
-            ops.move("tk_1", "TASK_STATE_WORKING")
-            await asyncio.sleep(0.2)
-            ops.move("tk_1", "TASK_STATE_COMPLETED", {"artifactId": "en_1", "parts": [{"text": "done"}]})
-
-        worker = asyncio.ensure_future(work())
+        worker = asyncio.ensure_future(_works_then_completes(ops, 0.8, 0.2))
         r = await c.post(BASE, headers=V1, json=_rpc("SendStreamingMessage", _msg(), rid=5))
         await worker
         assert r.headers["content-type"].startswith("text/event-stream")

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 
@@ -143,3 +144,63 @@ def test_a_store_failure_in_the_shared_view_answers_that_job_unavailable_and_the
     assert isinstance(outs[1], Failed) and outs[1].rejection.code == "unavailable", outs
     assert isinstance(outs[2], Committed) and isinstance(outs[3], Committed), outs
     assert len(opened) == 3  # the shared view, then one each for the two jobs after the failure
+
+
+@pytest.mark.rules("L5-1")
+def test_L5_1_one_loop_turn_tells_each_carrier_once_and_every_actor_keeps_its_order(rt, monkeypatch):
+    """The server's jobs of one loop turn (``Runtime.submit_turn``, issue 38):
+    each carrier thread is told once with the messages of all its actors, and
+    each actor still decides its own jobs in the order they came (L5-1)."""
+    import pykka
+
+    from kungfud.wire import PostArgs, ThreadCreateArgs
+
+    admin = bootstrap_admin(rt)
+    threads = [
+        json.loads(_act(rt, admin, "thread.create", f"t{n}", ThreadCreateArgs(), None).result)["thread"]
+        for n in range(24)
+    ]
+    told: list[object] = []  # what this thread (the event loop's, in a daemon) tells the carriers
+    here, tell = threading.current_thread(), pykka.ActorRef.tell
+
+    def counted(self, message):
+        if threading.current_thread() is here:
+            told.append(message)
+        return tell(self, message)
+
+    monkeypatch.setattr(pykka.ActorRef, "tell", counted)
+    outgoing: dict[str, list] = {}
+    boxes = []
+    for t in threads:
+        for n in range(3):
+            box = _Box()
+            job = rt.job(admin, "thread.post", f"p-{t}-{n}", PostArgs(t, content={"n": n}), box)
+            outgoing.setdefault(rt.route(job), []).append(job)
+            boxes.append((t, n, box))
+    assert len(outgoing) == 24
+    rt.submit_turn(outgoing)
+    outs = [(t, n, b.wait()) for t, n, b in boxes]
+    assert all(isinstance(o, Committed) for _, _, o in outs), outs
+    assert len(told) <= rt.registry.threads < len(outgoing)  # one message per carrier, not per actor
+    for t in threads:  # each Thread's posts are its entries 1, 2, 3, in the order sent
+        assert [json.loads(o.result)["entry"] for tt, _, o in outs if tt == t] == [1, 2, 3]
+
+
+@pytest.mark.rules("L5-1")
+def test_a_turn_told_after_the_carriers_stopped_is_answered_unavailable(tmp_path):
+    from kungfud.store import Store
+
+    store = Store(str(tmp_path / "data"))
+    rt = Runtime(store)
+    rt.start()
+    admin = bootstrap_admin(rt)
+    rt.registry.tell(admin, None, {})  # the admin's actor exists before the carriers stop
+    for ref in rt.registry._carriers:
+        ref.stop()
+    box = _Box()
+    job = rt.job(admin, "memory.create", "late", MemoryCreateArgs({"v": 1}), box)
+    rt.submit_turn({rt.route(job): [job]})
+    out = box.wait()
+    rt.stop()
+    store.close()
+    assert isinstance(out, Failed) and out.rejection.code == "unavailable", out

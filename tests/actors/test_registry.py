@@ -11,7 +11,7 @@ import msgspec
 import pytest
 
 from kungfud.actors import Job, Runtime
-from kungfud.actors.object_actor import Expire
+from kungfud.actors.messages import SweepDue
 from kungfud.core import memory
 from kungfud.daemon import bootstrap_admin
 from kungfud.store import Committed, Store
@@ -79,8 +79,8 @@ def test_L4_5_no_actor_is_started_for_a_key_that_names_no_object(tmp_path):
     try:
         admin = bootstrap_admin(rt)
         threads = threading.active_count()
-        assert rt.registry.tell("th_0000000000000000000000000z", Expire()) is None
-        assert rt.registry.tell("tk_0000000000000000000000000z", Expire()) is None
+        assert rt.registry.tell("th_0000000000000000000000000z", SweepDue()) is None
+        assert rt.registry.tell("tk_0000000000000000000000000z", SweepDue()) is None
         assert rt.registry.live() == 0 and threading.active_count() == threads
 
         done = threading.Event()

@@ -16,7 +16,7 @@ from kungfud.core.kinds import fold
 from kungfud.core.context import Ctx, Limits, counting_ids
 from kungfud.core.queries import state_query
 from kungfud.core.facts import Decision
-from kungfud.core.memory import Create, SetVisibility, Update, Withdraw
+from kungfud.core.memory import CreateMemory, SetVisibility, Update, Withdraw
 from kungfud.errors import CODES, NEXT_STEPS, Rejection
 from tests.wording import check_wording
 
@@ -138,7 +138,7 @@ class World:
 
     # -- §5 ---------------------------------------------------------------
     def create(self, by: str, content: bytes = b'{"v":1}') -> Decision | Rejection:
-        return self.record(memory_core.decide_create(Create(content), self.ctx(by)))
+        return self.record(memory_core.decide_create(CreateMemory(content), self.ctx(by)))
 
     def new_memory(self, by: str, content: bytes = b'{"v":1}', *, public: bool = False) -> str:
         mid = accepted(self.create(by, content)).result["memory"]

@@ -19,7 +19,7 @@ from kungfud.core.kinds import fold
 from kungfud.core.context import Limits
 from kungfud.core.facts import AgentKeySet, AgentRegistered, AgentStatusSet, Decision
 from kungfud.core.memory import (
-    Create,
+    CreateMemory,
     SetVisibility,
     Update,
     Withdraw,
@@ -86,9 +86,9 @@ def test_R4_1_deactivated_admin_may_not_set_status():
 
 @pytest.mark.rules("R4-1", "L2-4")
 def test_R4_1_action_without_an_agent_is_unauthenticated():
-    (memory_state,) = accepted(decide_create(Create(b"{}"), make_ctx(agent_state("alice")))).states.values()
+    (memory_state,) = accepted(decide_create(CreateMemory(b"{}"), make_ctx(agent_state("alice")))).states.values()
     for r in (
-        decide_create(Create(b"{}"), make_ctx(None)),
+        decide_create(CreateMemory(b"{}"), make_ctx(None)),
         decide_set_status(agent_state("alice"), SetStatus("ag_alice", "deactivated"), make_ctx(None)),
     ):
         rejected(r, "unauthenticated")

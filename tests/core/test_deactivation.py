@@ -58,7 +58,7 @@ def test_R4_1_a_deactivated_agent_may_take_no_thread_action(w):
         lambda: w.void(w.carol, a),
         lambda: w.admit(w.carol, w.u),
         lambda: w.join(w.carol, w.t),
-        lambda: w.act(w.carol, thread_core.decide_create, thread_core.Create()),
+        lambda: w.act(w.carol, thread_core.decide_create, thread_core.CreateThread()),
     ):
         # D5: account state first — forbidden whatever the target, revealing nothing.
         w.refuse("forbidden", action, "stop")

@@ -14,7 +14,7 @@ from typing import get_args
 import pytest
 
 from kungfud.core import entry as entry_core
-from kungfud.core.entry import Response
+from kungfud.core.entry import EntryResponse
 from kungfud.core.facts import EntryPosted, MemoryCreated, RequestRetracted, ResponseHandled, entry_obj
 from kungfud.core.kinds import AnyFact, of_state
 from kungfud.core.obligations import Obligation, ob_id
@@ -283,7 +283,7 @@ def test_R6_3_12_each_responder_owes_one_response_held_by_it_alone(w):
     d = ok(w.post(w.alice, w.t, ask=[w.bob, w.carol]))
     obj = entry_obj(w.t, 1)
     e = w.entry(w.t, 1)
-    assert e.responses == {w.bob: Response("pending"), w.carol: Response("pending")}
+    assert e.responses == {w.bob: EntryResponse("pending"), w.carol: EntryResponse("pending")}
     assert of_state(obj, e) == [
         Obligation(ob_id("respond", obj, agent), "respond", agent, {"thread": w.t, "entry": 1}, d.facts[-1].at)
         for agent in (w.bob, w.carol)
@@ -304,7 +304,7 @@ def test_R6_3_13_replying_ends_the_repliers_own_pending_response(w):
     assert posted.replied is True and entry_obj(w.t, 1) in posted.objects()
     assert d.result["ended"] == [ob_id("respond", entry_obj(w.t, 1), w.bob)]
     r = w.entry(w.t, 1).responses
-    assert r[w.bob] == Response("replied", w.now) and r[w.carol].state == "pending"
+    assert r[w.bob] == EntryResponse("replied", w.now) and r[w.carol].state == "pending"
     assert w.pending(w.t, w.bob) == [] and w.pending(w.t, w.carol) == [1]
 
 
@@ -341,7 +341,7 @@ def test_R6_3_16_handling_ends_a_pending_response_without_posting(w):
     assert d.facts == [ResponseHandled(at=w.now, by=w.bob, thread=w.t, entry=1, agent=w.bob, note=b'{"note":"seen, nothing to add"}')]
     assert d.result == {"thread": w.t, "entry": 1, "ended": [ob_id("respond", entry_obj(w.t, 1), w.bob)]}
     assert w.thread(w.t).entries == 1 and w.pending(w.t, w.bob) == []
-    assert w.entry(w.t, 1).responses[w.bob] == Response("handled", w.now, b'{"note":"seen, nothing to add"}')
+    assert w.entry(w.t, 1).responses[w.bob] == EntryResponse("handled", w.now, b'{"note":"seen, nothing to add"}')
     w.refuse("conflict", lambda: w.handle(w.bob, w.t, 1))  # already ended (L5-2)
 
 

@@ -16,7 +16,7 @@ from kungfud.core import engagement as eng_core
 from kungfud.core.assignment import AssignmentState
 from kungfud.core.engagement import EngagementState
 from kungfud.core.lifecycle import Lifecycle
-from kungfud.errors import Refused
+from kungfud.errors import DecisionRefused
 
 from .world import T0, well_formed
 
@@ -61,7 +61,7 @@ def test_R6_4_18_R7_3_25_every_pair_the_table_has_no_move_for_is_refused_and_cha
         if table.allows(state, verb):
             assert table.check(obj, verb) in table.states
             continue
-        with pytest.raises(Refused) as refused:
+        with pytest.raises(DecisionRefused) as refused:
             table.check(obj, verb)
         r = well_formed(refused.value.rejection)
         assert r.code == "conflict", (state, verb, r)

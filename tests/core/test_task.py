@@ -188,7 +188,7 @@ class TaskWorld:
 
     # -- §5 ------------------------------------------------------------------------
     def memory(self, by: str, *, versions: int = 1, public: bool = False) -> str:
-        d = ok(self.record(memory_core.decide_create(memory_core.Create(b'{"v":1}'), self.ctx(by))))
+        d = ok(self.record(memory_core.decide_create(memory_core.CreateMemory(b'{"v":1}'), self.ctx(by))))
         mid = d.result["memory"]
         for v in range(2, versions + 1):
             self.update(by, mid, json.dumps({"v": v}).encode())
@@ -207,7 +207,7 @@ class TaskWorld:
 
     # -- §6 (only what §7.5 needs) ------------------------------------------------
     def thread(self, governor: str, *members: str) -> str:
-        t = ok(self.act(governor, thread_core.decide_create, thread_core.Create())).result["thread"]
+        t = ok(self.act(governor, thread_core.decide_create, thread_core.CreateThread())).result["thread"]
         for m in members:
             token = ok(self.act(governor, thread_core.decide_admit, thread_core.Admit(t, "speaker"))).result["token"]
             ok(self.act(m, thread_core.decide_join, thread_core.Join(token, t)))

@@ -55,7 +55,7 @@ def trio(w: World) -> World:
 
 @pytest.mark.rules("R6.1-1")
 def test_R6_1_1_any_active_agent_creates_a_thread(w):
-    d = ok(w.act(w.bob, thread_core.decide_create, thread_core.Create(b'{"title":"t"}')))
+    d = ok(w.act(w.bob, thread_core.decide_create, thread_core.CreateThread(b'{"title":"t"}')))
     t = d.result["thread"]
     assert t.startswith("th_") and t != w.t
     assert d.facts == [ThreadCreated(at=w.now, by=w.bob, thread=t, creator=w.bob, content=b'{"title":"t"}')]
@@ -64,7 +64,7 @@ def test_R6_1_1_any_active_agent_creates_a_thread(w):
 @pytest.mark.rules("R6.1-1", "R4-1")
 def test_R6_1_1_deactivated_agent_may_not_create_a_thread(w):
     ok(w.deactivate(w.root, w.bob))
-    w.refuse("forbidden", lambda: w.act(w.bob, thread_core.decide_create, thread_core.Create()))
+    w.refuse("forbidden", lambda: w.act(w.bob, thread_core.decide_create, thread_core.CreateThread()))
 
 
 @pytest.mark.rules("R6.1-2")

@@ -222,7 +222,7 @@ class World:
 
     # -- §5 --------------------------------------------------------------------
     def memory(self, by: str, *, public: bool = False, versions: int = 1) -> str:
-        mid = ok(self.record(memory_core.decide_create(memory_core.Create(b'{"v":1}'), self.ctx(by)))).result["memory"]
+        mid = ok(self.record(memory_core.decide_create(memory_core.CreateMemory(b'{"v":1}'), self.ctx(by)))).result["memory"]
         for v in range(2, versions + 1):
             cmd = memory_core.Update(mid, json.dumps({"v": v}).encode())
             ok(self.record(memory_core.decide_update(self.states[mid], cmd, self.ctx(by))))
@@ -240,7 +240,7 @@ class World:
 
     # -- §6.1, §6.2, §6.5 ---------------------------------------------------
     def create_thread(self, by: str) -> str:
-        return ok(self.act(by, thread_core.decide_create, thread_core.Create())).result["thread"]
+        return ok(self.act(by, thread_core.decide_create, thread_core.CreateThread())).result["thread"]
 
     def admit(self, by: str, t: str, role: str = "speaker") -> Decision | Rejection:
         d = self.act(by, thread_core.decide_admit, thread_core.Admit(t, role))  # type: ignore[arg-type]

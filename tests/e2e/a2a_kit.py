@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import Any
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, AsyncIterator
 
 import httpx
 from a2a.client import A2ACardResolver, ClientConfig, create_client
@@ -40,6 +42,35 @@ async def stock(base: str, key: str, *, judges: bool = False, streaming: bool = 
         for i in card.supported_interfaces:
             i.url = via + i.url[i.url.index("/a2a/agents/"):]
     return await create_client(card, ClientConfig(httpx_client=http, streaming=streaming)), http
+
+
+@dataclass
+class Stock:
+    """One A2A conversation's parties: the published worker over /v1, the
+    caller agent over /v1, and the caller's stock client (and its httpx client)."""
+
+    worker: Any
+    agent: str  # the worker's id
+    base: str  # its A2A base URL
+    caller: Any
+    client: Any
+    http: httpx.AsyncClient
+
+
+@asynccontextmanager
+async def stock_session(d: Any, caller: str = "caller", **client_kw: Any) -> AsyncIterator[Stock]:
+    """A published worker, a caller and its stock client (``client_kw`` as
+    :func:`stock` takes them) on daemon ``d``; all closed at the end."""
+    worker, agent, base = await published(d.url)
+    c, _ = await agent_client(d.url, caller)
+    client, http = await stock(base, c.key, **client_kw)
+    try:
+        yield Stock(worker, agent, base, c, client, http)
+    finally:
+        await client.close()
+        await http.aclose()
+        await worker.close()
+        await c.close()
 
 
 def request(text: str = "Summarise the attached notes in three lines", message_id: str | None = None, *,

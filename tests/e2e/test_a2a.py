@@ -14,7 +14,7 @@ from a2a.types import CancelTaskRequest, GetTaskRequest, SubscribeToTaskRequest
 from a2a.utils.errors import TaskNotFoundError
 
 from kungfud.a2a.card import EXTENSION
-from tests.e2e.a2a_kit import published, request, state_of, stock, take_and_deliver, task_id_of
+from tests.e2e.a2a_kit import published, request, state_of, stock, stock_session, take_and_deliver, task_id_of
 from kungfud.client.core import Rejected
 from tests.e2e.helpers import agent_client
 
@@ -49,59 +49,48 @@ async def test_the_card_resolves_with_the_stock_client(daemon):
 @pytest.mark.rules("R7.3-18")
 async def test_a_stream_reaches_completed_through_deadline_judging(clocked_daemon):
     d = clocked_daemon
-    worker, _, base = await published(d.url)
-    caller, _ = await agent_client(d.url, "caller")
-    client, http = await stock(base, caller.key, via=d.a2a_urls[-1])  # the other node, on lmdb2/pg2
-    seen: list[str] = []
-    ids: list[str] = []
+    async with stock_session(d, via=d.a2a_urls[-1]) as s:  # the other node, on lmdb2/pg2
+        seen: list[str] = []
+        ids: list[str] = []
 
-    async def work() -> None:
-        while not ids:
-            await asyncio.sleep(0.05)
-        await take_and_deliver(worker, ids[0])
-        await asyncio.sleep(1.0)
-        d.advance_clock(30)  # past judge_within_s = [a2a] auto_adopt_s: adopted as the contract says
+        async def work() -> None:
+            while not ids:
+                await asyncio.sleep(0.05)
+            await take_and_deliver(s.worker, ids[0])
+            await asyncio.sleep(1.0)
+            d.advance_clock(30)  # past judge_within_s = [a2a] auto_adopt_s: adopted as the contract says
 
-    w = asyncio.ensure_future(work())
-    await asyncio.wait_for(_states(client.send_message(request()), "TASK_STATE_COMPLETED", seen, ids), 60)
-    await w
-    assert seen[0] == "TASK_STATE_SUBMITTED" and seen[-1] == "TASK_STATE_COMPLETED"
-    assert "TASK_STATE_WORKING" in seen and "TASK_STATE_INPUT_REQUIRED" not in seen
-    task = await client.get_task(GetTaskRequest(id=ids[0]))
-    assert task.artifacts and task.artifacts[0].parts[0].text == "three lines"
-    await client.close()
-    await http.aclose()
-    await worker.close()
-    await caller.close()
+        w = asyncio.ensure_future(work())
+        await asyncio.wait_for(_states(s.client.send_message(request()), "TASK_STATE_COMPLETED", seen, ids), 60)
+        await w
+        assert seen[0] == "TASK_STATE_SUBMITTED" and seen[-1] == "TASK_STATE_COMPLETED"
+        assert "TASK_STATE_WORKING" in seen and "TASK_STATE_INPUT_REQUIRED" not in seen
+        task = await s.client.get_task(GetTaskRequest(id=ids[0]))
+        assert task.artifacts and task.artifacts[0].parts[0].text == "three lines"
 
 
 async def test_judging_with_the_extension_reject_then_adopt(daemon):
-    worker, _, base = await published(daemon.url)
-    caller, _ = await agent_client(daemon.url, "judge")
-    client, http = await stock(base, caller.key, judges=True)
-    seen: list[str] = []
-    ids: list[str] = []
-    w = asyncio.ensure_future(_when(ids, lambda: take_and_deliver(worker, ids[0], "draft")))
-    await asyncio.wait_for(_states(client.send_message(request()), "TASK_STATE_INPUT_REQUIRED", seen, ids), 60)
-    await w
-    tid = ids[0]
-    # Reject with a reason: back to SUBMITTED, and the stream stays open through the retry.
-    seen2: list[str] = []
-    reject = request("too long, three lines please", task_id=tid, metadata={EXTENSION: {"verdict": "reject"}})
-    w = asyncio.ensure_future(_later(1.0, lambda: take_and_deliver(worker, tid, "better")))
-    await asyncio.wait_for(_states(client.send_message(reject), "TASK_STATE_INPUT_REQUIRED", seen2), 60)
-    await w
-    assert seen2[0] == "TASK_STATE_SUBMITTED" and seen2[-1] == "TASK_STATE_INPUT_REQUIRED"
-    adopt = request("good, thank you", task_id=tid, metadata={EXTENSION: {"verdict": "adopt"}})
-    seen3: list[str] = []
-    await asyncio.wait_for(_states(client.send_message(adopt), "TASK_STATE_COMPLETED", seen3), 60)
-    assert seen3[-1] == "TASK_STATE_COMPLETED"
-    task = await client.get_task(GetTaskRequest(id=tid))
-    assert [a.parts[0].text for a in task.artifacts][-1] == "better"
-    await client.close()
-    await http.aclose()
-    await worker.close()
-    await caller.close()
+    async with stock_session(daemon, "judge", judges=True) as s:
+        worker, client = s.worker, s.client
+        seen: list[str] = []
+        ids: list[str] = []
+        w = asyncio.ensure_future(_when(ids, lambda: take_and_deliver(worker, ids[0], "draft")))
+        await asyncio.wait_for(_states(client.send_message(request()), "TASK_STATE_INPUT_REQUIRED", seen, ids), 60)
+        await w
+        tid = ids[0]
+        # Reject with a reason: back to SUBMITTED, and the stream stays open through the retry.
+        seen2: list[str] = []
+        reject = request("too long, three lines please", task_id=tid, metadata={EXTENSION: {"verdict": "reject"}})
+        w = asyncio.ensure_future(_later(1.0, lambda: take_and_deliver(worker, tid, "better")))
+        await asyncio.wait_for(_states(client.send_message(reject), "TASK_STATE_INPUT_REQUIRED", seen2), 60)
+        await w
+        assert seen2[0] == "TASK_STATE_SUBMITTED" and seen2[-1] == "TASK_STATE_INPUT_REQUIRED"
+        adopt = request("good, thank you", task_id=tid, metadata={EXTENSION: {"verdict": "adopt"}})
+        seen3: list[str] = []
+        await asyncio.wait_for(_states(client.send_message(adopt), "TASK_STATE_COMPLETED", seen3), 60)
+        assert seen3[-1] == "TASK_STATE_COMPLETED"
+        task = await client.get_task(GetTaskRequest(id=tid))
+        assert [a.parts[0].text for a in task.artifacts][-1] == "better"
 
 
 async def _when(ids: list, act) -> None:
@@ -117,18 +106,13 @@ async def _later(s: float, act) -> None:
 
 @pytest.mark.rules("L3-2")
 async def test_the_same_message_id_twice_is_one_task(daemon):
-    worker, _, base = await published(daemon.url)
-    caller, _ = await agent_client(daemon.url, "caller")
-    client, http = await stock(base, caller.key, streaming=False)
-    req = request(message_id="the-one-message", return_immediately=True)
-    first = [ev async for ev in client.send_message(req)][0].task
-    again = [ev async for ev in client.send_message(req)][0].task
-    assert first.id == again.id
-    assert again.metadata[EXTENSION]["receipt"]["replayed"] is True
-    await client.close()
-    await http.aclose()
-    await worker.close()
-    await caller.close()
+    async with stock_session(daemon, streaming=False) as s:
+        req = request(message_id="the-one-message", return_immediately=True)
+        first = [ev async for ev in s.client.send_message(req)][0].task
+        again = [ev async for ev in s.client.send_message(req)][0].task
+        assert first.id == again.id
+        assert again.metadata[EXTENSION]["receipt"]["replayed"] is True
+        assert [t["id"] for t in (await s.caller.read("a2a.tasks", {}))["items"]] == [first.id]
 
 
 @pytest.mark.timeout_s(180)
@@ -136,25 +120,19 @@ async def test_the_same_message_id_twice_is_one_task(daemon):
 async def test_a_silent_phase_of_7_s_on_the_default_5_s_client(daemon, streaming):
     """The worker says nothing for 7 s: comments (streams) and leading spaces
     (blocking answers) keep the stock client's 5 s read timeout from firing."""
-    worker, _, base = await published(daemon.url)
-    caller, _ = await agent_client(daemon.url, "caller")
-    client, http = await stock(base, caller.key, judges=True, streaming=streaming)
-    assert http.timeout.read == 5.0
-    seen: list[str] = []
-    ids: list[str] = []
+    async with stock_session(daemon, judges=True, streaming=streaming) as s:
+        assert s.http.timeout.read == 5.0
+        seen: list[str] = []
+        ids: list[str] = []
 
-    async def work() -> None:
-        tid = await _new_task(caller, ids)
-        await take_and_deliver(worker, tid, silent_s=7.0)
+        async def work() -> None:
+            tid = await _new_task(s.caller, ids)
+            await take_and_deliver(s.worker, tid, silent_s=7.0)
 
-    w = asyncio.ensure_future(work())
-    await asyncio.wait_for(_states(client.send_message(request()), "TASK_STATE_INPUT_REQUIRED", seen, ids), 90)
-    await w
-    assert seen[-1] == "TASK_STATE_INPUT_REQUIRED"
-    await client.close()
-    await http.aclose()
-    await worker.close()
-    await caller.close()
+        w = asyncio.ensure_future(work())
+        await asyncio.wait_for(_states(s.client.send_message(request()), "TASK_STATE_INPUT_REQUIRED", seen, ids), 90)
+        await w
+        assert seen[-1] == "TASK_STATE_INPUT_REQUIRED"
 
 
 async def _new_task(caller, ids: list) -> str:
@@ -169,43 +147,58 @@ async def _new_task(caller, ids: list) -> str:
 
 
 async def test_subscribe_after_a_disconnect_goes_on_to_the_end(daemon):
-    worker, _, base = await published(daemon.url)
-    caller, _ = await agent_client(daemon.url, "caller")
-    client, http = await stock(base, caller.key, judges=True)
-    stream = client.send_message(request())
-    first = await asyncio.wait_for(anext(stream), 30)
-    tid = task_id_of(first)
-    await stream.aclose()  # the caller goes away
-    await take_and_deliver(worker, tid)
-    seen: list[str] = []
-    await asyncio.wait_for(_states(client.subscribe(SubscribeToTaskRequest(id=tid)), "TASK_STATE_INPUT_REQUIRED", seen), 60)
-    assert seen[-1] == "TASK_STATE_INPUT_REQUIRED"
-    await client.close()
-    await http.aclose()
-    await worker.close()
-    await caller.close()
+    async with stock_session(daemon, judges=True) as s:
+        stream = s.client.send_message(request())
+        first = await asyncio.wait_for(anext(stream), 30)
+        tid = task_id_of(first)
+        await stream.aclose()  # the caller goes away
+        await take_and_deliver(s.worker, tid)
+        seen: list[str] = []
+        await asyncio.wait_for(
+            _states(s.client.subscribe(SubscribeToTaskRequest(id=tid)), "TASK_STATE_INPUT_REQUIRED", seen), 60)
+        assert seen[-1] == "TASK_STATE_INPUT_REQUIRED"
 
 
 async def test_cancel_before_a_take_is_canceled(daemon):
-    worker, _, base = await published(daemon.url)
-    caller, _ = await agent_client(daemon.url, "caller")
-    client, http = await stock(base, caller.key, streaming=False)
-    task = [ev async for ev in client.send_message(request(return_immediately=True))][0].task
-    other, other_http = await stock(base, caller.key, streaming=False, via=daemon.a2a_urls[-1])  # lmdb2/pg2: another node
-    canceled = await other.cancel_task(CancelTaskRequest(id=task.id))
     from a2a.types import TaskState
 
-    assert TaskState.Name(canceled.status.state) == "TASK_STATE_CANCELED"
-    assert TaskState.Name((await client.get_task(GetTaskRequest(id=task.id))).status.state) == "TASK_STATE_CANCELED"
-    with pytest.raises(Rejected) as refused:  # no new engagement, for good
-        await worker.act("task.take", {"task": task.id})
-    assert refused.value.code == "conflict"
-    await other.close()
-    await other_http.aclose()
-    await client.close()
-    await http.aclose()
-    await worker.close()
-    await caller.close()
+    async with stock_session(daemon, streaming=False) as s:
+        task = [ev async for ev in s.client.send_message(request(return_immediately=True))][0].task
+        other, other_http = await stock(s.base, s.caller.key, streaming=False, via=daemon.a2a_urls[-1])  # lmdb2/pg2: another node
+        canceled = await other.cancel_task(CancelTaskRequest(id=task.id))
+        await other.close()
+        await other_http.aclose()
+        assert TaskState.Name(canceled.status.state) == "TASK_STATE_CANCELED"
+        assert TaskState.Name((await s.client.get_task(GetTaskRequest(id=task.id))).status.state) == "TASK_STATE_CANCELED"
+        with pytest.raises(Rejected) as refused:  # no new engagement, for good
+            await s.worker.act("task.take", {"task": task.id})
+        assert refused.value.code == "conflict"
+
+
+async def test_list_tasks_with_the_stock_client_newest_change_first_paged(daemon):
+    """ListTasks (WIRE.md 1.3: `a2a.tasks`, newest change first, paged by
+    cursor, `nextPageToken` "" at the end): a Task canceled after the others
+    comes first, pages neither skip nor repeat, and A2A's `historyLength` and
+    `statusTimestampAfter` are honoured (D410, D414)."""
+    from a2a.types import ListTasksRequest
+
+    async with stock_session(daemon, streaming=False) as s:
+        made = [[ev async for ev in s.client.send_message(request(f"task {i}", return_immediately=True))][0].task.id
+                for i in range(3)]
+        canceled = await s.client.cancel_task(CancelTaskRequest(id=made[0]))
+        first = await s.client.list_tasks(ListTasksRequest(page_size=2))
+        assert [t.id for t in first.tasks] == [made[0], made[2]] and first.next_page_token
+        rest = await s.client.list_tasks(ListTasksRequest(page_size=2, page_token=first.next_page_token))
+        assert [t.id for t in rest.tasks] == [made[1]] and rest.next_page_token == ""
+        assert all(t.history for t in first.tasks)
+        bare = await s.client.list_tasks(ListTasksRequest(history_length=0))
+        assert [t.id for t in bare.tasks] == [made[0], made[2], made[1]] and not any(t.history for t in bare.tasks)
+        later = ListTasksRequest()
+        later.status_timestamp_after.CopyFrom(canceled.status.timestamp)
+        assert list((await s.client.list_tasks(later)).tasks) == []
+        since = ListTasksRequest()
+        since.status_timestamp_after.FromSeconds(0)
+        assert len((await s.client.list_tasks(since)).tasks) == 3
 
 
 @pytest.mark.rules("R12-9")

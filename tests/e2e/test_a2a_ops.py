@@ -218,23 +218,53 @@ async def test_reads_not_found_with_identical_bytes(daemon):
     assert [i["id"] for i in (await client.read("a2a.tasks", {"to": w}))["items"]] == [task]
 
 
-async def test_tasks_pages_newest_first_and_filters(daemon):
+async def test_tasks_pages_newest_change_first_and_filters(daemon):
+    """WIRE.md 1.3: `a2a.tasks` lists "newest change first": a Task changed
+    later (canceled, taken) moves to the front (D410)."""
     client, c, worker, w = await pair(daemon.url)
     made = [await client.act("a2a.send", {"to": w, "message": msg(f"n{i}", f"p-{i}")}) for i in range(3)]
-    await client.act("a2a.cancel", {"task": made[0]["task"]})
+    ids = [m["task"] for m in made]
+    assert [i["id"] for i in (await client.read("a2a.tasks", {}))["items"]] == ids[::-1]
+    await client.act("a2a.cancel", {"task": ids[0]})
     first = await client.read("a2a.tasks", {"limit": 2})
-    assert [i["id"] for i in first["items"]] == [made[2]["task"], made[1]["task"]] and first["cursor"]
+    assert [i["id"] for i in first["items"]] == [ids[0], ids[2]] and first["cursor"]
     rest = await client.read("a2a.tasks", {"limit": 2, "cursor": first["cursor"]})
-    assert [i["id"] for i in rest["items"]] == [made[0]["task"]] and rest["cursor"] == ""
+    assert [i["id"] for i in rest["items"]] == [ids[1]] and rest["cursor"] == ""
+    await worker.act("task.take", {"task": ids[1]})  # taken: WORKING, its newest change
+    page = await client.read("a2a.tasks", {})
+    assert [i["id"] for i in page["items"]] == [ids[1], ids[0], ids[2]]
+    assert page["items"][0]["status"]["state"] == "TASK_STATE_WORKING"
     canceled = await client.read("a2a.tasks", {"state": "TASK_STATE_CANCELED"})
-    assert [i["id"] for i in canceled["items"]] == [made[0]["task"]]
+    assert [i["id"] for i in canceled["items"]] == [ids[0]]
     ctx = await client.read("a2a.tasks", {"context": made[1]["context"]})
-    assert [i["id"] for i in ctx["items"]] == [made[1]["task"]]
+    assert [i["id"] for i in ctx["items"]] == [ids[1]]
     # A context the daemon made for this caller is kept; another is replaced.
     again = await client.act("a2a.send", {"to": w, "message": msg("same ctx", "p-9", contextId=made[1]["context"])})
     assert again["context"] == made[1]["context"]
     fresh = await client.act("a2a.send", {"to": w, "message": msg("new ctx", "p-10", contextId="cx_made_up")})
     assert fresh["context"] != "cx_made_up"
+    bad = await failure(client, "a2a.tasks", {"cursor": ids[0]}, "bad_request")
+    assert bad["next"] == "revise"
+
+
+async def test_tasks_paging_never_skips_or_repeats(daemon):
+    """Every page size walks every Task once, in the order of the whole
+    listing, ties in one millisecond included (D410)."""
+    client, c, worker, w = await pair(daemon.url)
+    made = [(await client.act("a2a.send", {"to": w, "message": msg(f"m{i}", f"w-{i}")}))["task"] for i in range(7)]
+    for i in (1, 4):
+        await client.act("a2a.cancel", {"task": made[i]})
+    whole = [i["id"] for i in (await client.read("a2a.tasks", {}))["items"]]
+    assert whole == [made[4], made[1], *[t for t in made[::-1] if t not in (made[1], made[4])]]
+    for size in (1, 2, 3, 7):
+        seen: list[str] = []
+        cursor = None
+        while cursor != "":
+            page = await client.read("a2a.tasks", {"limit": size, **({"cursor": cursor} if cursor else {})})
+            assert len(page["items"]) <= size
+            seen += [i["id"] for i in page["items"]]
+            cursor = page["cursor"]
+        assert seen == whole, size
 
 
 async def test_push_configs_never_show_credentials(make_daemon):
@@ -251,6 +281,27 @@ async def test_push_configs_never_show_credentials(make_daemon):
     await failure(client, "a2a.push.set", {"task": task, "config": {"url": "http://10.0.0.1/x"}}, "bad_request")
     assert await client.act("a2a.push.clear", {"task": task, "config": "two"}) == {"cleared": True}
     assert len((await client.read("a2a.push.list", {"task": task}))["items"]) == 1
+
+
+@pytest.mark.rules("R12-8")
+async def test_a_push_url_is_resolved_at_set_as_a_webhook_url_is(make_daemon):
+    """WIRE.md 1.3: "the same URL rules checked at set and at each delivery":
+    a push config's host is resolved when it is set, as `webhook.set`'s is
+    (D216, D411); a name that does not resolve (`.invalid` never does) is
+    refused with the same reason, by `a2a.push.set` and by a send carrying
+    the config, and nothing is made."""
+    d = make_daemon('[webhooks]\nallow_hosts = ["127.0.0.1"]\n')
+    client, c, worker, w = await pair(d.url)
+    url = "https://nowhere.invalid/p"
+    hook = await failure(client, "webhook.set", {"url": url}, "bad_request")
+    task = (await client.act("a2a.send", {"to": w, "message": msg("p", "pr-1")}))["task"]
+    set_ = await failure(client, "a2a.push.set", {"task": task, "config": {"url": url}}, "bad_request")
+    assert set_["reason"] == hook["reason"] and set_["next"] == "revise"
+    conf = {"taskPushNotificationConfig": {"url": url}}
+    sent = await failure(client, "a2a.send", {"to": w, "message": msg("q", "pr-2"), "configuration": conf}, "bad_request")
+    assert sent["reason"] == hook["reason"]
+    assert [i["id"] for i in (await client.read("a2a.tasks", {}))["items"]] == [task]
+    assert (await client.read("a2a.push.list", {"task": task}))["items"] == []
 
 
 async def test_push_config_set_with_the_send_in_the_same_action(make_daemon):

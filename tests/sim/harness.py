@@ -12,7 +12,7 @@ every source of nondeterminism replaced by one seeded scheduler:
   ``Writer.write_batch`` itself.
 - **No wall clock.** ``clock()`` is simulated milliseconds, advanced only by the
   scheduler; advancing it plays the deadline clock: every owner of a due row of
-  the ``deadlines`` index is told ``Expire()`` (some tells are lost on purpose:
+  the ``deadlines`` index is told ``SweepDue()`` (some tells are lost on purpose:
   correctness must not depend on timers, DESIGN.md "Expiry wins").
 - **No randomness.** Ids and secrets come from the seed.
 - **Nodes** (issue 16). ``Sim(seed, nodes=2)`` runs two Runtimes over the one
@@ -77,7 +77,8 @@ import msgspec
 import pykka
 
 from kungfud import wire
-from kungfud.actors.object_actor import Expire, ObjectActor, Slot, _DoneBatch, _Run
+from kungfud.actors.messages import ActorSlot, DoneBatch, Run, SweepDue
+from kungfud.actors.object_actor import ObjectActor
 from kungfud.actors.ops import ACTIONS, DEADLINE, DEADLINE_TASK, to_command
 from kungfud.actors.runtime import Job, Runtime
 from kungfud.core import agent as agent_core
@@ -177,12 +178,12 @@ def _job_name(job: Job | None) -> str:
 
 
 def _msg_name(m: Any) -> str:
-    if isinstance(m, _DoneBatch):
-        return "_DoneBatch()"
-    if isinstance(m, _Run):
-        return f"_Run({_job_name(m.job)}, attempt={m.attempt})"
-    if isinstance(m, Expire):
-        return "Expire()"
+    if isinstance(m, DoneBatch):
+        return "DoneBatch()"
+    if isinstance(m, Run):
+        return f"Run({_job_name(m.job)}, attempt={m.attempt})"
+    if isinstance(m, SweepDue):
+        return "SweepDue()"
     if isinstance(m, Job):
         return f"Job({_job_name(m)})"
     return type(m).__name__
@@ -515,7 +516,7 @@ class Sim:
     def _activate(self, key: str, rt: _Runtime) -> _Cell:
         gen = self._gens.get(key, 0) + 1
         self._gens[key] = gen
-        actor = ObjectActor(rt, key, Slot())  # constructed, never started: no thread
+        actor = ObjectActor(rt, key, ActorSlot())  # constructed, never started: no thread
         actor.overlay = _OverlayDict(self)
         cell = _Cell(key, gen, actor, rt)
         actor.ref = _Ref(cell)
@@ -825,7 +826,7 @@ class Sim:
                 return
 
     def _tell_due(self, *, lose: bool) -> None:
-        """The deadline clock: tell each owner of a due row ``Expire()``."""
+        """The deadline clock: tell each owner of a due row ``SweepDue()``."""
         owners: list[str] = []
         with self.store.read() as view:
             for due, _, owner in view.deadlines():
@@ -839,9 +840,9 @@ class Sim:
                 self.stats["timers lost"] += 1
                 continue
             rt = self._pick(self.rts)  # whichever node holds the deadline lease now
-            self._note(f"timer: Expire() -> {owner}" + (f" on node {rt.node}" if self.nodes > 1 else ""))
+            self._note(f"timer: SweepDue() -> {owner}" + (f" on node {rt.node}" if self.nodes > 1 else ""))
             self.stats["timers"] += 1
-            rt.registry.tell(owner, Expire())
+            rt.registry.tell(owner, SweepDue())
 
     def _advance(self) -> None:
         r = self.rng.random()

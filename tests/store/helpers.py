@@ -170,7 +170,7 @@ def create_item(store: Store, caller: str, ids: Ids, key: str, content: bytes, *
     """``memory.create`` decided on the caller's current account state."""
     with store.read() as view:
         version, state = view.obj(caller)
-    d = memory_core.decide_create(memory_core.Create(content), _ctx(state, ids))
+    d = memory_core.decide_create(memory_core.CreateMemory(content), _ctx(state, ids))
     scope = receipt_scope(caller, "memory.create", key)
     return _item(d, scope, req_hash or b"create:" + content, {caller: version})
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import lmdb
 
 from kungfud.store.layout import ADDED_EMPTY
-from kungfud.store.store import Store
+from kungfud.store import Store
 from tests.pg import pg_server  # noqa: F401 — the session fixture
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,7 +46,7 @@ def test_a_store_without_the_added_tables_checks_ok_and_gets_them_when_opened(tm
 def test_a_postgresql_store_without_the_added_tables_gets_them_also_when_opened_to_read(pg_server, tmp_path):
     import psycopg
 
-    from kungfud.store.postgres.store import PgStore
+    from kungfud.store.postgres import PgStore
 
     url = pg_server.new_database()
     PgStore(url, str(tmp_path / "node")).close()

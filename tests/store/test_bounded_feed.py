@@ -14,7 +14,7 @@ import asyncio
 import msgspec
 import pytest
 
-from kungfud.actors.runtime import PASS_LIMIT, _page
+from kungfud.actors.event_pages import PASS_LIMIT, page as feed_page
 from kungfud.store import Store
 from kungfud.store.events import OPEN, Offer, event_key
 from kungfud.store.hooks import count_pending
@@ -65,7 +65,7 @@ def test_R8_13_a_feed_page_reads_a_bounded_number_of_offers_not_meant_for_its_re
         after = 0
         while True:
             before = counting.rows
-            page, more, reached = _page(view, ME, after, 128, True)
+            page, more, reached = feed_page(view, ME, after, 128, True)
             # Its own events (none) and the open stream: at most PASS_LIMIT rows passed over, +1 looked at.
             assert counting.rows - before <= PASS_LIMIT + 2, counting.rows - before
             assert reached >= after

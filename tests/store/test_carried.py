@@ -94,3 +94,48 @@ def test_L5_what_is_carried_is_bounded_and_still_checked_past_the_bound(store, m
         assert all(isinstance(o, Committed) for o in outs), outs
         assert len(w._carried.objects) <= 3 and len(w._carried.totals) <= 6
     assert compare(store, expected_indexes(store)) == []
+
+
+@pytest.mark.rules("L5-1", "L5-2")
+def test_L5_past_the_bound_the_least_recently_carried_are_forgotten_not_all(store, monkeypatch):
+    """Issue 38 §4: a writer serving more busy objects than the bound used to
+    forget everything at the bound and read each again; now the least recently
+    carried go, and what was carried last stays — still checked as the store's."""
+    monkeypatch.setattr(carried_mod, "LIMIT", 8)
+    ids = Ids()
+    agents = []
+    for n in range(12):
+        (out,) = commit(store, [register_item(ids, f"reg{n}", f"a{n}")])
+        agents.append(json.loads(out.result)["agent"])
+    w = Writer(store)
+    for a in agents:
+        (out,) = _write(w, [create_item(store, a, ids, f"c-{a}", b'{"n":1}')])
+        assert isinstance(out, Committed), out
+        assert 1 <= len(w._carried.objects) <= 8
+    carried = w._carried.objects
+    assert agents[-1] in carried  # the last written stays
+    assert agents[0] not in carried  # the first went
+    assert w._carried.size == sum(len(raw) for raw, _, _ in carried.values())
+    (out,) = _write(w, [create_item(store, agents[-1], ids, "again", b'{"n":2}')])
+    assert isinstance(out, Committed), out
+    assert compare(store, expected_indexes(store)) == []
+
+
+@pytest.mark.rules("L5-1", "L5-2")
+def test_L5_an_object_grown_past_what_is_carried_is_forgotten_not_kept_at_its_old_version(store, monkeypatch):
+    """An object carried small and then written past MAX_BYTES must not stay
+    carried at its older version: the next write to it would be checked
+    against that version and be Stale, again and again."""
+    ids, alice, memory = _setup(store)
+    w = Writer(store)
+    (out,) = _write(w, [update_item(store, alice, memory, ids, "u1", b'{"v":1}')])
+    assert isinstance(out, Committed), out
+    assert memory in w._carried.objects
+    # its next stored form (a version and an entry more: no shorter) is past the bound
+    monkeypatch.setattr(carried_mod, "MAX_BYTES", len(w._carried.objects[memory][0]) - 1)
+    (out,) = _write(w, [update_item(store, alice, memory, ids, "u2", b'{"v":2}')])
+    assert isinstance(out, Committed), out
+    assert memory not in w._carried.objects
+    (out,) = _write(w, [update_item(store, alice, memory, ids, "u3", b'{"v":3}')])
+    assert isinstance(out, Committed), out
+    assert compare(store, expected_indexes(store)) == []

@@ -15,10 +15,12 @@ import os
 import sys
 from itertools import zip_longest
 
+from ..check import compare, expected_indexes
 from ..integrity import StoreDamaged
 from ..layout import DBS, FORMAT
+from ..open import open_store
 from .schema import table
-from .store import PgStore
+from .store import PgBackend
 
 __all__ = ["run_migrate", "copy_store"]
 
@@ -32,7 +34,7 @@ def _not_empty(tx) -> str | None:
     return None
 
 
-def copy_store(source, target: PgStore) -> dict[str, int]:
+def copy_store(source, target: PgBackend) -> dict[str, int]:
     """Copy every row of every table of ``source`` (a Backend) into the empty
     ``target`` in one transaction; rows copied per table. StoreDamaged if the
     target holds data."""
@@ -67,7 +69,7 @@ def copy_store(source, target: PgStore) -> dict[str, int]:
     return counts
 
 
-def _differences(source, target: PgStore) -> list[str]:
+def _differences(source, target: PgBackend) -> list[str]:
     """Tables whose rows differ between ``source`` and ``target``."""
     out = []
     with source.read() as a, target.read() as b:
@@ -82,22 +84,19 @@ def _differences(source, target: PgStore) -> list[str]:
 def run_migrate(data_dir: str, url: str, *, map_size_mb: int = 10240) -> int:
     """Exit status: 0 copied and verified; 2 refused or failed (a message,
     never a traceback)."""
-    from ..check import compare, expected_indexes
-    from ..store import Store
-
     if not os.path.isfile(os.path.join(data_dir, "lmdb", "data.mdb")):
         print(f"kungfud migrate: no kungfud LMDB store in {data_dir}", file=sys.stderr)
         return 2
     try:
         # Locked: the daemon must be stopped (a store that moves while copied
         # would be copied torn). Opening migrates an older storage format first.
-        source = Store(data_dir, map_size_mb=map_size_mb)
+        source = open_store("lmdb", data_dir, map_size_mb=map_size_mb)
     except Exception as e:  # StoreLocked, StoreDamaged
         print(f"kungfud migrate: {e}", file=sys.stderr)
         return 2
     try:
         source.require_consistent_log()
-        target = PgStore(url, data_dir, lock=False)
+        target = open_store(url, data_dir, lock=False)
     except Exception as e:
         source.close()
         print(f"kungfud migrate: {e}", file=sys.stderr)

@@ -1,4 +1,5 @@
-"""The PostgreSQL backend: :class:`PgStore` (docs/storage.md "PostgreSQL").
+"""The PostgreSQL backend: :class:`PgBackend` (docs/storage.md "PostgreSQL"),
+opened as :class:`~kungfud.store.postgres.PgStore` (open.py migrates it).
 
 A :class:`~kungfud.store.interface.Backend` over psycopg 3 (sync). Reads take a
 connection from a small pool of its own and read inside one REPEATABLE READ,
@@ -25,19 +26,19 @@ import select
 import threading
 import time
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Iterator
 from urllib.parse import unquote_plus, urlsplit, urlunsplit
 
 import psycopg
 
 from ...errors import StoreUnavailable
-from ..integrity import StoreDamaged
-from ..interface import SnapshotTail
-from ..open import is_pg_url
+from ..integrity import StoreDamaged, StoreLocked
+from ..interface import SnapshotTail, is_pg_url
+from ..view import View
 from .kv import PgSnapshot, PgWriteTxn
 from .schema import LOCK_BOOTSTRAP, ensure_schema
 
-__all__ = ["PgStore", "redact_url", "is_pg_url"]
+__all__ = ["PgBackend", "redact_url", "is_pg_url"]
 
 log = logging.getLogger("kungfud.store")
 
@@ -94,9 +95,11 @@ def _lost(e: BaseException) -> bool:
     return isinstance(e, (psycopg.OperationalError, psycopg.InterfaceError))
 
 
-class PgStore(SnapshotTail):
+class PgBackend(SnapshotTail):
     """The store in a PostgreSQL database; ``data_dir`` holds only node-local
-    files (the admin key of the node that bootstrapped, the node's lock)."""
+    files (the admin key of the node that bootstrapped, the node's lock).
+    Opened as it is: ``migrate_from`` says whether its format is older
+    (:func:`~kungfud.store.open.opened` migrates it)."""
 
     # A read holds one of _POOL_MAX connections: an actor must never wait for a
     # second while it holds one (with enough carriers, all would wait), so its
@@ -141,22 +144,10 @@ class PgStore(SnapshotTail):
             self._unlock()
             raise
         self._wconn = conn
-        if self.migrate_from is not None and not readonly:
-            # An older storage format is migrated once, on open, as LMDB's is (D92).
-            from ..check import migrate
-
-            try:
-                migrate(self, self.migrate_from)
-            except BaseException:
-                self.close()
-                raise
-            self.migrate_from = None
 
     # --- node-local lock ------------------------------------------------------------
 
     def _lock(self, data_dir: str) -> None:
-        from ..store import StoreLocked
-
         fd = os.open(os.path.join(data_dir, "kungfud.lock"), os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -212,11 +203,9 @@ class PgStore(SnapshotTail):
             conn.close()
 
     @contextmanager
-    def read(self) -> Iterator[Any]:
+    def read(self) -> Iterator[View]:
         """One consistent snapshot (a REPEATABLE READ, READ ONLY transaction)
         as a ``View``; StoreUnavailable when the server cannot be reached."""
-        from ..store import View
-
         self._slots.acquire()
         try:
             conn = self._take()

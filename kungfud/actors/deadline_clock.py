@@ -22,6 +22,8 @@ import logging
 import threading
 from typing import TYPE_CHECKING
 
+from .messages import SweepDue
+
 if TYPE_CHECKING:
     from .runtime import Runtime
 
@@ -57,7 +59,7 @@ class DeadlineClock:
 
     def wake(self) -> None:
         """A commit added a deadline (maybe earlier than the one it sleeps
-        towards), or a test moved the clock (kungfud/testing/clock.py): look
+        towards), or a test moved the clock (kungfud/testing/offset_clock.py): look
         again now. Any thread may call this."""
         with self._cond:
             self._woken = True
@@ -104,8 +106,6 @@ class DeadlineClock:
             except Exception:
                 log.exception("reading deadlines failed")
                 due, next_due = [], None
-            from .object_actor import Expire
-
             for at, owner in due:
                 told = self._told.get(owner)
                 # Tell an owner about each newly due deadline at once; repeat for
@@ -115,7 +115,7 @@ class DeadlineClock:
                     continue
                 self._told[owner] = (max(at, told[0]) if told else at, now)
                 self.expiries_told += 1
-                self.rt.registry.tell(owner, Expire())
+                self.rt.registry.tell(owner, SweepDue())
             if len(self._told) > 10_000:
                 self._told = {k: v for k, v in self._told.items() if now - v[1] < RESEND_MS}
             if due:

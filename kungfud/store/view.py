@@ -1,231 +1,29 @@
-"""The LMDB backend (:class:`Store`, an :class:`~kungfud.store.interface.Backend`)
-and the consistent read view every backend shares (:class:`View`).
+"""The consistent read view every backend shares (:class:`View`): the named
+queries over one :class:`~kungfud.store.kv.Snapshot` that everything outside
+``store/`` reads through (docs/storage.md "Reads").
 
-One :class:`View` is one snapshot (:class:`~kungfud.store.kv.Snapshot`): a
-permission check and the content it guards come from the same state (R9-5,
-R12-10). Writes go only through :class:`~kungfud.store.writer.Writer`.
+One :class:`View` is one snapshot: a permission check and the content it
+guards come from the same state (R9-5, R12-10). Writes go through
+:class:`~kungfud.store.writer.Writer` (and the webhook runner's cursors through
+:mod:`~kungfud.store.hooks`), never through a view.
 """
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import heapq
-import os
-from contextlib import contextmanager
 from itertools import islice
 from typing import Any, Iterator
-
-import lmdb
-import msgspec
 
 from ..core.kinds import state_type
 from ..core.obligations import Obligation
 from . import hooks
-from .events import OPEN, Offer, OutcomeRow
+from .codec import Receipt, decode_agent_key, decode_fact, decode_object, decode_obligation, decode_offer, decode_outcome, decode_receipt
+from .events import OPEN
 from .indexes import members_listed, query_rows
-from .integrity import NOT_NEW_TRACES, StoreDamaged, check_env, check_file
-from .interface import SnapshotTail
 from .kv import Snapshot, prefix_stop
-from .layout import ADDED_EMPTY, DBS, FORMAT, PUBLIC, Receipt, decode_fact, decode_object, from_u64, u32, u64
-from .lmdb_kv import LmdbSnapshot, LmdbWriteTxn, SparseSnapshot, release_mapped
+from .layout import PUBLIC, from_u64, u32, u64
 
-__all__ = ["Store", "StoreDamaged", "StoreLocked", "View"]
-
-_receipt_dec = msgspec.msgpack.Decoder(Receipt)
-_offer_dec = msgspec.msgpack.Decoder(Offer)
-_ob_dec = msgspec.msgpack.Decoder(Obligation)
-_outcome_dec = msgspec.msgpack.Decoder(OutcomeRow)
-
-
-def _format_behind(fmt: bytes | None, data_dir: str) -> bytes | None:
-    """The stored format if it is older than :data:`FORMAT` (to migrate), None
-    if it is this one; a newer or unknown one is refused (D92)."""
-    if fmt is None or fmt == FORMAT:
-        return None
-    if fmt.isdigit() and int(fmt) < int(FORMAT):
-        return fmt
-    raise StoreDamaged(
-        f"data directory {data_dir} has storage format {fmt.decode(errors='replace')}, newer than format "
-        f"{FORMAT.decode()} that this kungfud reads: run the kungfud that wrote it (or a newer one)"
-    )
-
-
-
-def _owner_only(path: str) -> None:
-    """LMDB's files under ``path`` made 0600: ``mode`` applies to new files
-    only, and stores made before it were 0644 (inside a 0700 directory)."""
-    for name in ("data.mdb", "lock.mdb"):
-        try:
-            os.chmod(os.path.join(path, name), 0o600)
-        except OSError:
-            pass  # a file this user does not own: LMDB reports anything that matters
-
-class StoreLocked(RuntimeError):
-    """Another process holds the data directory."""
-
-
-class Store(SnapshotTail):
-    """The LMDB backend: owns the data directory, an exclusive lock file and the
-    LMDB environment (one database per table of ``layout.DBS``)."""
-
-    def __init__(self, data_dir: str, *, map_size_mb: int = 10240, readonly: bool = False, lock: bool = True):
-        self.data_dir = data_dir
-        if os.path.lexists(data_dir) and not os.path.isdir(data_dir):
-            raise StoreDamaged(f"data directory {data_dir} exists and is not a directory")
-        # What the directory held before this process touched it: with any of
-        # these but no store, it is not new (integrity.check_file).
-        traces = [t for t in NOT_NEW_TRACES if os.path.lexists(os.path.join(data_dir, t))]
-        path = os.path.join(data_dir, "lmdb")
-        if readonly:
-            if not os.path.isfile(os.path.join(path, "data.mdb")):
-                raise StoreDamaged(f"no kungfud store in {data_dir} ({os.path.join(path, 'data.mdb')} is missing)")
-        else:
-            try:
-                os.makedirs(data_dir, mode=0o700, exist_ok=True)
-            except OSError as e:
-                raise StoreDamaged(f"cannot create data directory {data_dir}: {e.strerror or e}") from None
-        self._lock_fd: int | None = None
-        if traces and not os.path.lexists(os.path.join(path, "data.mdb")):
-            # Not new, and no store: refused before anything is created (but a
-            # directory another daemon is creating right now is "in use").
-            if lock and "kungfud.lock" in traces:
-                self._lock(data_dir)
-                self._unlock()
-            check_file(data_dir, traces=traces)
-        if lock:
-            self._lock(data_dir)
-        try:
-            self._open(data_dir, path, traces, map_size_mb=map_size_mb, readonly=readonly)
-        except BaseException:
-            self._unlock()
-            raise
-
-    def _lock(self, data_dir: str) -> None:
-        self._lock_fd = os.open(os.path.join(data_dir, "kungfud.lock"), os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as e:
-            os.close(self._lock_fd)
-            self._lock_fd = None
-            if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise StoreLocked(
-                    f"data directory {data_dir} is in use by another kungfud process"
-                ) from None
-            raise
-
-    def _open(self, data_dir: str, path: str, traces: list[str], *, map_size_mb: int, readonly: bool) -> None:
-        # The store must be whole before LMDB sees it: a zero-length file would be
-        # taken for a new store, a short one read past its end (integrity.py).
-        check_file(data_dir, traces=traces)
-        try:
-            os.makedirs(path, mode=0o700, exist_ok=True)
-        except OSError as e:
-            raise StoreDamaged(f"cannot create {path}: {e.strerror or e}") from None
-        # sync+metasync: a commit is durable when it returns (DESIGN.md "Durability").
-        # writemap off: nested transactions need it, and a stray write cannot
-        # corrupt the map.
-        self.env = lmdb.open(
-            path,
-            map_size=map_size_mb * 1024 * 1024,
-            max_dbs=len(DBS) + 4,
-            max_readers=1024,
-            sync=True,
-            metasync=True,
-            writemap=False,
-            readonly=readonly,
-            lock=True,
-            mode=0o600,  # data.mdb and lock.mdb readable by the daemon's user only
-        )
-        if not readonly:
-            _owner_only(path)
-        try:
-            check_env(self.env, data_dir)  # before any transaction reads a page
-            if not readonly:
-                # Free the reader slots of processes that died holding one (a
-                # killed worker of --workers N): they would pin old pages.
-                self.env.reader_check()
-            self.dbs: dict[str, Any] = {}
-            self._snapshot: type[LmdbSnapshot] = LmdbSnapshot
-            # An older storage format is migrated once, right after opening (D92).
-            self.migrate_from: bytes | None = None
-            if readonly:
-                self.dbs["meta"] = self.env.open_db(b"meta", create=False)
-                with self.env.begin() as txn:
-                    self.migrate_from = _format_behind(txn.get(b"format", db=self.dbs["meta"]), data_dir)
-                for name in DBS:
-                    try:
-                        self.dbs[name] = self.env.open_db(name.encode(), create=False)
-                    except lmdb.NotFoundError:
-                        # Written by an older kungfud: a table added without a format step
-                        # (D212), or by a later format (read-only, not migrated), reads as empty.
-                        if name not in ADDED_EMPTY and self.migrate_from is None:
-                            raise
-                        self._snapshot = SparseSnapshot
-            else:
-                with self.env.begin(write=True) as txn:
-                    for name in DBS:
-                        self.dbs[name] = self.env.open_db(name.encode(), txn=txn)
-                    meta = self.dbs["meta"]
-                    fmt = txn.get(b"format", db=meta)
-                    if fmt is None:
-                        txn.put(b"format", FORMAT, db=meta)
-                    else:
-                        self.migrate_from = _format_behind(fmt, data_dir)
-            if self.migrate_from is not None and not readonly:
-                from .check import migrate  # check builds on this module
-
-                migrate(self, self.migrate_from)
-                self.migrate_from = None
-        except BaseException:
-            self.env.close()
-            raise
-
-    def close(self) -> None:
-        self.env.close()
-        self._unlock()
-
-    def hold_lock(self) -> int:
-        """A second descriptor of the data-dir lock, for the caller to keep: the
-        directory stays locked, after close() too, while it is open in any
-        process (a flock belongs to the open file; kungfud.supervisor)."""
-        assert self._lock_fd is not None, "opened without the lock"
-        return os.dup(self._lock_fd)
-
-    def _unlock(self) -> None:
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)
-            self._lock_fd = None
-
-    def damage_place(self) -> tuple[str, str]:
-        return os.path.join(self.data_dir, "lmdb", "data.mdb"), f"kungfud check --data-dir {self.data_dir}"
-
-    def release_pages(self) -> None:
-        """Let go of the mapped pages read so far (``kungfud check``'s long
-        scans; lmdb_kv.release_mapped)."""
-        release_mapped(os.path.join(self.data_dir, "lmdb", "data.mdb"))
-
-    @contextmanager
-    def read(self) -> Iterator["View"]:
-        with self.env.begin(buffers=False) as txn:
-            yield View(self._snapshot(txn, self.dbs), self)
-
-    def begin_write(self) -> LmdbWriteTxn:
-        return LmdbWriteTxn(self.env, self.dbs)
-
-    @staticmethod
-    def storage_error(e: BaseException) -> bool:
-        return isinstance(e, lmdb.Error) or getattr(e, "injected", False)
-
-    def usage(self) -> tuple[int, int]:
-        """(bytes of the map in use, the map size)."""
-        info = self.env.info()
-        stat = self.env.stat()
-        return (info["last_pgno"] + 1) * stat["psize"], info["map_size"]
-
-    def fill(self) -> tuple[int, int]:
-        """(bytes used, the size) for the capacity limits: the map's (D241)."""
-        return self.usage()
+__all__ = ["View"]
 
 
 class View:
@@ -277,7 +75,7 @@ class View:
 
     def receipt(self, scope: bytes) -> Receipt | None:
         raw = self.kv.get("receipts", scope)
-        return None if raw is None else _receipt_dec.decode(raw)
+        return None if raw is None else decode_receipt(raw)
 
     def agent_for_key_hash(self, key_hash: bytes) -> str | None:
         raw = self.kv.get("agent_keys", key_hash)
@@ -286,13 +84,7 @@ class View:
     def key_holder(self, key_hash: bytes) -> tuple[str, str | None, int | None, str | None] | None:
         """(agent, scope, expires_at ms, key_id) of a key's hash (a main key: None for the rest), or None."""
         raw = self.kv.get("agent_keys", key_hash)
-        if raw is None:
-            return None
-        agent, sep, rest = raw.partition(b"\x00")
-        if not sep:
-            return (agent.decode(), None, None, None)
-        scope, expires_at, key_id = msgspec.msgpack.decode(rest)
-        return (agent.decode(), scope, expires_at, key_id)
+        return None if raw is None else decode_agent_key(raw)
 
     def thread_for_token(self, token_hash: bytes) -> str | None:
         raw = self.kv.get("tokens", token_hash)
@@ -307,7 +99,7 @@ class View:
 
     def offers_for(self, agent: str, after: int) -> Iterator[tuple[int, bytes]]:
         """(event seq, event JSON) of the open-Task stream with seq > ``after``
-        that are offered to ``agent`` (:meth:`~kungfud.store.events.Offer.offered_to`), in order."""
+        that are offered to ``agent`` (:meth:`~kungfud.store.codec.Offer.offered_to`), in order."""
         return ((seq, e) for seq, e in self.offer_rows(agent, after) if e is not None)  # type: ignore[misc]
 
     def offer_rows(self, agent: str, after: int) -> Iterator[tuple[int, bytes | None]]:
@@ -316,7 +108,7 @@ class View:
         prefix = OPEN.encode() + b"\x00"
         n = len(prefix)
         for key, value in self.kv.scan("events", prefix + u64(after + 1), prefix_stop(prefix)):
-            offer = _offer_dec.decode(value)
+            offer = decode_offer(value)
             yield from_u64(key[n:]), (offer.event if offer.offered_to(agent) else None)
 
     def feed(
@@ -404,7 +196,7 @@ class View:
         """(position, obligation) of ``holder``'s open obligations, in the order
         they arose (R8-7), after the position ``after``."""
         for pos, value in self._after("obligations", holder.encode() + b"\x00", after):
-            yield pos, _ob_dec.decode(value)
+            yield pos, decode_obligation(value)
 
     def opportunities_of(self, agent: str, after: bytes | None) -> Iterator[tuple[bytes, str, str]]:
         """(position, assignment or Task id, its Thread or the Task) of
@@ -416,7 +208,7 @@ class View:
         """(position, Thread gating it or None, outcome item JSON) of ``party``'s
         ended work, newest first, before the position ``before``."""
         for pos, value in self._before("outcomes", party.encode() + b"\x00", before):
-            row = _outcome_dec.decode(value)
+            row = decode_outcome(value)
             yield pos, row.thread, row.item
 
     @staticmethod
@@ -445,11 +237,11 @@ class View:
             author, _, task = bytes(key).decode().partition("\x00")
             yield author, task
 
-    def tasks_authored(self, agent: str, before: str | None) -> Iterator[str]:
-        """Task ids ``agent`` authored, newest first, strictly before ``before``."""
-        for suffix, kind in self._before("tasks", agent.encode() + b"\x00", before.encode() if before else None):
-            if kind == b"author":
-                yield suffix.decode()
+    def a2a_changed(self, author: str, before: tuple[int, str] | None) -> Iterator[tuple[int, str]]:
+        """(last change, task) of ``author``'s A2A Tasks, newest first, before ``before`` (D410)."""
+        pos = None if before is None else u64(before[0]) + before[1].encode()
+        for suffix, _ in self._before("a2a_changed", author.encode() + b"\x00", pos):
+            yield from_u64(suffix[:8]), suffix[8:].decode()
 
     def tasks_for(self, agent: str, mine: bool, after: str | None) -> Iterator[str]:
         """Task ids in id order after ``after``: with ``mine``, those ``agent``
