@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.nodes import run_per_count  # noqa: E402
 from kungfud.client import Client  # noqa: E402
-from kungfud.core.clock import parse_rfc3339  # noqa: E402
+from kungfud.core.timestamps import parse_rfc3339  # noqa: E402
 
 
 async def measure(n: int, args: argparse.Namespace, urls: list[str], admin: Client, t: str) -> None:

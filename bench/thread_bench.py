@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from memory_create import _memory_kb, _register, bench_daemon, cpu_per_action, cpu_snapshot, measure  # noqa: E402
 
 from kungfud.client import Client  # noqa: E402
-from kungfud.core.clock import parse_rfc3339  # noqa: E402
+from kungfud.core.timestamps import parse_rfc3339  # noqa: E402
 
 
 async def _clients(url: str, keys: list[str]) -> list[Client]:

@@ -25,11 +25,14 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+import weakref
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -42,6 +45,13 @@ MODES = {
     "pg2": "two nodes on PostgreSQL (serve --store postgresql://…)",
 }
 ENV = "KUNGFUD_E2E_NODES"
+#: an AF_UNIX socket path's limit (Linux: 108 bytes with the NUL), less a margin
+SOCKET_PATH_MAX = 100
+#: what an LMDB node adds to its data directory for its socket: /nodes/<pid up to 4194304>.sock
+SOCKET_TAIL = len("/nodes/4194304.sock")
+#: how long a daemon or a cluster may take to listen: about a second on an idle
+#: 2-core machine, ten times more when it is shared (load 15-20); a hang guard only
+START_S = 60.0
 
 # Every daemon log written during the session, scanned at the end for secrets.
 DAEMON_LOGS: list[Path] = []
@@ -87,6 +97,18 @@ def wait_for(pred, timeout: float, step: float = 0.05) -> bool:
     return bool(pred())
 
 
+#: put on a daemon's PYTHONPATH: its sitecustomize keeps trio out, as without the test extra
+DAEMON_SITE = ROOT / "tests" / "daemon_site"
+
+
+def daemon_env(env: dict | None) -> dict:
+    """The environment a daemon of the suite starts with: this process's, with
+    ``env`` over it and :data:`DAEMON_SITE` first on ``PYTHONPATH``."""
+    merged = {**os.environ, **(env or {})}
+    merged["PYTHONPATH"] = os.pathsep.join(p for p in (str(DAEMON_SITE), merged.get("PYTHONPATH")) if p)
+    return merged
+
+
 class Daemon:
     """A kungfud process on a data directory; restartable on the same directory."""
 
@@ -119,16 +141,17 @@ class Daemon:
         # "" when the daemon serves no A2A ([a2a] enabled = false: pass a2a=False).
         self.a2a_url = ""
         self.a2a = a2a
+        self._link: str | None = None  # _short_dir's symlink, once made
         self.stderr_path = data_dir.parent / f"{data_dir.name}.stderr"
         DAEMON_LOGS.append(self.stderr_path)
 
-    def start(self, listen: str = "127.0.0.1:0", timeout: float = 20.0) -> "Daemon":
+    def start(self, listen: str = "127.0.0.1:0", timeout: float = START_S) -> "Daemon":
         self.spawn(listen)
         return self.ready(timeout)
 
     def spawn(self, listen: str = "127.0.0.1:0") -> None:
         """Start the process; :meth:`ready` waits until it listens."""
-        cmd = [sys.executable, "-m", "kungfud", "serve", "--data-dir", str(self.data_dir), "--listen", listen]
+        cmd = [sys.executable, "-m", "kungfud", "serve", "--data-dir", self._short_dir(), "--listen", listen]
         config = self._a2a_pinned(self.config) if self.a2a and not listen.endswith(":0") else self.config
         if config is not None:
             cmd += ["--config", str(config)]
@@ -136,8 +159,25 @@ class Daemon:
         self._stderr = open(self.stderr_path, "ab")
         self.proc = subprocess.Popen(
             cmd, stdout=subprocess.PIPE, stderr=self._stderr, cwd=ROOT, text=True,
-            env=None if self.env is None else {**os.environ, **self.env},
+            env=daemon_env(self.env),
         )
+
+    def _short_dir(self) -> str:
+        """The data directory as the daemon is told it: ``data_dir`` itself, or,
+        when its LMDB node sockets (``DATA_DIR/nodes/<pid>.sock``) would not fit
+        AF_UNIX's 107 bytes (a deep ``--basetemp``, a long user name, a
+        two-node test's own folder), a short symlink to it under /tmp, removed
+        when this Daemon is."""
+        path = str(self.data_dir)
+        if len(path) + SOCKET_TAIL <= SOCKET_PATH_MAX:
+            return path
+        if self._link is None:
+            os.makedirs(path, mode=0o700, exist_ok=True)  # a symlink to nothing is "not a directory"
+            folder = tempfile.mkdtemp(prefix="kf-", dir="/tmp")
+            self._link = os.path.join(folder, "data")
+            os.symlink(os.path.abspath(path), self._link)
+            weakref.finalize(self, shutil.rmtree, folder, True)
+        return self._link
 
     def _a2a_pinned(self, config: Path | None) -> Path | None:
         """A start on a fixed websocket port (a restart a client reconnects to):
@@ -153,7 +193,7 @@ class Daemon:
         path.write_text(f'{text}\n[a2a]\nlisten = "127.0.0.1:{port}"\n')
         return path
 
-    def ready(self, timeout: float = 20.0) -> "Daemon":
+    def ready(self, timeout: float = START_S) -> "Daemon":
         """Until the spawned process says it listens (its URL is then ``url``)."""
         deadline = time.monotonic() + timeout
         assert self.proc.stdout is not None
@@ -320,7 +360,7 @@ class Cluster:
 
     # --- the nodes -------------------------------------------------------------
 
-    def start(self, listen: str = "127.0.0.1:0", timeout: float = 30.0) -> "Cluster":
+    def start(self, listen: str = "127.0.0.1:0", timeout: float = START_S) -> "Cluster":
         assert listen == "127.0.0.1:0", "a cluster's nodes listen on free ports"
         if not self._supervised:
             # All at once: the store's bootstrap lock lets one of them create the
@@ -495,7 +535,7 @@ class Cluster:
         """lmdb2: the pid of node ``i`` (0-based: the i-th worker by index)."""
         return self._workers[sorted(self._workers)[i]][0]
 
-    def wait_node(self, i: int, old_pid: int, timeout: float = 30.0) -> None:
+    def wait_node(self, i: int, old_pid: int, timeout: float = START_S) -> None:
         """lmdb2: until the supervisor has replaced killed worker ``i``; pg2: start node ``i`` again."""
         if not self._supervised:
             self.nodes[i].start(timeout=timeout)

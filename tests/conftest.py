@@ -15,6 +15,13 @@ from pathlib import Path
 import pytest
 
 from tests.cluster import DAEMON_LOGS, ENV, MODES, ROOT, Cluster, Daemon, mode_of
+from tests.parallel import longest_first, pytest_xdist_auto_num_workers  # noqa: F401  (hooks)
+from tests.processes import Tracker, become_subreaper
+
+try:  # pytest-xdist's scheduler for this suite (tests/parallel.py)
+    from tests.parallel import pytest_xdist_make_scheduler  # noqa: F401
+except ImportError:  # without pytest-xdist the suite runs serially
+    pass
 
 try:  # the session's throwaway PostgreSQL cluster (pg2 mode, the PostgreSQL tests)
     from tests.pg import pg_server  # noqa: F401
@@ -194,6 +201,8 @@ def pytest_collection_modifyitems(session, config, items):
     test about one process or one LMDB directory by nature
     (``@pytest.mark.single_node("why")``; ``lmdb_only``: not on PostgreSQL) and
     a test that starts no daemon through the fixtures are deselected, not skipped."""
+    if hasattr(config, "workeroutput"):  # an xdist worker
+        longest_first(items)
     mode = mode_of(config)
     deferred = _deferred_files()
     if mode == "lmdb" and not deferred:
@@ -209,6 +218,8 @@ def pytest_collection_modifyitems(session, config, items):
         config.hook.pytest_deselected(items=[item for item, _ in dropped])
         items[:] = [item for item, _ in keep]
     config._kungfud_deselected = collections.Counter(why for _, why in dropped)
+    if hasattr(config, "workeroutput"):  # an xdist worker: the controller prints the summary
+        config.workeroutput["kungfud_deselected"] = dict(config._kungfud_deselected)
 
 
 def _deferred_files() -> set[Path]:
@@ -230,6 +241,11 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
             f"kungfud nodes={mode_of(config)}: {sum(why.values())} tests deselected: "
             + "; ".join(f"{n} {reason}" for reason, n in why.most_common())
         )
+    problems = getattr(config, "_kungfud_problems", [])
+    if problems:
+        terminalreporter.write_line("")
+        for line in problems:
+            terminalreporter.write_line(line, red=True, bold=not line.startswith("  "))
 
 
 def pytest_configure(config):
@@ -237,18 +253,59 @@ def pytest_configure(config):
     for marker in (
         "single_node(why): about one process or one LMDB directory by nature; deselected under --nodes=lmdb2|pg2",
         "lmdb_only(why): about the LMDB store by nature; deselected under --nodes=pg2",
+        "long_test(seconds): takes long (a model-based walk, a bench run, a crash loop; seconds: measured on the 2-core machine); handed out first under -n, longest first (tests/parallel.py)",
     ):
         config.addinivalue_line("markers", marker)
+    _deferred_files()  # a misspelt name fails at once, in the controller too
+    become_subreaper()  # orphans of what the suite started stay ours to find (tests/processes.py)
+    config._kungfud_processes = Tracker()
+    config._kungfud_workers = {}  # xdist controller: worker pid -> what it found at its end
+
+
+# --- under pytest-xdist (README's command: ``-n``): each worker collects and runs
+# its share and reports at its end what only it can see; the controller prints it.
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    out = getattr(node, "workeroutput", None) or {}
+    if "kungfud_pid" in out:
+        node.config._kungfud_workers[out["kungfud_pid"]] = out
+        if out.get("kungfud_deselected") and not getattr(node.config, "_kungfud_deselected", None):
+            node.config._kungfud_deselected = collections.Counter(out["kungfud_deselected"])
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    yield
+    item.config._kungfud_processes.note(item.nodeid)
 
 
 def pytest_sessionfinish(session, exitstatus):
-    """§12, issue 6.9: no daemon ever logs a key or a token. Every log of every
-    daemon the suite started is searched for anything shaped like a secret."""
+    """At the end of every pytest process (each xdist worker, then the controller):
+    §12, issue 6.9: no daemon ever logs a key or a token — every log of every
+    daemon it started is searched for anything shaped like a secret; and no
+    process it started outlives it (tests/processes.py). The controller fails
+    the session for what any worker found."""
+    config = session.config
+    problems = []
     leaks = []
     for path in DAEMON_LOGS:
         if path.exists():
             for m in SECRET_SHAPE.finditer(path.read_bytes()):
-                leaks.append(f"{path}: {m.group()[:8]}…")
+                leaks.append(f"  {path}: {m.group()[:8]}…")
     if leaks:
-        print("\nSECRETS FOUND IN DAEMON LOGS (§12):\n" + "\n".join(leaks[:20]))
+        problems += ["SECRETS FOUND IN DAEMON LOGS (§12):", *leaks[:20]]
+    workers = frozenset(config._kungfud_workers)  # their own checks cover what runs below them
+    left = config._kungfud_processes.survivors(skip=workers)
+    if left:
+        problems += ["PROCESSES THE SUITE STARTED OUTLIVED IT (killed now; end them in the test or fixture):",
+                     *(f"  {line}" for line in left)]
+    for out in config._kungfud_workers.values():
+        problems += out.get("kungfud_problems", [])
+    if hasattr(config, "workeroutput"):
+        config.workeroutput["kungfud_pid"] = os.getpid()
+        config.workeroutput["kungfud_problems"] = problems
+    config._kungfud_problems = problems
+    if problems:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

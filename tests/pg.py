@@ -9,7 +9,9 @@ crash would). :meth:`PgCluster.new_database` gives each test its own database.
 
 The session-scoped fixture ``pg_server`` yields one cluster for the whole run
 (a test module uses it with ``from tests.pg import pg_server``); it skips, with
-one line saying why, only when no PostgreSQL binaries are installed.
+one line saying why, only when no PostgreSQL binaries are installed. Under
+pytest-xdist each worker is a session of its own, so each worker that needs one
+runs its own cluster (its own temp dir, port and socket): nothing is shared.
 """
 
 from __future__ import annotations
@@ -47,6 +49,9 @@ def find_bindir() -> str | None:
     return None
 
 
+_SHORT_TMP = "/tmp" if os.path.isdir("/tmp") else None
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -58,7 +63,9 @@ class PgCluster:
 
     def __init__(self, bindir: str, *, root: str | None = None):
         self.bindir = bindir
-        self.root = tempfile.mkdtemp(prefix="kf-pg-", dir=root)
+        # Directly under /tmp, not under $TMPDIR or pytest's basetemp: the server's
+        # socket (ROOT/.s.PGSQL.PORT) must fit AF_UNIX's 107 bytes.
+        self.root = tempfile.mkdtemp(prefix="kf-pg-", dir=root or _SHORT_TMP)
         self.data = os.path.join(self.root, "data")
         self.socket_dir = self.root
         self.log = os.path.join(self.root, "server.log")
@@ -80,7 +87,6 @@ class PgCluster:
             f.write(
                 "\n# kungfud tests (tests/pg.py)\n"
                 f"listen_addresses = '{self.host}'\n"
-                f"port = {self.port}\n"
                 f"unix_socket_directories = '{self.socket_dir}'\n"
                 "fsync = on\n"
                 "synchronous_commit = on\n"
@@ -88,7 +94,18 @@ class PgCluster:
                 "shared_buffers = 32MB\n"
                 "log_min_messages = warning\n"
             )
-        self.start()
+        # A free port can be taken between the look and the bind (xdist workers
+        # each start a cluster of their own at once): another one, a few times.
+        for attempt in range(5):
+            with open(os.path.join(self.data, "postgresql.conf"), "a") as f:
+                f.write(f"port = {self.port}\n")  # the last setting wins
+            try:
+                self.start()
+                return
+            except RuntimeError:
+                if attempt == 4:
+                    raise
+                self.port = _free_port()
 
     # --- the server ---------------------------------------------------------------
 

@@ -93,13 +93,13 @@ class Bridge:
         anyone) to ``wake``, what other nodes saw to ``seen``, and the agents
         whose webhook registration a commit wrote to ``webhooks``."""
         self.loop = loop
-        self.rt.event_sink = lambda events: loop.call_soon_threadsafe(publish, events)
+        self.rt.event_sink = _on_loop(loop, publish)
         if wake is not None:
-            self.rt.link.feed = lambda agents: loop.call_soon_threadsafe(wake, agents)
+            self.rt.link.feed = _on_loop(loop, wake)
         if webhooks is not None:
-            self.rt.webhook_sink = lambda agents: loop.call_soon_threadsafe(webhooks, agents)
+            self.rt.webhook_sink = _on_loop(loop, webhooks)
         if seen is not None and self.rt.shared:
-            self.rt.link.attach_seen(lambda news: loop.call_soon_threadsafe(seen, news))
+            self.rt.link.attach_seen(_on_loop(loop, seen))
 
     # --- out: event loop -> actors ------------------------------------------------
 
@@ -140,3 +140,18 @@ class Bridge:
                 self._finish(*item)
             except Exception:  # one connection's failure never costs another its reply
                 log.exception("delivering a reply failed")
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop, fn: Callable[[Any], None]) -> Callable[[Any], None]:
+    """``fn(arg)`` handed to ``loop`` from another thread; nothing once the loop
+    has closed (a stopping daemon: the nodes' poll thread woke after it, and
+    its RuntimeError went to stderr as a traceback, breaking the JSON log)."""
+
+    def call(arg: Any) -> None:
+        try:
+            loop.call_soon_threadsafe(fn, arg)
+        except RuntimeError:
+            if not loop.is_closed():
+                raise
+
+    return call

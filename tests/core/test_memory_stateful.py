@@ -236,6 +236,7 @@ class MemoryAndAgentCore(RuleBasedStateMachine):
     "L1-1", "L1-2", "L2-3", "L2-4", "L2-7", "R4-1", "R4-3", "R4-4", "R5-1", "R5-2", "R5-3", "R5-4",
     "R5-5", "R5-6", "R5-7", "R5-9", "R5-10", "R5-11", "R9-4", "R9-7", "R9-8", "R12-9", "L4-6",
 )  # fmt: skip
+@pytest.mark.long_test(160)  # seconds on the shared 2-core machine (D405): handed out first under -n
 def test_L1_1_R5_6_memory_and_agent_core_agree_with_a_model():
     run_state_machine_as_test(
         MemoryAndAgentCore,

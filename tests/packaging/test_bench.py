@@ -8,9 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.long_test(100)  # seconds on the shared 2-core machine (D405): handed out first under -n
 def test_bench_suite_quick_run_prints_every_figure():
     out = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "all.py"), "--quick"],

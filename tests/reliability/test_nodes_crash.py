@@ -89,6 +89,7 @@ async def _fired_within(url: str, key: str, asg: str, limit: float) -> float:
             await asyncio.sleep(0.05)
 
 
+@pytest.mark.long_test(40)  # seconds on the shared 2-core machine (D405): handed out first under -n
 @pytest.mark.timeout_s(600)
 @pytest.mark.parametrize("kind", ["lmdb2", "pg2"])
 @pytest.mark.rules("L1-1", "L1-4", "L3-1", "L3-2", "L3-4", "L5-2", "R6.4-13")
