@@ -101,11 +101,11 @@ async def run(url: str, pid: int, tasks: int, blocks: int, profile: bool) -> Non
                 spy.wait()
             totals[path][0] += cpu
             totals[path][1] += tasks
-            print(json.dumps({"path": path, "tasks": tasks, "tasks_per_s": round(tasks / wall, 1),
+            print(json.dumps({"bench": "a2a", "path": path, "tasks": tasks, "tasks_per_s": round(tasks / wall, 1),
                               "daemon_cpu_ms_per_task": round(cpu / tasks * 1000, 2),
                               "load_1m": os.getloadavg()[0]}), flush=True)
         per = {p: c / n * 1000 for p, (c, n) in totals.items()}
-        print(json.dumps({"v1_cpu_ms_per_task": round(per["v1"], 2), "a2a_cpu_ms_per_task": round(per["a2a"], 2),
+        print(json.dumps({"bench": "a2a.ratio", "v1_cpu_ms_per_task": round(per["v1"], 2), "a2a_cpu_ms_per_task": round(per["a2a"], 2),
                           "a2a_over_v1_cpu": round(per["a2a"] / per["v1"], 2)}), flush=True)
     await worker.close()
     await caller.close()
