@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sqlite3
 import tempfile
 import threading
 import weakref
@@ -52,6 +51,19 @@ CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(body, tokenize='unicode61 remo
 """
 _COLUMNS = "key, kind, ids, at, text, thread, owner, public, parties, pin, seq"
 _INSERT = f"INSERT INTO docs(id, {_COLUMNS}) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+class _LazySqlite:
+    """``sqlite3`` (~2 MiB of a daemon's memory) imported by the first search,
+    not at start: a daemon nobody searches never loads it (idle RSS, issue 38
+    §3). Every use below is an attribute of it, looked up when it runs."""
+
+    def __getattr__(self, name: str) -> Any:
+        import sqlite3
+
+        return getattr(sqlite3, name)
+
+
+sqlite3 = _LazySqlite()
+
 _indexes: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
 _indexes_lock = threading.Lock()
 

@@ -26,6 +26,8 @@ DEFERRED = {
     # go of mapped pages (D367): the daemon never loads it (idle RSS, issue 38).
     ("store/lmdb_kv.py", "ctypes"),
     ("store/lmdb_kv.py", "ctypes.util"),
+    # sqlite3 (about 2 MB) by the first search, not at start (idle RSS, issue 38 §3).
+    ("store/search_index.py", "sqlite3"),
 }
 
 # Modules allowed to call msgspec's msgpack, each with why.
