@@ -91,10 +91,15 @@ def write(
     record that storage format in the same one and drop the tables older
     formats had (:data:`RETIRED`). ``puts``: rows put as well, in tables not
     cleared (a migration step's). ``done``: ``meta`` rows deleted in the same
-    transaction (the fill of an added table, D419)."""
+    transaction (the fill of an added table, D419); when one of them is gone
+    already (another PostgreSQL node filled it meanwhile, and may have written
+    since), nothing is written."""
     w = store.begin_write()
     try:
         tx = w.tx
+        if any(tx.get("meta", key) is None for key in done):  # another node filled it first (D419)
+            w.abort()
+            return
         # Events keep the trace context they were written with (WIRE.md 1.3), where the rebuilt event is the same.
         kept = {
             key: bytes(old) for key, value in expected.get("events", {}).items()

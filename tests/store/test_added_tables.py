@@ -83,3 +83,19 @@ def test_a_postgresql_store_fills_an_added_derived_table_on_the_first_open_for_w
     assert fills() == {FILL + n.encode() for n in ADDED_DERIVED}
     PgStore(url, str(tmp_path / "node")).close()
     assert fills() == set()
+
+
+def test_a_fill_whose_row_is_gone_writes_nothing(tmp_path):
+    """D419: of two PostgreSQL nodes filling together, the second finds the
+    FILL row gone in its write transaction and writes nothing (its rows were
+    read before the first node's fill, and before any action it took since)."""
+    from kungfud.store.check import write
+    from kungfud.store.layout import FILL
+
+    s = Store(str(tmp_path / "data"))
+    try:
+        write(s, {"a2a_changed": {b"ag_x\x00stale": b""}}, done=(FILL + b"a2a_changed",))
+        with s.read() as view:
+            assert list(view.kv.scan("a2a_changed")) == []
+    finally:
+        s.close()
